@@ -1,0 +1,191 @@
+//! The alert intent: the immutable record of what an upstream system asked for, and the status
+//! that the pipeline derives from its observations.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::key::IdempotencyKey;
+use super::phone::PhoneNumber;
+use super::request::ValidatedRequest;
+use super::segments::SegmentCount;
+use super::state::State;
+use super::template::TemplateRef;
+
+/// A rendered SMS text. Never printed: `Debug` shows only its length.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageBody(String);
+
+impl MessageBody {
+    pub fn new(text: String) -> Self {
+        Self(text)
+    }
+    /// The text in clear, for the SNS publish only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for MessageBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MessageBody(<{} chars>)", self.0.chars().count())
+    }
+}
+
+/// Where the request came from. Not part of the payload: the same event reported by the API and
+/// by EventBridge is one intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Api,
+    EventBridge,
+    Operator,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Api => "api",
+            Origin::EventBridge => "eventbridge",
+            Origin::Operator => "operator",
+        }
+    }
+}
+
+/// Per-request SNS settings; absent fields fall back to the deployment's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmsOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origination_number: Option<PhoneNumber>,
+    /// Decimal USD as given, e.g. "0.50".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price_usd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Intent {
+    pub key: IdempotencyKey,
+    pub event_id: String,
+    pub template: TemplateRef,
+    pub variables: BTreeMap<String, String>,
+    pub recipient: PhoneNumber,
+    pub body: MessageBody,
+    pub segments: SegmentCount,
+    pub deadline: DateTime<Utc>,
+    /// The deadline as requested (relative like `15m`, or absolute normalised to RFC 3339);
+    /// `None` when the deployment default applied. Compared on replay, not the resolved instant.
+    pub deadline_spec: Option<String>,
+    pub sms: SmsOptions,
+    pub origin: Origin,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Intent {
+    pub fn from_request(req: ValidatedRequest, origin: Origin, now: DateTime<Utc>) -> Self {
+        let key = IdempotencyKey::derive(&req.event_id, &req.template);
+        Intent {
+            key,
+            event_id: req.event_id,
+            template: req.template,
+            variables: req.variables,
+            recipient: req.recipient,
+            body: MessageBody::new(req.body),
+            segments: req.segments,
+            deadline: req.deadline,
+            deadline_spec: req.deadline_spec,
+            sms: req.sms,
+            origin,
+            created_at: now,
+        }
+    }
+
+    /// The payload fields in which `other` (same key) differs from this stored intent. Empty means
+    /// a faithful replay.
+    pub fn differing_fields(&self, other: &Intent) -> Vec<&'static str> {
+        let mut d = Vec::new();
+        if self.recipient != other.recipient {
+            d.push("recipient");
+        }
+        if self.variables != other.variables {
+            d.push("variables");
+        }
+        if self.deadline_spec != other.deadline_spec {
+            d.push("deadline");
+        }
+        if self.sms.sender_id != other.sms.sender_id {
+            d.push("sms.sender_id");
+        }
+        if self.sms.origination_number != other.sms.origination_number {
+            d.push("sms.origination_number");
+        }
+        if self.sms.max_price_usd != other.sms.max_price_usd {
+            d.push("sms.max_price_usd");
+        }
+        if self.event_id != other.event_id {
+            d.push("event_id");
+        }
+        if self.template != other.template {
+            d.push("template");
+        }
+        d
+    }
+}
+
+/// Why an intent was escalated, recorded beside the state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The derived, mutable side of an intent: a cache of its observations, kept for queries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub state: State,
+    pub attempts: u32,
+    pub attempt_id: Option<String>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub sns_message_id: Option<String>,
+    pub accepted_at: Option<DateTime<Utc>>,
+    pub final_at: Option<DateTime<Utc>>,
+    pub escalation: Option<Escalation>,
+    /// Delivery records that contradicted a final state.
+    pub conflicts: u32,
+    pub last_error: Option<String>,
+}
+
+impl Status {
+    pub fn new() -> Self {
+        Status {
+            state: State::Received,
+            attempts: 0,
+            attempt_id: None,
+            claimed_at: None,
+            lease_until: None,
+            sns_message_id: None,
+            accepted_at: None,
+            final_at: None,
+            escalation: None,
+            conflicts: 0,
+            last_error: None,
+        }
+    }
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentRecord {
+    pub intent: Intent,
+    pub status: Status,
+}

@@ -1,0 +1,101 @@
+//! Observations: the append-only facts about an intent. Each has a deterministic id made of its
+//! source and the source's own id (a CloudWatch Logs event id, an attempt id, a run id), so the
+//! same fact delivered twice is stored once.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::provider::FailureClass;
+use super::state::{ReceiptEffect, State};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ObservationKind {
+    /// Intake wrote the intent.
+    Received { origin: String },
+    /// Intake (or a sweep, or a replay) put the intent on the send queue.
+    Enqueued { by: String },
+    /// A sender attempt claimed the intent.
+    Claimed { attempt_id: String, attempt: u32 },
+    /// SNS returned a MessageId.
+    Accepted { attempt_id: String, sns_message_id: String },
+    /// SNS proved it did not accept the publish; the claim was released for a retry.
+    PublishRetryable { attempt_id: String, error: String },
+    /// SNS refused the publish for good.
+    PublishRejected { attempt_id: String, error: String },
+    /// The publish may or may not have reached SNS.
+    SendUnknown { attempt_id: String, cause: String },
+    /// The recipient is on the suppression list; nothing was sent.
+    Suppressed { registry_reason: String },
+    /// Picked up after its deadline; nothing was sent.
+    Stale { deadline: DateTime<Utc> },
+    /// A delivery-status record from SNS.
+    DeliveryStatus {
+        log_event_id: String,
+        sns_message_id: String,
+        status: String,
+        provider_response: Option<String>,
+        class: Option<FailureClass>,
+        carrier: Option<String>,
+        dwell_ms: Option<u64>,
+        effect: ReceiptEffect,
+        /// Arrived after the intent was escalated.
+        late: bool,
+    },
+    DelaySuspected,
+    ExpiredUnknown,
+    Escalated { reason: String, run_id: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// `<source>:<source id>`: the de-duplication key.
+    pub id: String,
+    pub at: DateTime<Utc>,
+    /// The state after this observation was applied.
+    pub state_after: Option<State>,
+    #[serde(flatten)]
+    pub kind: ObservationKind,
+}
+
+impl Observation {
+    pub fn new(id: impl Into<String>, at: DateTime<Utc>, kind: ObservationKind) -> Self {
+        Observation { id: id.into(), at, state_after: None, kind }
+    }
+
+    pub fn with_state(mut self, s: State) -> Self {
+        self.state_after = Some(s);
+        self
+    }
+
+    /// A one-line human summary (no phone number, no message body).
+    pub fn summary(&self) -> String {
+        match &self.kind {
+            ObservationKind::Received { origin } => format!("received from {origin}"),
+            ObservationKind::Enqueued { by } => format!("enqueued by {by}"),
+            ObservationKind::Claimed { attempt, .. } => format!("claimed by sender (attempt {attempt})"),
+            ObservationKind::Accepted { sns_message_id, .. } => format!("accepted by SNS, message id {sns_message_id}"),
+            ObservationKind::PublishRetryable { error, .. } => format!("SNS did not accept ({error}); will retry"),
+            ObservationKind::PublishRejected { error, .. } => format!("SNS rejected the publish ({error})"),
+            ObservationKind::SendUnknown { cause, .. } => format!("outcome unknown ({cause}); not re-sent"),
+            ObservationKind::Suppressed { registry_reason } => format!("recipient suppressed ({registry_reason}); not sent"),
+            ObservationKind::Stale { deadline } => format!("deadline {} passed before sending; not sent", deadline.to_rfc3339()),
+            ObservationKind::DeliveryStatus { status, provider_response, effect, late, .. } => {
+                let effect = match effect {
+                    ReceiptEffect::Moved { to, .. } => format!("-> {to}"),
+                    ReceiptEffect::Redundant => "redundant".into(),
+                    ReceiptEffect::Conflicting => "CONFLICTING, state kept".into(),
+                    ReceiptEffect::Late => "late, state kept".into(),
+                };
+                let late = if *late { " (after escalation)" } else { "" };
+                format!(
+                    "delivery status {status}: {}{late} [{effect}]",
+                    provider_response.as_deref().unwrap_or("no provider response")
+                )
+            }
+            ObservationKind::DelaySuspected => "no delivery receipt yet: delay suspected".into(),
+            ObservationKind::ExpiredUnknown => "no delivery receipt within 73 h: expired unknown".into(),
+            ObservationKind::Escalated { reason, .. } => format!("escalated: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! What the scheduled sweep (the escalation function) does with an intent, and when the intent
+//! next needs looking at.
+//!
+//! Every intent that may still need attention carries a `next_check` instant in a sparse index;
+//! the sweep reads only those whose instant has passed, so its cost follows the due intents, not
+//! the table. A writer may always set an *earlier* `next_check` than needed (it costs one read);
+//! never a later one. A delivered or fully-settled intent leaves the index.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::intent::{IntentRecord, Status};
+use super::state::State;
+
+/// The carriers' receipt window: a delivery record can arrive up to 72 h late; one hour of margin.
+pub const RECEIPT_WINDOW: Duration = Duration::from_secs(73 * 3600);
+
+#[derive(Debug, Clone)]
+pub struct SweepPolicy {
+    /// Accepted with no receipt after this long → `delay_suspected` (warning).
+    pub delay_suspected_after: Duration,
+    /// Left in `received` this long (enqueue likely failed) → re-enqueue.
+    pub reenqueue_grace: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Put the intent on the send queue again (the claim makes a duplicate harmless).
+    ReEnqueue,
+    /// A sender's lease ran out with no recorded result: the publish may have happened.
+    LeaseExpired,
+    MarkDelaySuspected,
+    MarkExpiredUnknown,
+    Escalate { reason: String },
+}
+
+fn chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// The one-line reason on-call reads in the escalation message.
+pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>) -> String {
+    let dl = deadline.format("%Y-%m-%d %H:%M:%S UTC");
+    match state {
+        State::Suppressed => "recipient is suppressed (earlier permanent failure): this alert was NOT sent; reach them another way".into(),
+        State::Stale => format!("picked up after its deadline {dl}: NOT sent, to avoid a late SMS; handle it by hand"),
+        State::Failed => match &status.last_error {
+            Some(e) => format!("delivery failed ({e}); the person did not get the SMS"),
+            None => "delivery failed; the person did not get the SMS".into(),
+        },
+        State::SendUnknown => format!("not confirmed by {dl}: the publish outcome is unknown (timeout or crash); check before resending"),
+        State::Sending => format!("not confirmed by {dl}: a send attempt never reported back; check before resending"),
+        State::Accepted | State::DelaySuspected => format!("accepted by SNS but no delivery receipt by {dl}: the carrier is silent"),
+        State::ExpiredUnknown => "accepted by SNS, no delivery receipt within 73 h".into(),
+        State::Received | State::Queued => format!("never sent by {dl}: the send queue did not get to it"),
+        State::Delivered => "delivered".into(),
+    }
+}
+
+/// States that escalate as soon as they are reached: nothing more will happen by itself.
+pub fn escalates_at_once(state: State) -> bool {
+    matches!(state, State::Suppressed | State::Stale | State::Failed)
+}
+
+/// What to do with `record` at `now`. The actions are applied in order; each is a conditional
+/// write, so two overlapping runs cannot both apply one.
+pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -> Vec<Action> {
+    let s = &record.status;
+    let i = &record.intent;
+    let mut actions = Vec::new();
+    let mut state = s.state;
+    match state {
+        State::Received if now >= i.created_at + chrono(policy.reenqueue_grace) && now < i.deadline => {
+            actions.push(Action::ReEnqueue);
+        }
+        State::Sending if s.lease_until.is_some_and(|l| l <= now) => {
+            actions.push(Action::LeaseExpired);
+            state = State::SendUnknown;
+        }
+        State::Accepted | State::DelaySuspected => {
+            let accepted = s.accepted_at.unwrap_or(i.created_at);
+            if now >= accepted + chrono(RECEIPT_WINDOW) {
+                actions.push(Action::MarkExpiredUnknown);
+                state = State::ExpiredUnknown;
+            } else if state == State::Accepted && now >= accepted + chrono(policy.delay_suspected_after) {
+                actions.push(Action::MarkDelaySuspected);
+                state = State::DelaySuspected;
+            }
+        }
+        _ => {}
+    }
+    if s.escalation.is_none() && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
+        actions.push(Action::Escalate { reason: escalation_reason(state, s, i.deadline) });
+    }
+    actions
+}
+
+/// When the sweep must next look at an intent in this status; `None` takes it out of the index.
+pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -> Option<DateTime<Utc>> {
+    let s = &record.status;
+    let i = &record.intent;
+    let mut times: Vec<DateTime<Utc>> = Vec::new();
+    if s.escalation.is_none() && s.state != State::Delivered {
+        times.push(if escalates_at_once(s.state) { now } else { i.deadline });
+    }
+    match s.state {
+        State::Received => times.push((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace))),
+        State::Sending => times.extend(s.lease_until),
+        State::Accepted => {
+            let a = s.accepted_at.unwrap_or(i.created_at);
+            times.push(a + chrono(policy.delay_suspected_after));
+            times.push(a + chrono(RECEIPT_WINDOW));
+        }
+        State::DelaySuspected => times.push(s.accepted_at.unwrap_or(i.created_at) + chrono(RECEIPT_WINDOW)),
+        _ => {}
+    }
+    times.into_iter().min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::intent::{Escalation, Intent, Origin};
+    use crate::domain::request::{Limits, validate};
+    use crate::domain::template::Catalog;
+    use serde_json::json;
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").map(|d| d.with_timezone(&Utc)).unwrap_or_default()
+    }
+
+    fn policy() -> SweepPolicy {
+        SweepPolicy { delay_suspected_after: Duration::from_secs(600), reenqueue_grace: Duration::from_secs(120) }
+    }
+
+    fn record(state: State) -> IntentRecord {
+        let limits = Limits {
+            default_deadline: Duration::from_secs(1800),
+            min_deadline: Duration::from_secs(60),
+            max_deadline: Duration::from_secs(86400),
+            max_segments: 3,
+        };
+        let req = validate(
+            &json!({"event_id": "e", "template": {"name": "disk_full", "version": 1},
+                    "variables": {"host": "h", "mount": "/", "percent": "90"}, "recipient": "+14155550100"}),
+            Catalog::builtin(),
+            &limits,
+            t0(),
+        )
+        .expect("valid");
+        let mut status = Status::new();
+        status.state = state;
+        if matches!(state, State::Accepted | State::DelaySuspected) {
+            status.accepted_at = Some(t0());
+        }
+        IntentRecord { intent: Intent::from_request(req, Origin::Api, t0()), status }
+    }
+
+    fn mins(m: i64) -> chrono::Duration {
+        chrono::Duration::minutes(m)
+    }
+
+    #[test]
+    fn an_undelivered_intent_past_its_deadline_is_escalated() {
+        for s in [State::Accepted, State::SendUnknown, State::Queued, State::DelaySuspected] {
+            let a = decide(&record(s), t0() + mins(31), &policy());
+            assert!(a.iter().any(|a| matches!(a, Action::Escalate { .. })), "{s}: {a:?}");
+        }
+    }
+
+    #[test]
+    fn a_delivered_intent_is_never_escalated() {
+        assert_eq!(decide(&record(State::Delivered), t0() + mins(999), &policy()), vec![]);
+        assert_eq!(next_check(&record(State::Delivered), t0(), &policy()), None);
+    }
+
+    #[test]
+    fn an_escalated_intent_is_not_escalated_again() {
+        let mut r = record(State::Failed);
+        r.status.escalation = Some(Escalation { at: t0(), reason: "x".into() });
+        assert_eq!(decide(&r, t0() + mins(60), &policy()), vec![]);
+        assert_eq!(next_check(&r, t0(), &policy()), None);
+    }
+
+    #[test]
+    fn suppressed_stale_and_failed_escalate_at_once_before_the_deadline() {
+        for s in [State::Suppressed, State::Stale, State::Failed] {
+            let a = decide(&record(s), t0() + mins(1), &policy());
+            assert!(matches!(a.as_slice(), [Action::Escalate { .. }]), "{s}: {a:?}");
+            assert_eq!(next_check(&record(s), t0() + mins(1), &policy()), Some(t0() + mins(1)));
+        }
+    }
+
+    #[test]
+    fn an_accepted_intent_becomes_delay_suspected_then_expired_unknown() {
+        let r = record(State::Accepted);
+        assert_eq!(decide(&r, t0() + mins(5), &policy()), vec![]);
+        assert_eq!(decide(&r, t0() + mins(11), &policy()), vec![Action::MarkDelaySuspected]);
+        let late = decide(&record(State::DelaySuspected), t0() + chrono::Duration::hours(74), &policy());
+        assert_eq!(late.first(), Some(&Action::MarkExpiredUnknown));
+        assert_eq!(next_check(&r, t0(), &policy()), Some(t0() + mins(10)));
+    }
+
+    #[test]
+    fn an_expired_lease_becomes_unknown_never_a_resend() {
+        let mut r = record(State::Sending);
+        r.status.lease_until = Some(t0() + mins(2));
+        assert_eq!(decide(&r, t0() + mins(1), &policy()), vec![]);
+        assert_eq!(decide(&r, t0() + mins(3), &policy()), vec![Action::LeaseExpired]);
+        assert_eq!(next_check(&r, t0(), &policy()), Some(t0() + mins(2)));
+    }
+
+    #[test]
+    fn a_forgotten_received_intent_is_re_enqueued_after_the_grace_period() {
+        let r = record(State::Received);
+        assert_eq!(decide(&r, t0() + mins(1), &policy()), vec![]);
+        assert_eq!(decide(&r, t0() + mins(3), &policy()), vec![Action::ReEnqueue]);
+        assert_eq!(next_check(&r, t0() + mins(3), &policy()), Some(t0() + mins(5)));
+    }
+}
