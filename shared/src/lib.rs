@@ -4,8 +4,8 @@
 //! Imports flow one way: functions → adapters → ports → domain. [`domain`] knows nothing of AWS
 //! and does no I/O; [`adapters`] are the only modules that name the AWS SDKs.
 
-//pub mod adapters;
-//pub mod config;
+pub mod adapters;
+pub mod config;
 pub mod domain;
-//pub mod ports;
-//pub mod telemetry;
+pub mod ports;
+pub mod telemetry;

@@ -1,0 +1,621 @@
+//! The ledger table in DynamoDB: intents, their observations, the SNS message-id index, orphaned
+//! delivery records. Item layout (documented in `docs/data-model.md`):
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | intent | `INTENT#<key>` | `INTENT` |
+//! | observation | `INTENT#<key>` | `OBS#<source>:<id>` |
+//! | message index | `MSG#<sns message id>` | `MSG` |
+//! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
+//!
+//! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::describe;
+use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
+use crate::domain::observation::Observation;
+use crate::domain::{IdempotencyKey, PhoneNumber, State};
+use crate::ports::{
+    ClaimOutcome, DueIndex, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, PutOutcome,
+    Transition, TransitionOutcome,
+};
+
+pub const DUE_INDEX: &str = "due-index";
+pub const DUE_SHARD: &str = "due";
+/// How long the ledger keeps an intent after its deadline: well past the 73-hour receipt window,
+/// so the idempotency key outlives every retry and every late delivery record.
+pub const RETENTION_AFTER_DEADLINE: chrono::Duration = chrono::Duration::days(30);
+
+type Item = HashMap<String, AttributeValue>;
+
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn intent_pk(key: &IdempotencyKey) -> String {
+    format!("INTENT#{key}")
+}
+
+fn unavailable<E: std::error::Error>(operation: &'static str, e: &E) -> PortError {
+    PortError::Unavailable { operation, message: describe(e) }
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+fn get_time(item: &Item, name: &str) -> Option<DateTime<Utc>> {
+    get_s(item, name).and_then(|v| DateTime::parse_from_rfc3339(v).ok()).map(|d| d.with_timezone(&Utc))
+}
+
+fn get_u32(item: &Item, name: &str) -> u32 {
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Reads an intent item back into a record.
+pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
+    let what = get_s(item, "pk").unwrap_or("<no pk>").to_owned();
+    let corrupt = |message: String| PortError::Corrupt { what: what.clone(), message };
+    let intent: Intent = serde_json::from_str(get_s(item, "intent").ok_or_else(|| corrupt("no intent attribute".into()))?)
+        .map_err(|e| corrupt(format!("intent JSON: {e}")))?;
+    let state: State = get_s(item, "state")
+        .ok_or_else(|| corrupt("no state".into()))?
+        .parse()
+        .map_err(|e: crate::domain::state::UnknownState| corrupt(e.to_string()))?;
+    let escalation = match (get_time(item, "escalated_at"), get_s(item, "escalation_reason")) {
+        (Some(at), reason) => Some(Escalation { at, reason: reason.unwrap_or_default().to_owned() }),
+        _ => None,
+    };
+    Ok(IntentRecord {
+        intent,
+        status: Status {
+            state,
+            attempts: get_u32(item, "attempts"),
+            attempt_id: get_s(item, "attempt_id").map(str::to_owned),
+            claimed_at: get_time(item, "claimed_at"),
+            lease_until: get_time(item, "lease_until"),
+            sns_message_id: get_s(item, "sns_message_id").map(str::to_owned),
+            accepted_at: get_time(item, "accepted_at"),
+            final_at: get_time(item, "final_at"),
+            escalation,
+            conflicts: get_u32(item, "conflicts"),
+            last_error: get_s(item, "last_error").map(str::to_owned),
+        },
+    })
+}
+
+fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Item> {
+    let i = &r.intent;
+    let intent_json = serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
+    let mut item = Item::from([
+        ("pk".into(), s(intent_pk(&i.key))),
+        ("sk".into(), s("INTENT")),
+        ("key".into(), s(i.key.as_str())),
+        ("intent".into(), s(intent_json)),
+        ("state".into(), s(r.status.state.as_str())),
+        ("attempts".into(), n(r.status.attempts)),
+        ("conflicts".into(), n(r.status.conflicts)),
+        ("created_at".into(), s(ts(i.created_at))),
+        ("deadline".into(), s(ts(i.deadline))),
+        ("updated_at".into(), s(ts(i.created_at))),
+        ("due_shard".into(), s(DUE_SHARD)),
+        ("due_at".into(), n(next_check.timestamp_millis())),
+        ("expires_at".into(), n((i.deadline + RETENTION_AFTER_DEADLINE).timestamp())),
+    ]);
+    item.insert("recipient_masked".into(), s(i.recipient.masked()));
+    Ok(item)
+}
+
+fn observation_item(key: &IdempotencyKey, o: &Observation, expires_at: Option<i64>) -> PortResult<Item> {
+    let json = serde_json::to_string(o).map_err(|e| PortError::Corrupt { what: o.id.clone(), message: e.to_string() })?;
+    let mut item = Item::from([
+        ("pk".into(), s(intent_pk(key))),
+        ("sk".into(), s(format!("OBS#{}", o.id))),
+        ("at".into(), s(ts(o.at))),
+        ("obs".into(), s(json)),
+    ]);
+    if let Some(e) = expires_at {
+        item.insert("expires_at".into(), n(e));
+    }
+    Ok(item)
+}
+
+/// Builds the update expression for a transition.
+struct Expr {
+    set: Vec<String>,
+    remove: Vec<String>,
+    names: HashMap<String, String>,
+    values: Item,
+}
+
+impl Expr {
+    fn new() -> Self {
+        Expr { set: Vec::new(), remove: Vec::new(), names: HashMap::new(), values: Item::new() }
+    }
+    fn set(&mut self, attr: &str, v: AttributeValue) {
+        let name = format!("#{attr}");
+        let val = format!(":{attr}");
+        self.set.push(format!("{name} = {val}"));
+        self.names.insert(name, attr.to_owned());
+        self.values.insert(val, v);
+    }
+    fn add(&mut self, attr: &str) {
+        let name = format!("#{attr}");
+        self.set.push(format!("{name} = if_not_exists({name}, :zero) + :one"));
+        self.names.insert(name, attr.to_owned());
+        self.values.insert(":zero".into(), n(0));
+        self.values.insert(":one".into(), n(1));
+    }
+    fn remove(&mut self, attr: &str) {
+        let name = format!("#{attr}");
+        self.remove.push(name.clone());
+        self.names.insert(name, attr.to_owned());
+    }
+    fn next_check(&mut self, next: NextCheck) {
+        match next {
+            NextCheck::Keep => {}
+            NextCheck::At(t) => {
+                self.set("due_shard", s(DUE_SHARD));
+                self.set("due_at", n(t.timestamp_millis()));
+            }
+            NextCheck::Remove => {
+                self.remove("due_shard");
+                self.remove("due_at");
+            }
+        }
+    }
+    fn expression(&self) -> String {
+        let mut e = String::new();
+        if !self.set.is_empty() {
+            e.push_str("SET ");
+            e.push_str(&self.set.join(", "));
+        }
+        if !self.remove.is_empty() {
+            e.push_str(" REMOVE ");
+            e.push_str(&self.remove.join(", "));
+        }
+        e
+    }
+    /// `attribute_exists(pk)`, plus `#state IN (...)` and `attempt_id = ...` when asked.
+    fn condition(&mut self, from: &[State], attempt_id: Option<&str>) -> String {
+        let mut c = vec!["attribute_exists(pk)".to_owned()];
+        if !from.is_empty() {
+            self.names.insert("#cstate".into(), "state".into());
+            let mut placeholders = Vec::new();
+            for (i, st) in from.iter().enumerate() {
+                let p = format!(":from{i}");
+                self.values.insert(p.clone(), s(st.as_str()));
+                placeholders.push(p);
+            }
+            c.push(format!("#cstate IN ({})", placeholders.join(", ")));
+        }
+        if let Some(a) = attempt_id {
+            self.names.insert("#cattempt".into(), "attempt_id".into());
+            self.values.insert(":cattempt".into(), s(a));
+            c.push("#cattempt = :cattempt".into());
+        }
+        c.join(" AND ")
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DynamoLedger {
+    client: Client,
+    table: String,
+}
+
+impl DynamoLedger {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoLedger { client, table: table.into() }
+    }
+
+    async fn get_item(&self, pk: String, sk: &str) -> PortResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB GetItem", &e))?;
+        Ok(out.item)
+    }
+
+    /// Recent intents, newest first, optionally in one state (operator listings; scans).
+    pub async fn list(&self, state: Option<State>, limit: usize) -> PortResult<Vec<IntentRecord>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut req = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("sk = :intent")
+                .expression_attribute_values(":intent", s("INTENT"))
+                .set_exclusive_start_key(start.take());
+            if let Some(st) = state {
+                req = req
+                    .filter_expression("sk = :intent AND #state = :state")
+                    .expression_attribute_names("#state", "state")
+                    .expression_attribute_values(":state", s(st.as_str()));
+            }
+            let page = req.send().await.map_err(|e| unavailable("DynamoDB Scan", &e))?;
+            for item in page.items() {
+                out.push(record_from_item(item)?);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        out.sort_by(|a, b| b.intent.created_at.cmp(&a.intent.created_at));
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+impl IntentStore for DynamoLedger {
+    async fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<PutOutcome> {
+        let item = record_to_item(record, next_check)?;
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(PutOutcome::Created),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => c.item.clone(),
+                    _ => None,
+                };
+                let item = match old {
+                    Some(item) => item,
+                    None => self
+                        .get_item(intent_pk(&record.intent.key), "INTENT")
+                        .await?
+                        .ok_or_else(|| PortError::Corrupt { what: record.intent.key.to_string(), message: "exists yet unreadable".into() })?,
+                };
+                Ok(PutOutcome::Exists(Box::new(record_from_item(&item)?)))
+            }
+            Err(e) => Err(unavailable("DynamoDB PutItem", &e)),
+        }
+    }
+
+    async fn get(&self, key: &IdempotencyKey) -> PortResult<Option<IntentRecord>> {
+        self.get_item(intent_pk(key), "INTENT").await?.as_ref().map(record_from_item).transpose()
+    }
+
+    async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
+        let mut x = Expr::new();
+        let p = &t.patch;
+        let now = t.observation.at;
+        if let Some(st) = p.state {
+            x.set("state", s(st.as_str()));
+        }
+        if p.increment_attempts {
+            x.add("attempts");
+        }
+        if let Some((aid, at, until)) = &p.claim {
+            x.set("attempt_id", s(aid.as_str()));
+            x.set("claimed_at", s(ts(*at)));
+            x.set("lease_until", s(ts(*until)));
+        } else if p.clear_claim {
+            x.remove("attempt_id");
+            x.remove("lease_until");
+        }
+        if let Some(m) = &p.sns_message_id {
+            x.set("sns_message_id", s(m.as_str()));
+        }
+        if let Some(a) = p.accepted_at {
+            x.set("accepted_at", s(ts(a)));
+        }
+        if let Some(f) = p.final_at {
+            x.set("final_at", s(ts(f)));
+        }
+        if let Some(e) = &p.escalation {
+            x.set("escalated_at", s(ts(e.at)));
+            x.set("escalation_reason", s(e.reason.as_str()));
+            x.remove("esc_lease");
+        }
+        if p.add_conflict {
+            x.add("conflicts");
+        }
+        if let Some(err) = &p.last_error {
+            x.set("last_error", s(err.as_str()));
+        }
+        x.set("updated_at", s(ts(now)));
+        x.next_check(t.next_check);
+        let condition = x.condition(&t.from, t.attempt_id.as_deref());
+
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(intent_pk(&t.key)))
+            .key("sk", s("INTENT"))
+            .update_expression(x.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(x.names))
+            .set_expression_attribute_values(Some(x.values))
+            .build()
+            .map_err(|e| unavailable("DynamoDB Update builder", &e))?;
+        let obs = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(observation_item(&t.key, &t.observation, None)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
+        let mut items = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(obs).build(),
+        ];
+        if let Some((mid, recipient)) = &t.index_message {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(format!("MSG#{mid}")))
+                .item("sk", s("MSG"))
+                .item("key", s(t.key.as_str()))
+                .item("recipient", s(recipient.expose()))
+                .item("at", s(ts(now)))
+                .build()
+                .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        let res = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+        match res {
+            Ok(_) => Ok(TransitionOutcome::Applied),
+            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
+                let codes: Vec<String> = match e.err() {
+                    aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => c
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| r.code().unwrap_or("None").to_owned())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
+                if failed(1) {
+                    return Ok(TransitionOutcome::AlreadyApplied);
+                }
+                if failed(0) || codes.is_empty() {
+                    return match self.get(&t.key).await? {
+                        Some(r) => Ok(TransitionOutcome::Refused(Box::new(r))),
+                        None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
+                    };
+                }
+                Err(PortError::Unavailable { operation: "DynamoDB TransactWriteItems", message: format!("cancelled: {codes:?}") })
+            }
+            Err(e) => Err(unavailable("DynamoDB TransactWriteItems", &e)),
+        }
+    }
+
+    async fn claim(&self, key: &IdempotencyKey, attempt_id: &str, now: DateTime<Utc>, lease_until: DateTime<Utc>) -> PortResult<ClaimOutcome> {
+        let mut x = Expr::new();
+        x.set("state", s(State::Sending.as_str()));
+        x.set("attempt_id", s(attempt_id));
+        x.set("claimed_at", s(ts(now)));
+        x.set("lease_until", s(ts(lease_until)));
+        x.set("updated_at", s(ts(now)));
+        x.next_check(NextCheck::At(lease_until));
+        let condition = x.condition(&State::CLAIMABLE, None);
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(intent_pk(key)))
+            .key("sk", s("INTENT"))
+            .update_expression(x.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(x.names))
+            .set_expression_attribute_values(Some(x.values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => match out.attributes {
+                Some(item) => Ok(ClaimOutcome::Claimed(Box::new(record_from_item(&item)?))),
+                None => Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() }),
+            },
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item.clone(),
+                    _ => None,
+                };
+                let old = match old {
+                    Some(o) => Some(o),
+                    None => self.get_item(intent_pk(key), "INTENT").await?,
+                };
+                let Some(item) = old else { return Ok(ClaimOutcome::Missing) };
+                let record = record_from_item(&item)?;
+                // Our own claim whose answer was lost and retried by the SDK: it is ours.
+                if record.status.state == State::Sending && record.status.attempt_id.as_deref() == Some(attempt_id) {
+                    return Ok(ClaimOutcome::Claimed(Box::new(record)));
+                }
+                Ok(ClaimOutcome::NotClaimable(Box::new(record)))
+            }
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (claim)", &e)),
+        }
+    }
+
+    async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :obs)")
+                .expression_attribute_values(":pk", s(intent_pk(key)))
+                .expression_attribute_values(":obs", s("OBS#"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("DynamoDB Query (observations)", &e))?;
+            for item in page.items() {
+                let raw = get_s(item, "obs").unwrap_or_default();
+                let o: Observation = serde_json::from_str(raw)
+                    .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
+                out.push(o);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        Ok(out)
+    }
+}
+
+impl MessageIndex for DynamoLedger {
+    async fn lookup(&self, sns_message_id: &str) -> PortResult<Option<(IdempotencyKey, PhoneNumber)>> {
+        let Some(item) = self.get_item(format!("MSG#{sns_message_id}"), "MSG").await? else {
+            return Ok(None);
+        };
+        let corrupt = |m: &str| PortError::Corrupt { what: format!("MSG#{sns_message_id}"), message: m.to_owned() };
+        let key = IdempotencyKey::parse(get_s(&item, "key").unwrap_or_default()).map_err(|_| corrupt("bad key"))?;
+        let recipient = PhoneNumber::parse(get_s(&item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
+        Ok(Some((key, recipient)))
+    }
+
+    async fn keep_orphan(&self, o: &OrphanRecord) -> PortResult<()> {
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(format!("ORPHAN#{}", o.sns_message_id)))
+            .item("sk", s(format!("LOG#{}", o.log_event_id)))
+            .item("log_group", s(o.log_group.as_str()))
+            .item("message", s(o.message.as_str()))
+            .item("received_at", s(ts(o.received_at)))
+            .item("expires_at", n((o.received_at + RETENTION_AFTER_DEADLINE).timestamp()))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => Err(unavailable("DynamoDB PutItem (orphan)", &e)),
+        }
+    }
+}
+
+impl DueIndex for DynamoLedger {
+    async fn due(&self, now: DateTime<Utc>, limit: i32, after: Option<String>) -> PortResult<(Vec<IntentRecord>, Option<String>)> {
+        let start: Option<Item> = match after {
+            Some(token) => {
+                let m: HashMap<String, String> = serde_json::from_str(&token)
+                    .map_err(|e| PortError::Corrupt { what: "due-index page token".into(), message: e.to_string() })?;
+                Some(
+                    m.into_iter()
+                        .map(|(k, v)| {
+                            let av = if k == "due_at" { n(v) } else { s(v) };
+                            (k, av)
+                        })
+                        .collect(),
+                )
+            }
+            None => None,
+        };
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(DUE_INDEX)
+            .key_condition_expression("due_shard = :shard AND due_at <= :now")
+            .expression_attribute_values(":shard", s(DUE_SHARD))
+            .expression_attribute_values(":now", n(now.timestamp_millis()))
+            .limit(limit)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB Query (due-index)", &e))?;
+        let records = page.items().iter().map(record_from_item).collect::<PortResult<Vec<_>>>()?;
+        let next = match page.last_evaluated_key {
+            Some(k) if !k.is_empty() => {
+                let m: HashMap<String, String> = k
+                    .iter()
+                    .filter_map(|(name, v)| match v {
+                        AttributeValue::S(x) | AttributeValue::N(x) => Some((name.clone(), x.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                Some(serde_json::to_string(&m).map_err(|e| PortError::Corrupt { what: "page token".into(), message: e.to_string() })?)
+            }
+            _ => None,
+        };
+        Ok((records, next))
+    }
+
+    async fn lease_escalation(&self, key: &IdempotencyKey, run_id: &str, now: DateTime<Utc>, until: DateTime<Utc>) -> PortResult<bool> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(intent_pk(key)))
+            .key("sk", s("INTENT"))
+            .update_expression("SET esc_lease = :until, esc_run = :run")
+            .condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(escalated_at) AND (attribute_not_exists(esc_lease) OR esc_lease < :now)",
+            )
+            .expression_attribute_values(":until", s(ts(until)))
+            .expression_attribute_values(":run", s(run_id))
+            .expression_attribute_values(":now", s(ts(now)))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (escalation lease)", &e)),
+        }
+    }
+
+    async fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck) -> PortResult<()> {
+        let mut x = Expr::new();
+        x.next_check(next);
+        if x.set.is_empty() && x.remove.is_empty() {
+            return Ok(());
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(intent_pk(key)))
+            .key("sk", s("INTENT"))
+            .update_expression(x.expression())
+            .condition_expression("attribute_exists(pk)")
+            .set_expression_attribute_names(Some(x.names))
+            .set_expression_attribute_values((!x.values.is_empty()).then_some(x.values))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (next check)", &e)),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! AWS adapters: the only modules that name the AWS SDKs. Each implements ports from
+//! [`crate::ports`].
+
+pub mod dynamodb;
+pub mod registry;
+pub mod sns;
+pub mod sqs;
+
+/// Renders an SDK error with its source chain (service code and message included).
+pub(crate) fn describe<E: std::error::Error>(e: &E) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

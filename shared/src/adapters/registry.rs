@@ -1,0 +1,199 @@
+//! The recipient registry in DynamoDB.
+//!
+//! Keyed by the E.164 number in clear (`RCPT#+14155550100`), inside a KMS-encrypted table whose
+//! access is limited by IAM. A hash would not protect anything: the space of phone numbers is
+//! small enough to enumerate in minutes, so a hashed key is pseudonymisation in name only, and it
+//! would stop an operator from finding a number they were asked about. The numbers never leave
+//! the table in clear: logs and metrics carry the masked form. See `docs/data-model.md`.
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | current state | `RCPT#<e164>` | `STATE` |
+//! | audit event | `RCPT#<e164>` | `EVENT#<time>#<suppress:log id \| re-enable:operator>` |
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::describe;
+use super::dynamodb::ts;
+use crate::domain::PhoneNumber;
+use crate::ports::{PortError, PortResult, RecipientRegistry, Suppression, SuppressionEvidence};
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn pk(p: &PhoneNumber) -> String {
+    format!("RCPT#{}", p.expose())
+}
+
+/// One entry of a recipient's audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum RegistryEvent {
+    Suppressed { evidence: SuppressionEvidence },
+    ReEnabled { operator: String, reason: String, at: DateTime<Utc> },
+}
+
+#[derive(Clone, Debug)]
+pub struct DynamoRegistry {
+    client: Client,
+    table: String,
+}
+
+impl DynamoRegistry {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoRegistry { client, table: table.into() }
+    }
+
+    fn put_event(&self, p: &PhoneNumber, sk: String, event: &RegistryEvent) -> PortResult<TransactWriteItem> {
+        let json = serde_json::to_string(event).map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })?;
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(pk(p)))
+            .item("sk", s(sk))
+            .item("event", s(json))
+            .build()
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB Put builder", message: describe(&e) })?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// The audit trail of one number, oldest first.
+    pub async fn history(&self, p: &PhoneNumber) -> PortResult<Vec<RegistryEvent>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :ev)")
+            .expression_attribute_values(":pk", s(pk(p)))
+            .expression_attribute_values(":ev", s("EVENT#"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB Query (registry)", message: describe(&e) })?;
+        out.items()
+            .iter()
+            .map(|i| {
+                let raw = i.get("event").and_then(|v| v.as_s().ok()).map(String::as_str).unwrap_or_default();
+                serde_json::from_str(raw).map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })
+            })
+            .collect()
+    }
+
+    /// Every suppressed number (operator listing; a scan).
+    pub async fn suppressed(&self) -> PortResult<Vec<(PhoneNumber, Suppression)>> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("sk = :st AND suppressed = :t")
+                .expression_attribute_values(":st", s("STATE"))
+                .expression_attribute_values(":t", AttributeValue::Bool(true))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| PortError::Unavailable { operation: "DynamoDB Scan (registry)", message: describe(&e) })?;
+            for item in page.items() {
+                let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let Ok(p) = PhoneNumber::parse(get("pk").trim_start_matches("RCPT#")) else { continue };
+                let since = DateTime::parse_from_rfc3339(&get("since")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
+                out.push((p, Suppression { since, reason: get("reason") }));
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl RecipientRegistry for DynamoRegistry {
+    async fn suppression(&self, recipient: &PhoneNumber) -> PortResult<Option<Suppression>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk(recipient)))
+            .key("sk", s("STATE"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB GetItem (registry)", message: describe(&e) })?;
+        let Some(item) = out.item else { return Ok(None) };
+        if !matches!(item.get("suppressed"), Some(AttributeValue::Bool(true))) {
+            return Ok(None);
+        }
+        let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let since = DateTime::parse_from_rfc3339(&get("since")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
+        Ok(Some(Suppression { since, reason: get("reason") }))
+    }
+
+    async fn suppress(&self, recipient: &PhoneNumber, evidence: &SuppressionEvidence) -> PortResult<()> {
+        let reason = evidence.provider_response.clone().unwrap_or_else(|| "permanent delivery failure".into());
+        let state = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk(recipient)))
+            .key("sk", s("STATE"))
+            .update_expression("SET suppressed = :t, since = :since, reason = :reason, evidence_log_event = :ev, evidence_intent = :ik")
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":since", s(ts(evidence.at)))
+            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":ev", s(evidence.log_event_id.as_str()))
+            .expression_attribute_values(":ik", s(evidence.intent_key.as_str()))
+            .build()
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB Update builder", message: describe(&e) })?;
+        let event = self.put_event(
+            recipient,
+            format!("EVENT#{}#suppress:{}", ts(evidence.at), evidence.log_event_id),
+            &RegistryEvent::Suppressed { evidence: evidence.clone() },
+        )?;
+        self.client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(state).build())
+            .transact_items(event)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB TransactWriteItems (suppress)", message: describe(&e) })?;
+        Ok(())
+    }
+
+    async fn re_enable(&self, recipient: &PhoneNumber, operator: &str, reason: &str, at: DateTime<Utc>) -> PortResult<bool> {
+        let state = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk(recipient)))
+            .key("sk", s("STATE"))
+            .update_expression("SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why")
+            .condition_expression("suppressed = :t")
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":at", s(ts(at)))
+            .expression_attribute_values(":op", s(operator))
+            .expression_attribute_values(":why", s(reason))
+            .build()
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB Update builder", message: describe(&e) })?;
+        let event = self.put_event(
+            recipient,
+            format!("EVENT#{}#re-enable:{operator}", ts(at)),
+            &RegistryEvent::ReEnabled { operator: operator.to_owned(), reason: reason.to_owned(), at },
+        )?;
+        let res = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(state).build())
+            .transact_items(event)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => Ok(false),
+            Err(e) => Err(PortError::Unavailable { operation: "DynamoDB TransactWriteItems (re-enable)", message: describe(&e) }),
+        }
+    }
+}

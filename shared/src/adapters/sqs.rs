@@ -1,0 +1,94 @@
+//! SQS: the send queue (intake → sender) and the escalation queue (→ on-call).
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::describe;
+use crate::domain::IdempotencyKey;
+use crate::ports::{EscalationMessage, EscalationQueue, PortError, PortResult, SendQueue};
+
+/// The body of a send-queue message: only the key. The sender reads everything else from the
+/// ledger, so no phone number or message text sits in the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    pub key: IdempotencyKey,
+}
+
+pub const KEY_ATTRIBUTE: &str = "idempotency_key";
+
+fn key_attribute(key: &str) -> PortResult<MessageAttributeValue> {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(key)
+        .build()
+        .map_err(|e| PortError::Unavailable { operation: "SQS attribute builder", message: describe(&e) })
+}
+
+#[derive(Clone, Debug)]
+pub struct SqsSendQueue {
+    client: Client,
+    url: String,
+}
+
+impl SqsSendQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        SqsSendQueue { client, url: url.into() }
+    }
+}
+
+impl SendQueue for SqsSendQueue {
+    async fn enqueue(&self, key: &IdempotencyKey) -> PortResult<()> {
+        let body = serde_json::to_string(&SendRequest { key: key.clone() })
+            .map_err(|e| PortError::Corrupt { what: key.to_string(), message: e.to_string() })?;
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .message_attributes(KEY_ATTRIBUTE, key_attribute(key.as_str())?)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage", message: describe(&e) })?;
+        Ok(())
+    }
+
+    async fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> PortResult<()> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds.clamp(0, 43_200))
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS ChangeMessageVisibility", message: describe(&e) })?;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SqsEscalationQueue {
+    client: Client,
+    url: String,
+}
+
+impl SqsEscalationQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        SqsEscalationQueue { client, url: url.into() }
+    }
+}
+
+impl EscalationQueue for SqsEscalationQueue {
+    async fn escalate(&self, m: &EscalationMessage) -> PortResult<()> {
+        let body = serde_json::to_string(m).map_err(|e| PortError::Corrupt { what: m.idempotency_key.clone(), message: e.to_string() })?;
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .message_attributes(KEY_ATTRIBUTE, key_attribute(&m.idempotency_key)?)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage (escalation)", message: describe(&e) })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! Typed configuration from environment variables. Every variable a function needs is read at
+//! start-up; anything missing or malformed stops the function with one message naming all of them.
+//! There are no silent defaults: `template.yaml` sets every value (and documents it).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::domain::intent::SmsOptions;
+use crate::domain::request::Limits;
+use crate::domain::sweep::SweepPolicy;
+use crate::domain::PhoneNumber;
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration is incomplete or invalid:\n  - {}", .0.join("\n  - "))]
+pub struct ConfigError(pub Vec<String>);
+
+/// Reads variables from a map (the process environment in production).
+pub struct Env {
+    vars: HashMap<String, String>,
+    errors: Vec<String>,
+}
+
+impl Env {
+    pub fn from_process() -> Self {
+        Self::from_map(std::env::vars().collect())
+    }
+
+    pub fn from_map(vars: HashMap<String, String>) -> Self {
+        Env { vars, errors: Vec::new() }
+    }
+
+    pub fn required(&mut self, name: &str) -> String {
+        match self.vars.get(name).map(|v| v.trim()) {
+            Some(v) if !v.is_empty() => v.to_owned(),
+            _ => {
+                self.errors.push(format!("{name} is not set"));
+                String::new()
+            }
+        }
+    }
+
+    /// A feature switch: absent or empty means the feature is off.
+    pub fn optional(&self, name: &str) -> Option<String> {
+        self.vars.get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    pub fn duration(&mut self, name: &str) -> Duration {
+        let raw = self.required(name);
+        if raw.is_empty() {
+            return Duration::ZERO;
+        }
+        humantime::parse_duration(&raw).unwrap_or_else(|e| {
+            self.errors.push(format!("{name}={raw:?} is not a duration like \"15m\": {e}"));
+            Duration::ZERO
+        })
+    }
+
+    pub fn number<T: std::str::FromStr>(&mut self, name: &str, min: T) -> T
+    where
+        T: PartialOrd + Copy + std::fmt::Display,
+    {
+        let raw = self.required(name);
+        if raw.is_empty() {
+            return min;
+        }
+        match raw.parse::<T>() {
+            Ok(v) if v >= min => v,
+            _ => {
+                self.errors.push(format!("{name}={raw:?} must be a number of at least {min}"));
+                min
+            }
+        }
+    }
+
+    pub fn finish(self) -> Result<(), ConfigError> {
+        if self.errors.is_empty() { Ok(()) } else { Err(ConfigError(self.errors)) }
+    }
+}
+
+pub const LEDGER_TABLE: &str = "TOCSIN_LEDGER_TABLE";
+pub const RECIPIENTS_TABLE: &str = "TOCSIN_RECIPIENTS_TABLE";
+pub const SEND_QUEUE_URL: &str = "TOCSIN_SEND_QUEUE_URL";
+pub const ESCALATION_QUEUE_URL: &str = "TOCSIN_ESCALATION_QUEUE_URL";
+pub const INTAKE_REJECTS_QUEUE_URL: &str = "TOCSIN_INTAKE_REJECTS_QUEUE_URL";
+
+#[derive(Debug, Clone)]
+pub struct IntakeConfig {
+    pub ledger_table: String,
+    pub send_queue_url: String,
+    pub rejects_queue_url: String,
+    pub limits: Limits,
+    pub sweep: SweepPolicy,
+    /// Largest accepted HTTP body, bytes.
+    pub max_body_bytes: usize,
+}
+
+impl IntakeConfig {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let c = IntakeConfig {
+            ledger_table: env.required(LEDGER_TABLE),
+            send_queue_url: env.required(SEND_QUEUE_URL),
+            rejects_queue_url: env.required(INTAKE_REJECTS_QUEUE_URL),
+            limits: Limits {
+                default_deadline: env.duration("TOCSIN_DEFAULT_DEADLINE"),
+                min_deadline: env.duration("TOCSIN_MIN_DEADLINE"),
+                max_deadline: env.duration("TOCSIN_MAX_DEADLINE"),
+                max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u32),
+            },
+            sweep: sweep_policy(env),
+            max_body_bytes: env.number("TOCSIN_MAX_BODY_BYTES", 256usize),
+        };
+        let mut extra = Vec::new();
+        if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
+            extra.push("TOCSIN_DEFAULT_DEADLINE must lie between TOCSIN_MIN_DEADLINE and TOCSIN_MAX_DEADLINE".to_owned());
+        }
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
+        Ok(c)
+    }
+}
+
+fn sweep_policy(env: &mut Env) -> SweepPolicy {
+    SweepPolicy {
+        delay_suspected_after: env.duration("TOCSIN_DELAY_SUSPECTED_AFTER"),
+        reenqueue_grace: env.duration("TOCSIN_REENQUEUE_GRACE"),
+    }
+}
+
+fn finish(env: Env, mut extra: Vec<String>) -> Result<(), ConfigError> {
+    match env.finish() {
+        Ok(()) if extra.is_empty() => Ok(()),
+        Ok(()) => Err(ConfigError(extra)),
+        Err(mut e) => {
+            e.0.append(&mut extra);
+            Err(e)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    pub ledger_table: String,
+    pub recipients_table: String,
+    pub send_queue_url: String,
+    /// Account-wide SMS parts per second toward SNS.
+    pub sms_rate_per_second: u32,
+    /// The event source mapping's maximum concurrency: each instance gets rate / concurrency.
+    pub max_concurrency: u32,
+    pub max_attempts: u32,
+    /// How long a claim may stay unresolved before the sweep declares the outcome unknown.
+    pub claim_lease: Duration,
+    /// Bound on one SNS publish; past it the outcome is unknown.
+    pub publish_timeout: Duration,
+    pub retry_base_delay: Duration,
+    pub retry_max_delay: Duration,
+    pub sms_defaults: SmsOptions,
+    pub sweep: SweepPolicy,
+}
+
+impl SenderConfig {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let mut extra = Vec::new();
+        let origination_number = env.optional("TOCSIN_SMS_ORIGINATION_NUMBER").and_then(|n| {
+            PhoneNumber::parse(&n)
+                .map_err(|e| extra.push(format!("TOCSIN_SMS_ORIGINATION_NUMBER {e}")))
+                .ok()
+        });
+        let c = SenderConfig {
+            ledger_table: env.required(LEDGER_TABLE),
+            recipients_table: env.required(RECIPIENTS_TABLE),
+            send_queue_url: env.required(SEND_QUEUE_URL),
+            sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
+            max_concurrency: env.number("TOCSIN_SENDER_MAX_CONCURRENCY", 1u32),
+            max_attempts: env.number("TOCSIN_MAX_PUBLISH_ATTEMPTS", 1u32),
+            claim_lease: env.duration("TOCSIN_CLAIM_LEASE"),
+            publish_timeout: env.duration("TOCSIN_PUBLISH_TIMEOUT"),
+            retry_base_delay: env.duration("TOCSIN_RETRY_BASE_DELAY"),
+            retry_max_delay: env.duration("TOCSIN_RETRY_MAX_DELAY"),
+            sms_defaults: SmsOptions {
+                sender_id: env.optional("TOCSIN_SMS_SENDER_ID"),
+                origination_number,
+                max_price_usd: env.optional("TOCSIN_SMS_MAX_PRICE_USD"),
+            },
+            sweep: sweep_policy(env),
+        };
+        if c.publish_timeout >= c.claim_lease {
+            extra.push("TOCSIN_PUBLISH_TIMEOUT must be shorter than TOCSIN_CLAIM_LEASE".into());
+        }
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
+        Ok(c)
+    }
+
+    /// This instance's share of the account rate, at least one part per second.
+    pub fn instance_rate(&self) -> u32 {
+        (self.sms_rate_per_second / self.max_concurrency.max(1)).max(1)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StatusConfig {
+    pub ledger_table: String,
+    pub recipients_table: String,
+    /// How long to wait, within one invocation, for the sender's message-id write to land before
+    /// a record is kept as an orphan.
+    pub orphan_wait: Duration,
+}
+
+impl StatusConfig {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let c = StatusConfig {
+            ledger_table: env.required(LEDGER_TABLE),
+            recipients_table: env.required(RECIPIENTS_TABLE),
+            orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
+        };
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
+        Ok(c)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EscalationConfig {
+    pub ledger_table: String,
+    pub send_queue_url: String,
+    pub escalation_queue_url: String,
+    pub sweep: SweepPolicy,
+    /// Intents read per page of the due index.
+    pub page_size: i32,
+    /// Stop taking new work this long before the function's own deadline.
+    pub safety_margin: Duration,
+    /// How long an escalation lease holds off an overlapping run.
+    pub escalation_lease: Duration,
+}
+
+impl EscalationConfig {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let c = EscalationConfig {
+            ledger_table: env.required(LEDGER_TABLE),
+            send_queue_url: env.required(SEND_QUEUE_URL),
+            escalation_queue_url: env.required(ESCALATION_QUEUE_URL),
+            sweep: sweep_policy(env),
+            page_size: env.number("TOCSIN_SWEEP_PAGE_SIZE", 1i32),
+            safety_margin: env.duration("TOCSIN_SWEEP_SAFETY_MARGIN"),
+            escalation_lease: env.duration("TOCSIN_ESCALATION_LEASE"),
+        };
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_configuration_names_every_missing_variable() {
+        let mut env = Env::from_map(HashMap::from([(LEDGER_TABLE.to_owned(), "t".to_owned())]));
+        let err = EscalationConfig::from_env(&mut env).expect_err("incomplete");
+        let text = err.to_string();
+        for name in [SEND_QUEUE_URL, ESCALATION_QUEUE_URL, "TOCSIN_SWEEP_PAGE_SIZE", "TOCSIN_REENQUEUE_GRACE"] {
+            assert!(text.contains(name), "{text}");
+        }
+        assert!(!text.contains(LEDGER_TABLE));
+    }
+
+    #[test]
+    fn malformed_values_are_reported_with_their_value() {
+        let mut env = Env::from_map(HashMap::from([
+            (LEDGER_TABLE.to_owned(), "t".to_owned()),
+            ("TOCSIN_ORPHAN_WAIT".to_owned(), "soon".to_owned()),
+            (RECIPIENTS_TABLE.to_owned(), "r".to_owned()),
+        ]));
+        let err = StatusConfig::from_env(&mut env).expect_err("invalid");
+        assert!(err.to_string().contains("TOCSIN_ORPHAN_WAIT=\"soon\""), "{err}");
+    }
+}

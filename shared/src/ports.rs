@@ -1,0 +1,233 @@
+//! Ports: the small capability traits the handlers depend on. The AWS adapters implement them;
+//! a handler names only the capabilities it uses, so its code is as narrow as its IAM policy.
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
+use crate::domain::observation::Observation;
+use crate::domain::{IdempotencyKey, PhoneNumber, State};
+
+/// A dependency (DynamoDB, SQS, SNS, CloudWatch Logs) failed or answered something unreadable.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("{operation} failed: {message}")]
+    Unavailable { operation: &'static str, message: String },
+    #[error("stored item {what} is unreadable: {message}")]
+    Corrupt { what: String, message: String },
+}
+
+pub type PortResult<T> = Result<T, PortError>;
+
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// What to do with the intent's place in the sweep index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextCheck {
+    Keep,
+    At(DateTime<Utc>),
+    Remove,
+}
+
+/// Changes to an intent's status, applied together with one observation in one atomic write.
+#[derive(Debug, Clone, Default)]
+pub struct StatusPatch {
+    pub state: Option<State>,
+    pub increment_attempts: bool,
+    /// Set a new claim (attempt id, claimed at, lease until).
+    pub claim: Option<(String, DateTime<Utc>, DateTime<Utc>)>,
+    /// Remove the attempt id and lease (the attempt is over).
+    pub clear_claim: bool,
+    pub sns_message_id: Option<String>,
+    pub accepted_at: Option<DateTime<Utc>>,
+    pub final_at: Option<DateTime<Utc>>,
+    pub escalation: Option<Escalation>,
+    pub add_conflict: bool,
+    pub last_error: Option<String>,
+}
+
+/// A conditional status change: applied only if the intent is in one of `from` (and, when given,
+/// still held by `attempt_id`), together with its observation; both or neither.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub key: IdempotencyKey,
+    /// Empty: any state.
+    pub from: Vec<State>,
+    pub attempt_id: Option<String>,
+    pub patch: StatusPatch,
+    pub observation: Observation,
+    pub next_check: NextCheck,
+    /// Write the SNS message id → intent index in the same transaction.
+    pub index_message: Option<(String, PhoneNumber)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    Applied,
+    /// The observation is already stored: this exact transition happened before (a retry).
+    AlreadyApplied,
+    /// The intent was not in an allowed state; here is what it is now.
+    Refused(Box<IntentRecord>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PutOutcome {
+    Created,
+    /// An intent with this key exists already: the stored one.
+    Exists(Box<IntentRecord>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    Claimed(Box<IntentRecord>),
+    /// Not claimable (already claimed, accepted or final): the current record.
+    NotClaimable(Box<IntentRecord>),
+    Missing,
+}
+
+/// The ledger of intents and their observations.
+pub trait IntentStore: Send + Sync {
+    fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> impl Future<Output = PortResult<PutOutcome>> + Send;
+    fn get(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<Option<IntentRecord>>> + Send;
+    fn transition(&self, t: Transition) -> impl Future<Output = PortResult<TransitionOutcome>> + Send;
+    /// Conditionally moves a claimable intent to `sending` with a new attempt.
+    fn claim(
+        &self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<ClaimOutcome>> + Send;
+    fn observations(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<Vec<Observation>>> + Send;
+}
+
+/// The SNS message id → intent index the sender writes and the status function reads.
+pub trait MessageIndex: Send + Sync {
+    fn lookup(&self, sns_message_id: &str) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
+    /// Keeps a delivery record whose message id matches no intent (yet).
+    fn keep_orphan(&self, orphan: &OrphanRecord) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrphanRecord {
+    pub log_event_id: String,
+    pub sns_message_id: String,
+    pub log_group: String,
+    /// The raw log message (contains a phone number: stored encrypted, never logged).
+    pub message: String,
+    pub received_at: DateTime<Utc>,
+}
+
+/// Intents whose `next_check` has passed, oldest first, at most `limit` per page.
+pub trait DueIndex: Send + Sync {
+    fn due(
+        &self,
+        now: DateTime<Utc>,
+        limit: i32,
+        after: Option<String>,
+    ) -> impl Future<Output = PortResult<(Vec<IntentRecord>, Option<String>)>> + Send;
+    /// Takes an escalation lease so overlapping runs do not both send. False: someone else holds it
+    /// or the intent is escalated already.
+    fn lease_escalation(
+        &self,
+        key: &IdempotencyKey,
+        run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+    fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// The SQS send queue (intake → sender).
+pub trait SendQueue: Send + Sync {
+    fn enqueue(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<()>> + Send;
+    /// Hides a received message for `seconds` more (backoff before the next retry).
+    fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// What on-call receives for one escalated intent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EscalationMessage {
+    pub idempotency_key: String,
+    pub event_id: String,
+    pub template: String,
+    pub recipient_masked: String,
+    pub deadline: DateTime<Utc>,
+    pub state: State,
+    pub reason: String,
+    pub escalated_at: DateTime<Utc>,
+    pub sns_message_id: Option<String>,
+    /// One line per observation, oldest first.
+    pub history: Vec<String>,
+}
+
+pub trait EscalationQueue: Send + Sync {
+    fn escalate(&self, message: &EscalationMessage) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// A message ready for SNS.
+#[derive(Debug, Clone)]
+pub struct SmsMessage<'a> {
+    pub to: &'a PhoneNumber,
+    pub body: &'a str,
+    pub options: &'a SmsOptions,
+}
+
+/// How a publish ended, in the only three classes that matter for "at most once".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    Accepted { message_id: String },
+    /// SNS proved it did not accept (throttled, 5xx, connection refused): safe to retry.
+    Retryable { error: String },
+    /// SNS refused for good (invalid parameter, authorization).
+    Rejected { error: String },
+    /// The request may have reached SNS (timeout or connection loss after sending).
+    Unknown { error: String },
+}
+
+pub trait SmsGateway: Send + Sync {
+    fn publish(&self, message: SmsMessage<'_>) -> impl Future<Output = PublishOutcome> + Send;
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuppressionEvidence {
+    pub log_event_id: String,
+    pub provider_response: Option<String>,
+    pub at: DateTime<Utc>,
+    pub intent_key: String,
+    pub table_version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suppression {
+    pub since: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The recipient registry: who must not be sent to.
+pub trait RecipientRegistry: Send + Sync {
+    fn suppression(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Option<Suppression>>> + Send;
+    fn suppress(&self, recipient: &PhoneNumber, evidence: &SuppressionEvidence) -> impl Future<Output = PortResult<()>> + Send;
+    /// The audited way back: who, why and when are recorded with the change.
+    fn re_enable(
+        &self,
+        recipient: &PhoneNumber,
+        operator: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+}
