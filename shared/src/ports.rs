@@ -231,3 +231,17 @@ pub trait RecipientRegistry: Send + Sync {
         at: DateTime<Utc>,
     ) -> impl Future<Output = PortResult<bool>> + Send;
 }
+
+/// A rejected event that has no caller to answer (EventBridge): kept for a human, never dropped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RejectedEvent {
+    pub reason: String,
+    pub errors: serde_json::Value,
+    /// The original event as received (may hold a phone number: the queue is encrypted).
+    pub event: serde_json::Value,
+    pub at: DateTime<Utc>,
+}
+
+pub trait RejectSink: Send + Sync {
+    fn reject(&self, event: &RejectedEvent) -> impl Future<Output = PortResult<()>> + Send;
+}

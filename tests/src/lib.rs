@@ -1,1 +1,345 @@
+//! The whole pipeline wired for local runs: the real function handlers with the real AWS adapters,
+//! pointed at the emulator, configured from `template.yaml`'s own function environments. Used by
+//! the end-to-end tests and by the demo (`cargo run -p tocsin-tests --bin demo`).
+//!
+//! Where AWS itself would act (API Gateway invoking intake, the SQS event source mapping, SNS
+//! writing delivery-status logs, the CloudWatch Logs subscription, the schedule), this module acts
+//! in its place with the same shapes, through real emulator calls.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use aws_lambda_events::sqs::SqsBatchResponse;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::registry::DynamoRegistry;
+use tocsin::adapters::sns::SnsGateway;
+use tocsin::adapters::sqs::{SqsEscalationQueue, SqsRejectSink, SqsSendQueue};
+use tocsin::config::{EscalationConfig, Env, IntakeConfig, SenderConfig, StatusConfig};
+use tocsin::domain::observation::Observation;
+use tocsin::domain::template::Catalog;
+use tocsin::domain::{IdempotencyKey, IntentRecord};
+use tocsin::ports::{Clock, EscalationMessage, IntentStore};
+use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
+use tocsin_harness::{Emulator, Stack};
+
+pub use tocsin_harness;
+
+/// A clock the test moves by hand; clones share the same time.
+#[derive(Clone, Debug)]
+pub struct TestClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl TestClock {
+    pub fn starting_now() -> Self {
+        TestClock(Arc::new(Mutex::new(Utc::now())))
+    }
+    pub fn advance(&self, d: chrono::Duration) {
+        if let Ok(mut t) = self.0.lock() {
+            *t += d;
+        }
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0.lock().map(|t| *t).unwrap_or_else(|_| Utc::now())
+    }
+}
+
+pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
+pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SnsGateway, SqsSendQueue, TestClock>;
+pub type StatusFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
+pub type EscalationFn = escalation::Escalator<DynamoLedger, SqsSendQueue, SqsEscalationQueue, TestClock>;
+
+pub struct Pipeline {
+    pub emulator: Emulator,
+    pub stack: Stack,
+    pub clock: TestClock,
+    pub intake: IntakeFn,
+    pub sender: SenderFn,
+    pub status: StatusFn,
+    pub escalation: EscalationFn,
+    pub ledger: DynamoLedger,
+    pub registry: DynamoRegistry,
+    pub sqs: aws_sdk_sqs::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+    seen_log_events: Mutex<HashSet<String>>,
+}
+
+fn env_of(stack: &Stack, function: &str, overrides: &[(&str, &str)]) -> Env {
+    let mut vars = stack.function_env(function).unwrap_or_default();
+    for (k, v) in overrides {
+        vars.insert((*k).to_owned(), (*v).to_owned());
+    }
+    Env::from_map(vars)
+}
+
+/// Options for building a pipeline.
+#[derive(Default, Clone)]
+pub struct Options {
+    /// Environment overrides applied to every function (e.g. a shorter orphan wait).
+    pub env: Vec<(&'static str, &'static str)>,
+    /// Send SNS traffic to this endpoint instead of the emulator (a fault proxy in front of it).
+    pub sns_endpoint: Option<String>,
+}
+
+impl Pipeline {
+    pub async fn start() -> Self {
+        Self::start_with(Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], sns_endpoint: None }).await
+    }
+
+    pub async fn start_with(options: Options) -> Self {
+        let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
+        let sdk = emulator.sdk_config().await;
+        let stack = Stack::provision(&sdk, "tocsin-local").await.unwrap_or_else(|e| panic!("provision: {e}"));
+        let clock = TestClock::starting_now();
+        let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let ov = options.env.as_slice();
+
+        let intake_cfg = IntakeConfig::from_env(&mut env_of(&stack, "IntakeFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let sender_cfg = SenderConfig::from_env(&mut env_of(&stack, "SenderFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let status_cfg = StatusConfig::from_env(&mut env_of(&stack, "StatusFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let esc_cfg = EscalationConfig::from_env(&mut env_of(&stack, "EscalationFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+
+        let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table);
+        let registry = DynamoRegistry::new(ddb.clone(), &sender_cfg.recipients_table);
+        let sns_sdk = match &options.sns_endpoint {
+            Some(ep) => Emulator::sdk_config_for(ep).await,
+            None => sdk.clone(),
+        };
+        let intake = intake::Intake {
+            store: ledger.clone(),
+            queue: SqsSendQueue::new(sqs.clone(), &intake_cfg.send_queue_url),
+            rejects: SqsRejectSink::new(sqs.clone(), &intake_cfg.rejects_queue_url),
+            clock: clock.clone(),
+            catalog: Catalog::builtin(),
+            config: intake_cfg,
+        };
+        let sender = sender::Sender::new(
+            ledger.clone(),
+            registry.clone(),
+            SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
+            SqsSendQueue::new(sqs.clone(), &sender_cfg.send_queue_url),
+            clock.clone(),
+            sender_cfg,
+        );
+        let status = status::StatusHandler { store: ledger.clone(), registry: registry.clone(), clock: clock.clone(), config: status_cfg };
+        let escalation = escalation::Escalator {
+            store: ledger.clone(),
+            send_queue: SqsSendQueue::new(sqs.clone(), &esc_cfg.send_queue_url),
+            escalations: SqsEscalationQueue::new(sqs.clone(), &esc_cfg.escalation_queue_url),
+            clock: clock.clone(),
+            config: esc_cfg,
+        };
+        Pipeline {
+            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
+            emulator,
+            stack,
+            clock,
+            intake,
+            sender,
+            status,
+            escalation,
+            ledger,
+            registry,
+            sqs,
+            seen_log_events: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// API Gateway (HTTP API) invoking intake with `body`: (status code, JSON body).
+    pub async fn submit(&self, body: &Value) -> (u16, Value) {
+        let event = tocsin_harness::events::http_api_post(&body.to_string());
+        self.invoke_intake(event).await
+    }
+
+    pub async fn invoke_intake(&self, event: Value) -> (u16, Value) {
+        let resp = self.intake.handle(event).await.unwrap_or_else(|e| panic!("intake failed: {e}"));
+        let status = resp["statusCode"].as_u64().unwrap_or(0) as u16;
+        let body = resp["body"].as_str().and_then(|b| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// Receives up to `max` messages from a queue (visible now).
+    pub async fn receive(&self, queue_url: &str, max: i32) -> Vec<aws_sdk_sqs::types::Message> {
+        let mut out = Vec::new();
+        loop {
+            let want = (max - out.len() as i32).clamp(0, 10);
+            if want == 0 {
+                break;
+            }
+            let r = self
+                .sqs
+                .receive_message()
+                .queue_url(queue_url)
+                .max_number_of_messages(want)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("receive: {e}"));
+            let msgs = r.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                break;
+            }
+            out.extend(msgs);
+        }
+        out
+    }
+
+    /// The SQS event source mapping: hands queued messages to the sender in batches of ten and
+    /// deletes those not reported as failures. Returns every batch response.
+    pub async fn run_sender(&self) -> Vec<SqsBatchResponse> {
+        let q = self.stack.queue("SendQueue").clone();
+        let mut responses = Vec::new();
+        loop {
+            let msgs = self.receive(&q.url, 10).await;
+            if msgs.is_empty() {
+                break;
+            }
+            let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
+            let resp = self.sender.handle(event).await;
+            let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+            for m in &msgs {
+                if !failed.contains(m.message_id.as_deref().unwrap_or_default()) {
+                    let _ = self.sqs.delete_message().queue_url(&q.url).receipt_handle(m.receipt_handle.clone().unwrap_or_default()).send().await;
+                }
+            }
+            responses.push(resp);
+        }
+        responses
+    }
+
+    /// SNS playing the carrier: writes a delivery-status record (real format) to the success or
+    /// failure log group.
+    pub async fn carrier_reports(&self, sns_message_id: &str, destination: &str, success: bool, provider_response: &str) {
+        let group = if success { "SmsSuccessLogGroup" } else { "SmsFailureLogGroup" };
+        let message = sns_delivery_record(sns_message_id, destination, success, provider_response, self.clock.now());
+        self.put_log(self.stack.log_group(group), &message).await;
+    }
+
+    pub async fn put_log(&self, group: &str, message: &str) {
+        let stream = "sms-delivery";
+        let _ = self.logs.create_log_stream().log_group_name(group).log_stream_name(stream).send().await;
+        self.logs
+            .put_log_events()
+            .log_group_name(group)
+            .log_stream_name(stream)
+            .log_events(
+                aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                    .timestamp(Utc::now().timestamp_millis())
+                    .message(message)
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("put_log_events: {e}"));
+    }
+
+    /// The CloudWatch Logs subscription: reads new events of both delivery-status log groups and
+    /// hands them to the status function (gzip + base64 envelope, real event ids).
+    pub async fn run_status(&self) -> Vec<status::Summary> {
+        let mut out = Vec::new();
+        for group in ["SmsSuccessLogGroup", "SmsFailureLogGroup"] {
+            let name = self.stack.log_group(group).to_owned();
+            let events = self
+                .logs
+                .filter_log_events()
+                .log_group_name(&name)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("filter_log_events: {e}"))
+                .events
+                .unwrap_or_default();
+            let lines: Vec<LogLine> = {
+                let mut seen = self.seen_log_events.lock().unwrap_or_else(|e| e.into_inner());
+                events
+                    .into_iter()
+                    .filter_map(|e| {
+                        let id = format!("{name}:{}", e.event_id?);
+                        seen.insert(id.clone()).then(|| LogLine {
+                            id: id.rsplit(':').next().unwrap_or_default().to_owned(),
+                            timestamp: e.timestamp.unwrap_or_default(),
+                            message: e.message.unwrap_or_default(),
+                        })
+                    })
+                    .collect()
+            };
+            if lines.is_empty() {
+                continue;
+            }
+            let event = logs_envelope(&logs_payload(&name, "DATA_MESSAGE", &lines));
+            out.push(self.status.handle(event).await.unwrap_or_else(|e| panic!("status failed: {e}")));
+        }
+        out
+    }
+
+    /// The schedule firing the escalation sweep (with a generous time budget).
+    pub async fn run_escalation(&self) -> escalation::RunSummary {
+        let stop = std::time::Instant::now() + std::time::Duration::from_secs(50);
+        self.escalation.run(stop).await.unwrap_or_else(|e| panic!("escalation failed: {e}"))
+    }
+
+    /// What on-call finds on the escalation queue (received and deleted).
+    pub async fn escalations(&self) -> Vec<(EscalationMessage, HashMap<String, String>)> {
+        let url = self.stack.queue("EscalationQueue").url.clone();
+        let msgs = self.receive(&url, 1000).await;
+        let mut out = Vec::new();
+        for m in msgs {
+            let body: EscalationMessage = serde_json::from_str(m.body.as_deref().unwrap_or_default()).unwrap_or_else(|e| panic!("escalation body: {e}"));
+            let attrs = m
+                .message_attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.string_value.unwrap_or_default()))
+                .collect();
+            let _ = self.sqs.delete_message().queue_url(&url).receipt_handle(m.receipt_handle.unwrap_or_default()).send().await;
+            out.push((body, attrs));
+        }
+        out
+    }
+
+    pub async fn record(&self, key: &IdempotencyKey) -> IntentRecord {
+        self.ledger.get(key).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no intent {key}"))
+    }
+
+    pub async fn timeline(&self, key: &IdempotencyKey) -> Vec<Observation> {
+        self.ledger.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Messages waiting on a queue (visible and in flight).
+    pub async fn queue_depth(&self, logical_id: &str) -> usize {
+        let url = self.stack.queue(logical_id).url.clone();
+        let r = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let attrs = r.attributes.unwrap_or_default();
+        attrs.values().filter_map(|v| v.parse::<usize>().ok()).sum()
+    }
+}
+
+/// A valid alert request body for the built-in `disk_full` template.
+pub fn alert(event_id: &str, recipient: &str) -> Value {
+    serde_json::json!({
+        "event_id": event_id,
+        "template": {"name": "disk_full", "version": 1},
+        "variables": {"host": "db-1", "mount": "/var", "percent": "97"},
+        "recipient": recipient,
+        "deadline": "15m"
+    })
+}
+
+/// The key in an intake answer.
+pub fn key_of(body: &Value) -> IdempotencyKey {
+    IdempotencyKey::parse(body["idempotency_key"].as_str().unwrap_or_default()).unwrap_or_else(|_| panic!("no key in {body}"))
+}

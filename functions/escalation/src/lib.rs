@@ -1,1 +1,234 @@
-pub fn x() {}
+//! Escalation: the scheduled sweep. Every undelivered intent past its deadline reaches on-call,
+//! once; accepted intents that stay silent are flagged `delay_suspected`, then `expired_unknown`;
+//! intents never enqueued are re-enqueued; lapsed sender leases become `send_unknown`.
+//!
+//! Reads only the sparse due-index (cost follows the due intents, not the table). Escalation is
+//! lease → send → mark: overlapping runs cannot both take the lease, and a crash between send and
+//! mark leaves the intent due, so the next run completes it (at least once, with the idempotency
+//! key as a message attribute for consumers to de-duplicate). Work stops before the function's
+//! own deadline; the rest stays due for the next run.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tocsin::config::EscalationConfig;
+use tocsin::domain::intent::{Escalation, IntentRecord};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::sweep::{Action, decide, next_check};
+use tocsin::domain::State;
+use tocsin::ports::{
+    Clock, DueIndex, EscalationMessage, EscalationQueue, IntentStore, NextCheck, PortError, SendQueue, StatusPatch,
+    Transition, TransitionOutcome,
+};
+use tocsin::telemetry::{Metrics, Unit};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EscalationError {
+    #[error("the sweep could not read the due intents: {0}")]
+    Dependency(#[from] PortError),
+}
+
+impl From<EscalationError> for lambda_runtime::Diagnostic {
+    fn from(e: EscalationError) -> Self {
+        lambda_runtime::Diagnostic { error_type: "tocsin.escalation.Dependency".into(), error_message: e.to_string() }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub read: usize,
+    pub escalated: usize,
+    pub escalation_lease_held_elsewhere: usize,
+    pub delay_suspected: usize,
+    pub expired_unknown: usize,
+    pub lease_expired_unknown: usize,
+    pub re_enqueued: usize,
+    pub errors: usize,
+    /// False when the run stopped at its time budget with due intents left for the next run.
+    pub complete: bool,
+}
+
+pub struct Escalator<S, Q, E, C> {
+    pub store: S,
+    pub send_queue: Q,
+    pub escalations: E,
+    pub clock: C,
+    pub config: EscalationConfig,
+}
+
+impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Escalator<S, Q, E, C> {
+    /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
+    /// configured safety margin).
+    pub async fn run(&self, stop_at: Instant) -> Result<RunSummary, EscalationError> {
+        let started = Instant::now();
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let mut summary = RunSummary { run_id: run_id.clone(), complete: true, ..Default::default() };
+        let mut token = None;
+        'pages: loop {
+            let now = self.clock.now();
+            let (page, next) = self.store.due(now, self.config.page_size, token.take()).await?;
+            for record in page {
+                if Instant::now() >= stop_at {
+                    summary.complete = false;
+                    break 'pages;
+                }
+                summary.read += 1;
+                if let Err(e) = self.sweep_one(record, &run_id, &mut summary).await {
+                    summary.errors += 1;
+                    tracing::warn!(error = %e, "sweep of one intent failed; it stays due for the next run");
+                }
+            }
+            match next {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        let mut m = Metrics::new("escalation");
+        m.count("escalated", summary.escalated as u64);
+        m.count("delay_suspected", summary.delay_suspected as u64);
+        m.count("expired_unknown", summary.expired_unknown as u64);
+        m.count("lease_expired_unknown", summary.lease_expired_unknown as u64);
+        m.count("re_enqueued", summary.re_enqueued as u64);
+        m.count("due_read", summary.read as u64);
+        m.count("sweep_errors", summary.errors as u64);
+        m.count("incomplete_run", u64::from(!summary.complete));
+        m.add("run_duration_ms", started.elapsed().as_millis() as f64, Unit::Milliseconds);
+        m.flush();
+        tracing::info!(summary = ?summary, "sweep finished");
+        Ok(summary)
+    }
+
+    async fn sweep_one(&self, mut record: IntentRecord, run_id: &str, summary: &mut RunSummary) -> Result<(), PortError> {
+        let now = self.clock.now();
+        let key = record.intent.key.clone();
+        let mut escalation_pending = false;
+        for action in decide(&record, now, &self.config.sweep) {
+            match action {
+                Action::ReEnqueue => {
+                    self.send_queue.enqueue(&key).await?;
+                    let t = self.simple(&record, vec![State::Received], State::Queued, format!("enqueue:sweep:{run_id}"), ObservationKind::Enqueued { by: format!("sweep {run_id}") }, now);
+                    if self.apply(t, &mut record).await? {
+                        record.status.state = State::Queued;
+                    }
+                    summary.re_enqueued += 1;
+                }
+                Action::LeaseExpired => {
+                    let aid = record.status.attempt_id.clone().unwrap_or_default();
+                    let mut t = self.simple(
+                        &record,
+                        vec![State::Sending],
+                        State::SendUnknown,
+                        format!("attempt:{aid}:unknown"),
+                        ObservationKind::SendUnknown { attempt_id: aid.clone(), cause: "claim lease expired with no recorded result".into() },
+                        now,
+                    );
+                    t.attempt_id = Some(aid);
+                    t.patch.clear_claim = true;
+                    if self.apply(t, &mut record).await? {
+                        record.status.state = State::SendUnknown;
+                        summary.lease_expired_unknown += 1;
+                    }
+                }
+                Action::MarkDelaySuspected => {
+                    let t = self.simple(&record, vec![State::Accepted], State::DelaySuspected, "sweep:delay_suspected".into(), ObservationKind::DelaySuspected, now);
+                    if self.apply(t, &mut record).await? {
+                        record.status.state = State::DelaySuspected;
+                        summary.delay_suspected += 1;
+                        tracing::warn!(key = key.short(), "accepted but no delivery receipt yet: delay suspected");
+                    }
+                }
+                Action::MarkExpiredUnknown => {
+                    let mut t = self.simple(&record, vec![State::Accepted, State::DelaySuspected], State::ExpiredUnknown, "sweep:expired_unknown".into(), ObservationKind::ExpiredUnknown, now);
+                    t.patch.final_at = Some(now);
+                    if self.apply(t, &mut record).await? {
+                        record.status.state = State::ExpiredUnknown;
+                        summary.expired_unknown += 1;
+                    }
+                }
+                Action::Escalate { reason } => {
+                    match self.escalate(&record, &reason, run_id, now).await? {
+                        Some(e) => {
+                            record.status.escalation = Some(e);
+                            summary.escalated += 1;
+                        }
+                        None => {
+                            summary.escalation_lease_held_elsewhere += 1;
+                            escalation_pending = true;
+                        }
+                    }
+                }
+            }
+        }
+        // Another run holds the escalation: leave the intent due so it is not lost if that run dies.
+        if !escalation_pending {
+            let next = next_check(&record, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
+            self.store.set_next_check(&key, next).await?;
+        }
+        Ok(())
+    }
+
+    fn simple(&self, record: &IntentRecord, from: Vec<State>, to: State, id: String, kind: ObservationKind, now: DateTime<Utc>) -> Transition {
+        Transition {
+            key: record.intent.key.clone(),
+            from,
+            attempt_id: None,
+            patch: StatusPatch { state: Some(to), ..Default::default() },
+            observation: Observation::new(id, now, kind).with_state(to),
+            next_check: NextCheck::Keep,
+            index_message: None,
+        }
+    }
+
+    /// True when applied now; false when someone else changed the intent first (then `record`
+    /// is refreshed so later actions decide on the truth).
+    async fn apply(&self, t: Transition, record: &mut IntentRecord) -> Result<bool, PortError> {
+        match self.store.transition(t).await? {
+            TransitionOutcome::Applied => Ok(true),
+            TransitionOutcome::AlreadyApplied => Ok(false),
+            TransitionOutcome::Refused(current) => {
+                *record = *current;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Lease → send → mark. `None` when another run holds the lease.
+    async fn escalate(&self, record: &IntentRecord, reason: &str, run_id: &str, now: DateTime<Utc>) -> Result<Option<Escalation>, PortError> {
+        let key = &record.intent.key;
+        let until = now + chrono::Duration::from_std(self.config.escalation_lease).unwrap_or(chrono::Duration::minutes(5));
+        if !self.store.lease_escalation(key, run_id, now, until).await? {
+            return Ok(None);
+        }
+        let history = self.store.observations(key).await?;
+        let mut lines = vec![format!("{} received from {}", record.intent.created_at.format("%H:%M:%S"), record.intent.origin.as_str())];
+        lines.extend(history.iter().map(|o| format!("{} {}", o.at.format("%H:%M:%S"), o.summary())));
+        let msg = EscalationMessage {
+            idempotency_key: key.to_string(),
+            event_id: record.intent.event_id.clone(),
+            template: record.intent.template.to_string(),
+            recipient_masked: record.intent.recipient.masked(),
+            deadline: record.intent.deadline,
+            state: record.status.state,
+            reason: reason.to_owned(),
+            escalated_at: now,
+            sns_message_id: record.status.sns_message_id.clone(),
+            history: lines,
+        };
+        self.escalations.escalate(&msg).await?;
+        let escalation = Escalation { at: now, reason: reason.to_owned() };
+        let t = Transition {
+            key: key.clone(),
+            from: vec![],
+            attempt_id: None,
+            patch: StatusPatch { escalation: Some(escalation.clone()), ..Default::default() },
+            observation: Observation::new("escalation", now, ObservationKind::Escalated { reason: reason.to_owned(), run_id: run_id.to_owned() }),
+            next_check: NextCheck::Keep,
+            index_message: None,
+        };
+        self.store.transition(t).await?;
+        tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
+        Ok(Some(escalation))
+    }
+}

@@ -1,1 +1,34 @@
-fn main() {}
+//! The escalation Lambda (scheduled): configuration, clients, adapters, then the runtime loop.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use serde_json::Value;
+use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
+use tocsin::config::{EscalationConfig, Env};
+use tocsin::ports::SystemClock;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tocsin::telemetry::init();
+    let config = EscalationConfig::from_env(&mut Env::from_process())?;
+    let aws = aws_config::load_from_env().await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let escalator = escalation::Escalator {
+        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table),
+        send_queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
+        escalations: SqsEscalationQueue::new(sqs, &config.escalation_queue_url),
+        clock: SystemClock,
+        config,
+    };
+    let escalator = &escalator;
+    run(service_fn(move |event: LambdaEvent<Value>| async move {
+        // The context deadline is epoch milliseconds; keep the configured margin before it.
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
+        let stop_at = Instant::now() + left.saturating_sub(escalator.config.safety_margin);
+        escalator.run(stop_at).await
+    }))
+    .await
+}

@@ -1,1 +1,206 @@
-pub fn x() {}
+//! Intake: turns an alert request (HTTP API v2, REST API v1 or EventBridge) into exactly one
+//! intent per business event, and answers every caller precisely.
+//!
+//! The order of work is what makes it safe: validate (nothing written on failure) → conditional
+//! put of the intent (`received`) → enqueue → mark `queued`. A crash or SQS error after the put
+//! leaves the intent `received`; a replay of the request or the sweep re-enqueues it, and the
+//! sender's claim makes the extra message harmless.
+
+pub mod http;
+
+use serde_json::{Value, json};
+use tocsin::config::IntakeConfig;
+use tocsin::domain::intent::{Intent, IntentRecord, Status};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::request::{FieldError, validate};
+use tocsin::domain::sweep::next_check;
+use tocsin::domain::template::Catalog;
+use tocsin::domain::{Origin, State};
+use tocsin::ports::{
+    Clock, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch, Transition,
+    TransitionOutcome,
+};
+use tocsin::telemetry::Metrics;
+
+/// The EventBridge `detail-type` intake accepts (the rule matches it too).
+pub const DETAIL_TYPE: &str = "Alert Requested";
+
+/// What intake made of one request.
+#[derive(Debug)]
+pub enum Submitted {
+    Created(Box<IntentRecord>),
+    Replayed(Box<IntentRecord>),
+    Conflict { key: String, fields: Vec<&'static str> },
+    Invalid(Vec<FieldError>),
+    Unavailable(PortError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    #[error("event is neither an API Gateway request nor an EventBridge event: {0}")]
+    UnsupportedEvent(String),
+    #[error("a dependency failed; the event will be retried: {0}")]
+    Dependency(#[from] PortError),
+}
+
+impl From<IntakeError> for lambda_runtime::Diagnostic {
+    fn from(e: IntakeError) -> Self {
+        let error_type = match e {
+            IntakeError::UnsupportedEvent(_) => "tocsin.intake.UnsupportedEvent",
+            IntakeError::Dependency(_) => "tocsin.intake.Dependency",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}
+
+pub struct Intake<S, Q, R, C> {
+    pub store: S,
+    pub queue: Q,
+    pub rejects: R,
+    pub clock: C,
+    pub config: IntakeConfig,
+    pub catalog: &'static Catalog,
+}
+
+impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
+    /// The Lambda entry point: dispatches on the event's shape.
+    pub async fn handle(&self, event: Value) -> Result<Value, IntakeError> {
+        if event.get("detail-type").is_some() && event.get("source").is_some() {
+            return self.handle_eventbridge(event).await.map(|()| Value::Null);
+        }
+        match http::HttpRequest::from_event(&event) {
+            Some(req) => Ok(self.handle_http(&req).await.render(req.version)),
+            None => Err(IntakeError::UnsupportedEvent(
+                "expected an API Gateway v1/v2 proxy request or an EventBridge event".into(),
+            )),
+        }
+    }
+
+    async fn handle_http(&self, req: &http::HttpRequest) -> http::HttpResponse {
+        let mut metrics = Metrics::new("intake").dimension("origin", "api");
+        let resp = match req.body_json(self.config.max_body_bytes) {
+            Err(resp) => resp,
+            Ok(body) => {
+                let outcome = self.submit(&body, Origin::Api).await;
+                count(&mut metrics, &outcome);
+                http::HttpResponse::from_submitted(&outcome)
+            }
+        };
+        if resp.status >= 400 && resp.status < 500 && metrics.is_empty() {
+            metrics.count("rejected", 1);
+        }
+        tracing::info!(status = resp.status, code = resp.code(), "intake answered");
+        metrics.flush();
+        resp
+    }
+
+    async fn handle_eventbridge(&self, event: Value) -> Result<(), IntakeError> {
+        let mut metrics = Metrics::new("intake").dimension("origin", "eventbridge");
+        let detail_type = event.get("detail-type").and_then(Value::as_str).unwrap_or_default();
+        let outcome = if detail_type != DETAIL_TYPE {
+            Submitted::Invalid(vec![FieldError {
+                field: "detail-type".into(),
+                code: tocsin::domain::request::ErrorCode::InvalidFormat,
+                message: format!("detail-type must be '{DETAIL_TYPE}'"),
+            }])
+        } else {
+            self.submit(event.get("detail").unwrap_or(&Value::Null), Origin::EventBridge).await
+        };
+        count(&mut metrics, &outcome);
+        let result = match &outcome {
+            Submitted::Created(r) | Submitted::Replayed(r) => {
+                tracing::info!(key = r.intent.key.short(), recipient = %r.intent.recipient, "eventbridge alert accepted");
+                Ok(())
+            }
+            Submitted::Invalid(errors) => self.reject(&event, "validation_failed", json!(errors)).await,
+            Submitted::Conflict { key, fields } => {
+                let errors = json!({"idempotency_key": key, "differing_fields": fields});
+                self.reject(&event, "conflict", errors).await
+            }
+            Submitted::Unavailable(e) => Err(IntakeError::Dependency(PortError::Unavailable {
+                operation: "intake",
+                message: e.to_string(),
+            })),
+        };
+        metrics.flush();
+        result
+    }
+
+    async fn reject(&self, event: &Value, reason: &str, errors: Value) -> Result<(), IntakeError> {
+        tracing::warn!(reason, errors = %errors, "eventbridge event rejected; kept on the rejects queue");
+        let rejected = RejectedEvent { reason: reason.into(), errors, event: event.clone(), at: self.clock.now() };
+        self.rejects.reject(&rejected).await?;
+        Ok(())
+    }
+
+    /// The core, the same for every trigger.
+    pub async fn submit(&self, body: &Value, origin: Origin) -> Submitted {
+        let now = self.clock.now();
+        let req = match validate(body, self.catalog, &self.config.limits, now) {
+            Ok(r) => r,
+            Err(errors) => return Submitted::Invalid(errors),
+        };
+        let record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
+        let first_check = next_check(&record, now, &self.config.sweep).unwrap_or(record.intent.deadline);
+        match self.store.put_new(&record, first_check).await {
+            Err(e) => Submitted::Unavailable(e),
+            Ok(PutOutcome::Created) => match self.enqueue(&record, "intake").await {
+                Ok(r) => Submitted::Created(Box::new(r)),
+                Err(e) => Submitted::Unavailable(e),
+            },
+            Ok(PutOutcome::Exists(stored)) => {
+                let fields = stored.intent.differing_fields(&record.intent);
+                if !fields.is_empty() {
+                    return Submitted::Conflict { key: stored.intent.key.to_string(), fields };
+                }
+                if stored.status.state == State::Received {
+                    // The first enqueue never confirmed: this replay finishes the job.
+                    return match self.enqueue(&stored, "replay").await {
+                        Ok(r) => Submitted::Replayed(Box::new(r)),
+                        Err(e) => Submitted::Unavailable(e),
+                    };
+                }
+                Submitted::Replayed(stored)
+            }
+        }
+    }
+
+    async fn enqueue(&self, record: &IntentRecord, by: &str) -> Result<IntentRecord, PortError> {
+        self.queue.enqueue(&record.intent.key).await?;
+        let now = self.clock.now();
+        let mut queued = record.clone();
+        queued.status.state = State::Queued;
+        let next = next_check(&queued, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
+        let t = Transition {
+            key: record.intent.key.clone(),
+            from: vec![State::Received],
+            attempt_id: None,
+            patch: StatusPatch { state: Some(State::Queued), ..Default::default() },
+            observation: Observation::new(format!("enqueue:{by}:{}", now.timestamp_millis()), now, ObservationKind::Enqueued { by: by.into() })
+                .with_state(State::Queued),
+            next_check: next,
+            index_message: None,
+        };
+        match self.store.transition(t).await {
+            Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => Ok(queued),
+            // A sender was faster than this write: the intent is beyond queued already.
+            Ok(TransitionOutcome::Refused(current)) => Ok(*current),
+            // On the queue but not marked: the sweep will re-enqueue (harmless) — do not fail.
+            Err(e) => {
+                tracing::warn!(key = record.intent.key.short(), error = %e, "enqueued but not marked queued");
+                Ok(record.clone())
+            }
+        }
+    }
+}
+
+fn count(m: &mut Metrics, outcome: &Submitted) {
+    let name = match outcome {
+        Submitted::Created(_) => "created",
+        Submitted::Replayed(_) => "replayed",
+        Submitted::Conflict { .. } => "conflict",
+        Submitted::Invalid(_) => "rejected",
+        Submitted::Unavailable(_) => "dependency_error",
+    };
+    m.count(name, 1);
+}

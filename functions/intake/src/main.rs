@@ -1,1 +1,27 @@
-fn main() {}
+//! The intake Lambda: configuration, clients, adapters, then the runtime loop.
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use serde_json::Value;
+use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::sqs::{SqsRejectSink, SqsSendQueue};
+use tocsin::config::{Env, IntakeConfig};
+use tocsin::domain::template::Catalog;
+use tocsin::ports::SystemClock;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tocsin::telemetry::init();
+    let config = IntakeConfig::from_env(&mut Env::from_process())?;
+    let aws = aws_config::load_from_env().await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let intake = intake::Intake {
+        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table),
+        queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
+        rejects: SqsRejectSink::new(sqs, &config.rejects_queue_url),
+        clock: SystemClock,
+        catalog: Catalog::builtin(),
+        config,
+    };
+    let intake = &intake;
+    run(service_fn(move |event: LambdaEvent<Value>| async move { intake.handle(event.payload).await })).await
+}

@@ -1,1 +1,388 @@
-pub fn x() {}
+//! Sender: publishes each intent at most once under at-least-once delivery, and records an honest
+//! "unknown" when it cannot know.
+//!
+//! Per SQS record: claim (conditional write, with a lease) → stale? → suppressed? → rate limit →
+//! publish → record the outcome with a write conditioned on still holding the claim. Redeliveries
+//! and concurrent copies find the intent claimed, accepted or final, and do nothing.
+
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use chrono::{DateTime, Utc};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tocsin::adapters::sqs::SendRequest;
+use tocsin::config::SenderConfig;
+use tocsin::domain::intent::{IntentRecord, SmsOptions};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::sweep::next_check;
+use tocsin::domain::State;
+use tocsin::ports::{
+    ClaimOutcome, Clock, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry, SendQueue, SmsGateway,
+    SmsMessage, StatusPatch, Transition, TransitionOutcome,
+};
+use tocsin::telemetry::{Metrics, Unit};
+
+/// How one record ended; `Retry` reports it as a batch item failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Published { sns_message_id: String },
+    /// Redelivered or concurrent copy: the intent was already claimed, accepted or final.
+    Duplicate(State),
+    LeaseExpiredUnknown,
+    Stale,
+    Suppressed,
+    Rejected,
+    RetriesExhausted,
+    Unknown,
+    Malformed,
+    Missing,
+    Retry,
+}
+
+impl Outcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Published { .. } => "published",
+            Outcome::Duplicate(_) => "duplicate",
+            Outcome::LeaseExpiredUnknown => "lease_expired_unknown",
+            Outcome::Stale => "stale",
+            Outcome::Suppressed => "suppressed",
+            Outcome::Rejected => "rejected",
+            Outcome::RetriesExhausted => "retries_exhausted",
+            Outcome::Unknown => "unknown",
+            Outcome::Malformed => "malformed",
+            Outcome::Missing => "missing",
+            Outcome::Retry => "throttled_or_retry",
+        }
+    }
+}
+
+pub struct Sender<S, R, G, Q, C> {
+    pub store: S,
+    pub registry: R,
+    pub gateway: G,
+    pub queue: Q,
+    pub clock: C,
+    pub config: SenderConfig,
+    limiter: DefaultDirectRateLimiter,
+}
+
+impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock> Sender<S, R, G, Q, C> {
+    pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
+        let rate = NonZeroU32::new(config.instance_rate()).unwrap_or(NonZeroU32::MIN);
+        let limiter = RateLimiter::direct(Quota::per_second(rate));
+        Sender { store, registry, gateway, queue, clock, config, limiter }
+    }
+
+    /// Processes a batch concurrently; failed records are reported alone.
+    pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        let outcomes = futures::future::join_all(event.records.iter().map(|m| self.process(m))).await;
+        let mut metrics = Metrics::new("sender");
+        let mut response = SqsBatchResponse::default();
+        for (msg, outcome) in event.records.iter().zip(outcomes) {
+            metrics.count(outcome.name(), 1);
+            if outcome == Outcome::Retry || outcome == Outcome::Malformed {
+                if let Some(id) = &msg.message_id {
+                    let mut f = BatchItemFailure::default();
+                    f.item_identifier = id.clone();
+                    response.batch_item_failures.push(f);
+                }
+            }
+        }
+        metrics.flush();
+        response
+    }
+
+    pub async fn process(&self, msg: &SqsMessage) -> Outcome {
+        let started = Instant::now();
+        let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
+            tracing::warn!(sqs_message_id = msg.message_id.as_deref().unwrap_or("?"), "malformed send request; left for the dead-letter queue");
+            return Outcome::Malformed;
+        };
+        let key = req.key;
+        let attempt_id = uuid::Uuid::new_v4().to_string();
+        let now = self.clock.now();
+        let lease_until = now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
+        let record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
+            Ok(ClaimOutcome::Claimed(r)) => *r,
+            Ok(ClaimOutcome::NotClaimable(current)) => return self.not_claimable(*current, now).await,
+            Ok(ClaimOutcome::Missing) => {
+                tracing::warn!(key = key.short(), "send request for an intent that does not exist; dropped");
+                return Outcome::Missing;
+            }
+            Err(e) => {
+                tracing::warn!(key = key.short(), error = %e, "claim failed; will retry");
+                return Outcome::Retry;
+            }
+        };
+        let outcome = self.send_claimed(&record, &attempt_id, msg, now).await;
+        let (sns_id, recipient) = (
+            match &outcome {
+                Outcome::Published { sns_message_id } => sns_message_id.as_str(),
+                _ => "",
+            },
+            record.intent.recipient.masked(),
+        );
+        tracing::info!(
+            key = key.short(),
+            recipient = %recipient,
+            sns_message_id = sns_id,
+            outcome = outcome.name(),
+            attempt = record.status.attempts + 1,
+            duration_ms = started.elapsed().as_millis() as u64,
+            "send attempt finished"
+        );
+        outcome
+    }
+
+    async fn not_claimable(&self, current: IntentRecord, now: DateTime<Utc>) -> Outcome {
+        let s = &current.status;
+        if s.state == State::Sending && s.lease_until.is_some_and(|l| l <= now) {
+            // The attempt that holds the claim never reported back: it may have published.
+            let aid = s.attempt_id.clone().unwrap_or_default();
+            let t = self.settle(
+                &current,
+                &aid,
+                State::SendUnknown,
+                ObservationKind::SendUnknown { attempt_id: aid.clone(), cause: "claim lease expired with no recorded result".into() },
+                StatusPatch { clear_claim: true, ..Default::default() },
+                now,
+            );
+            return match self.store.transition(t).await {
+                Ok(_) => Outcome::LeaseExpiredUnknown,
+                Err(_) => Outcome::Retry,
+            };
+        }
+        Outcome::Duplicate(s.state)
+    }
+
+    /// A transition out of `sending` held by `attempt_id`, with its observation.
+    fn settle(
+        &self,
+        record: &IntentRecord,
+        attempt_id: &str,
+        to: State,
+        kind: ObservationKind,
+        mut patch: StatusPatch,
+        now: DateTime<Utc>,
+    ) -> Transition {
+        patch.state = Some(to);
+        if to.is_final() {
+            patch.final_at = Some(now);
+        }
+        let mut after = record.clone();
+        after.status.state = to;
+        if let Some(a) = patch.accepted_at {
+            after.status.accepted_at = Some(a);
+        }
+        let next = next_check(&after, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
+        let tag = match &kind {
+            ObservationKind::Accepted { .. } => "accepted",
+            ObservationKind::PublishRetryable { .. } => "retryable",
+            ObservationKind::PublishRejected { .. } => "rejected",
+            ObservationKind::SendUnknown { .. } => "unknown",
+            ObservationKind::Suppressed { .. } => "suppressed",
+            ObservationKind::Stale { .. } => "stale",
+            _ => "other",
+        };
+        Transition {
+            key: record.intent.key.clone(),
+            from: vec![State::Sending],
+            attempt_id: Some(attempt_id.to_owned()),
+            patch,
+            observation: Observation::new(format!("attempt:{attempt_id}:{tag}"), now, kind).with_state(to),
+            next_check: next,
+            index_message: None,
+        }
+    }
+
+    async fn record(&self, t: Transition) -> Result<(), PortError> {
+        match self.store.transition(t).await? {
+            TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied => Ok(()),
+            TransitionOutcome::Refused(current) => {
+                tracing::warn!(key = current.intent.key.short(), state = %current.status.state, "claim lost before the outcome was recorded");
+                Ok(())
+            }
+        }
+    }
+
+    async fn send_claimed(&self, record: &IntentRecord, attempt_id: &str, msg: &SqsMessage, now: DateTime<Utc>) -> Outcome {
+        let intent = &record.intent;
+        // Stale: a late SMS about something already handled is worse than none.
+        if now >= intent.deadline {
+            let t = self.settle(record, attempt_id, State::Stale, ObservationKind::Stale { deadline: intent.deadline }, StatusPatch { clear_claim: true, ..Default::default() }, now);
+            return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Stale);
+        }
+        match self.registry.suppression(&intent.recipient).await {
+            Ok(Some(s)) => {
+                let t = self.settle(
+                    record,
+                    attempt_id,
+                    State::Suppressed,
+                    ObservationKind::Suppressed { registry_reason: s.reason },
+                    StatusPatch { clear_claim: true, ..Default::default() },
+                    now,
+                );
+                return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(key = intent.key.short(), error = %e, "registry unavailable; releasing the claim");
+                return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;
+            }
+        }
+
+        for _ in 0..intent.segments.segments.max(1) {
+            self.limiter.until_ready().await;
+        }
+        let options = merge(&intent.sms, &self.config.sms_defaults);
+        let outcome = self
+            .gateway
+            .publish(SmsMessage { to: &intent.recipient, body: intent.body.expose(), options: &options })
+            .await;
+        let now = self.clock.now();
+        match outcome {
+            PublishOutcome::Accepted { message_id } => {
+                let mut t = self.settle(
+                    record,
+                    attempt_id,
+                    State::Accepted,
+                    ObservationKind::Accepted { attempt_id: attempt_id.into(), sns_message_id: message_id.clone() },
+                    StatusPatch {
+                        clear_claim: true,
+                        increment_attempts: true,
+                        sns_message_id: Some(message_id.clone()),
+                        accepted_at: Some(now),
+                        ..Default::default()
+                    },
+                    now,
+                );
+                t.index_message = Some((message_id.clone(), intent.recipient.clone()));
+                match self.store.transition(t.clone()).await {
+                    Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {}
+                    Ok(TransitionOutcome::Refused(current)) if current.status.state == State::SendUnknown => {
+                        // The sweep gave up on our lease while we waited; we know better now.
+                        t.from = vec![State::SendUnknown];
+                        t.attempt_id = None;
+                        let _ = self.store.transition(t).await;
+                    }
+                    Ok(TransitionOutcome::Refused(_)) => {}
+                    Err(e) => {
+                        // Published but not recorded: keep the claim; its lease expiry makes the
+                        // intent send_unknown, and the delivery log can still reconcile it.
+                        tracing::error!(key = intent.key.short(), sns_message_id = %message_id, error = %e, "published but could not record the MessageId");
+                    }
+                }
+                Outcome::Published { sns_message_id: message_id }
+            }
+            PublishOutcome::Rejected { error } => {
+                let t = self.settle(
+                    record,
+                    attempt_id,
+                    State::Failed,
+                    ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: error.clone() },
+                    StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(format!("SNS rejected the publish: {error}")), ..Default::default() },
+                    now,
+                );
+                self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Rejected)
+            }
+            PublishOutcome::Unknown { error } => {
+                let t = self.settle(
+                    record,
+                    attempt_id,
+                    State::SendUnknown,
+                    ObservationKind::SendUnknown { attempt_id: attempt_id.into(), cause: error.clone() },
+                    StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(error), ..Default::default() },
+                    now,
+                );
+                // Whether or not this write lands, the message is acknowledged: never re-send.
+                let _ = self.record(t).await;
+                Outcome::Unknown
+            }
+            PublishOutcome::Retryable { error } => self.release(record, attempt_id, &error, msg, now, true).await,
+        }
+    }
+
+    /// Proven not sent: back to `queued` for a later retry, or `failed` once attempts run out.
+    async fn release(&self, record: &IntentRecord, attempt_id: &str, error: &str, msg: &SqsMessage, now: DateTime<Utc>, counts: bool) -> Outcome {
+        let attempts = record.status.attempts + u32::from(counts);
+        if counts && attempts >= self.config.max_attempts {
+            let t = self.settle(
+                record,
+                attempt_id,
+                State::Failed,
+                ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: format!("gave up after {attempts} attempts: {error}") },
+                StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(format!("SNS did not accept after {attempts} attempts: {error}")), ..Default::default() },
+                now,
+            );
+            return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::RetriesExhausted);
+        }
+        let mut t = self.settle(
+            record,
+            attempt_id,
+            State::Queued,
+            ObservationKind::PublishRetryable { attempt_id: attempt_id.into(), error: error.into() },
+            StatusPatch { clear_claim: true, increment_attempts: counts, last_error: Some(error.into()), ..Default::default() },
+            now,
+        );
+        t.patch.final_at = None;
+        if let Err(e) = self.record(t).await {
+            tracing::warn!(key = record.intent.key.short(), error = %e, "could not release the claim; its lease will expire");
+        }
+        if let Some(handle) = &msg.receipt_handle {
+            let delay = backoff(attempts.max(1), self.config.retry_base_delay, self.config.retry_max_delay);
+            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32).await {
+                tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
+            }
+        }
+        let mut m = Metrics::new("sender");
+        m.add("retry_attempt", f64::from(attempts), Unit::Count);
+        m.flush();
+        Outcome::Retry
+    }
+}
+
+/// Exponential backoff with full jitter: uniform in [base, min(max, base·2^(attempt-1))].
+pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+    let cap = exp.min(max).max(base);
+    let lo = base.as_millis() as u64;
+    let hi = cap.as_millis() as u64;
+    Duration::from_millis(if hi > lo { rand::random_range(lo..=hi) } else { lo })
+}
+
+/// Per-request settings win over the deployment's defaults.
+fn merge(request: &SmsOptions, defaults: &SmsOptions) -> SmsOptions {
+    SmsOptions {
+        sender_id: request.sender_id.clone().or_else(|| defaults.sender_id.clone()),
+        origination_number: request.origination_number.clone().or_else(|| defaults.origination_number.clone()),
+        max_price_usd: request.max_price_usd.clone().or_else(|| defaults.max_price_usd.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_exponentially_within_its_bounds() {
+        let base = Duration::from_secs(2);
+        let max = Duration::from_secs(60);
+        for attempt in 1..12 {
+            let d = backoff(attempt, base, max);
+            let cap = (base * 2u32.pow(attempt - 1)).min(max);
+            assert!(d >= base && d <= cap, "attempt {attempt}: {d:?}");
+        }
+        assert_eq!(backoff(1, base, max), base);
+    }
+
+    #[test]
+    fn request_sms_settings_override_defaults() {
+        let d = SmsOptions { sender_id: Some("TOCSIN".into()), origination_number: None, max_price_usd: Some("0.5".into()) };
+        let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
+        let m = merge(&r, &d);
+        assert_eq!(m.sender_id.as_deref(), Some("OPS"));
+        assert_eq!(m.max_price_usd.as_deref(), Some("0.5"));
+    }
+}

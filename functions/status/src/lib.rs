@@ -1,1 +1,318 @@
-pub fn x() {}
+//! Status: learns the delivery truth from SNS SMS delivery-status logs (both the
+//! `DirectPublishToPhoneNumber` and `/Failure` groups), through CloudWatch Logs subscriptions.
+//!
+//! Each log event becomes one observation keyed by its CloudWatch Logs event id (stored once
+//! however often it is delivered). The state moves forward only; a permanent-for-recipient failure
+//! suppresses the number before the function returns. A malformed log event is counted and
+//! skipped; a dependency failure fails the invocation so Lambda retries it, and the retry finds
+//! the already-stored observations and does not apply them twice.
+
+use aws_lambda_events::cloudwatch_logs::{LogEntry, LogsEvent};
+use chrono::{TimeZone, Utc};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use tocsin::config::StatusConfig;
+use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::phone::mask_phone_like;
+use tocsin::domain::provider::{FailureClass, TABLE_VERSION, classify};
+use tocsin::domain::state::{ReceiptEffect, apply_receipt};
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::{
+    Clock, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, RecipientRegistry, StatusPatch,
+    SuppressionEvidence, Transition, TransitionOutcome,
+};
+use tocsin::telemetry::{Metrics, Unit};
+
+/// Log events processed at once within one invocation.
+const CONCURRENCY: usize = 16;
+/// Optimistic-concurrency retries when the intent changes under us.
+const MAX_RACES: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("the subscription payload is not base64 + gzip + JSON as CloudWatch Logs writes it: {0}")]
+    MalformedPayload(String),
+    #[error("{failed} of {total} log events hit a dependency failure; the invocation will be retried: {first}")]
+    Dependency { failed: usize, total: usize, first: PortError },
+}
+
+impl From<StatusError> for lambda_runtime::Diagnostic {
+    fn from(e: StatusError) -> Self {
+        let error_type = match e {
+            StatusError::MalformedPayload(_) => "tocsin.status.MalformedPayload",
+            StatusError::Dependency { .. } => "tocsin.status.Dependency",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}
+
+/// What happened to one log event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventOutcome {
+    Applied(ReceiptEffect),
+    Duplicate,
+    Orphaned,
+    Unparseable,
+}
+
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub control_message: bool,
+    pub events: usize,
+    pub delivered: usize,
+    pub failed: usize,
+    pub redundant: usize,
+    pub conflicting: usize,
+    pub late: usize,
+    pub unrecognised: usize,
+    pub duplicates: usize,
+    pub orphaned: usize,
+    pub unparseable: usize,
+    pub suppressed: usize,
+}
+
+pub struct StatusHandler<S, R, C> {
+    pub store: S,
+    pub registry: R,
+    pub clock: C,
+    pub config: StatusConfig,
+}
+
+impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
+    pub async fn handle(&self, event: Value) -> Result<Summary, StatusError> {
+        // The crate's decoder reads borrowed keys: deserialize from bytes, as the runtime does.
+        let bytes = serde_json::to_vec(&event).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
+        let logs: LogsEvent = serde_json::from_slice(&bytes).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
+        let data = logs.aws_logs.data;
+        let mut summary = Summary::default();
+        if data.message_type == "CONTROL_MESSAGE" {
+            summary.control_message = true;
+            return Ok(summary);
+        }
+        summary.events = data.log_events.len();
+        let group = data.log_group.as_str();
+        let results: Vec<(Result<EventOutcome, PortError>, bool)> = futures::stream::iter(data.log_events.iter())
+            .map(|e| self.process(group, e))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let mut errors = Vec::new();
+        for (r, suppressed) in results {
+            summary.suppressed += usize::from(suppressed);
+            match r {
+                Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => summary.delivered += 1,
+                Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
+                Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
+                Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
+                Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
+                Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
+                Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
+                Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
+                Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+        let mut m = Metrics::new("status");
+        for (name, v) in [
+            ("delivered", summary.delivered),
+            ("failed", summary.failed),
+            ("conflicting", summary.conflicting),
+            ("late", summary.late),
+            ("unrecognised_status", summary.unrecognised),
+            ("duplicate", summary.duplicates),
+            ("orphaned", summary.orphaned),
+            ("unparseable", summary.unparseable),
+            ("suppressed", summary.suppressed),
+            ("dependency_error", errors.len()),
+        ] {
+            if v > 0 {
+                m.count(name, v as u64);
+            }
+        }
+        m.flush();
+        tracing::info!(log_group = group, summary = ?summary, "status batch processed");
+        match errors.into_iter().next() {
+            None => Ok(summary),
+            Some(first) => Err(StatusError::Dependency { failed: summary.events - handled(&summary), total: summary.events, first }),
+        }
+    }
+
+    /// Returns the outcome and whether the recipient was suppressed.
+    async fn process(&self, log_group: &str, entry: &LogEntry) -> (Result<EventOutcome, PortError>, bool) {
+        let record = match parse_record(&entry.message) {
+            Ok(r) => r,
+            Err(e) => {
+                // Never log the message: it holds a phone number.
+                tracing::warn!(log_event_id = %entry.id, error = %e, "unparseable delivery record skipped");
+                return (Ok(EventOutcome::Unparseable), false);
+            }
+        };
+        let found = match self.lookup_with_wait(&record.message_id).await {
+            Ok(f) => f,
+            Err(e) => return (Err(e), false),
+        };
+        let Some((key, recipient)) = found else {
+            let orphan = OrphanRecord {
+                log_event_id: entry.id.clone(),
+                sns_message_id: record.message_id.clone(),
+                log_group: log_group.to_owned(),
+                message: entry.message.clone(),
+                received_at: self.clock.now(),
+            };
+            tracing::info!(
+                log_event_id = %entry.id,
+                sns_message_id = %record.message_id,
+                destination = %record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
+                "delivery record matches no intent; kept as orphan"
+            );
+            return (self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned), false);
+        };
+        let class = (record.status.receipt().is_some() && record.status.as_str() == "FAILURE")
+            .then(|| classify(record.provider_response.as_deref()));
+        let outcome = self.apply(&key, entry, &record, class.map(|c| c.class)).await;
+        emit_delivery_metrics(&record, class.map(|c| (c.class, c.recognised)));
+        // Suppression runs even when the observation was stored before (a retried invocation
+        // that crashed between the two writes): the registry write is idempotent.
+        let mut suppressed = false;
+        if class.map(|c| c.class) == Some(FailureClass::PermanentRecipient) {
+            let evidence = SuppressionEvidence {
+                log_event_id: entry.id.clone(),
+                provider_response: record.provider_response.clone(),
+                at: self.clock.now(),
+                intent_key: key.to_string(),
+                table_version: TABLE_VERSION.into(),
+            };
+            match self.registry.suppress(&recipient, &evidence).await {
+                Ok(()) => {
+                    suppressed = true;
+                    tracing::warn!(recipient = %recipient, key = key.short(), reason = record.provider_response.as_deref().unwrap_or(""), "recipient suppressed");
+                }
+                Err(e) => return (Err(e), false),
+            }
+        }
+        (outcome, suppressed)
+    }
+
+    /// The sender writes the message-id index right after SNS accepts; a record can (rarely)
+    /// overtake that write. Look a few times within the configured wait before giving up.
+    async fn lookup_with_wait(&self, message_id: &str) -> Result<Option<(IdempotencyKey, PhoneNumber)>, PortError> {
+        let tries = 3u32;
+        for i in 0..tries {
+            if let Some(found) = self.store.lookup(message_id).await? {
+                return Ok(Some(found));
+            }
+            if i + 1 < tries && !self.config.orphan_wait.is_zero() {
+                tokio::time::sleep(self.config.orphan_wait / (tries - 1)).await;
+            }
+        }
+        Ok(None)
+    }
+
+    async fn apply(&self, key: &IdempotencyKey, entry: &LogEntry, record: &DeliveryRecord, class: Option<FailureClass>) -> Result<EventOutcome, PortError> {
+        let at = record
+            .timestamp
+            .or_else(|| Utc.timestamp_millis_opt(entry.timestamp).single())
+            .unwrap_or_else(|| self.clock.now());
+        for _ in 0..MAX_RACES {
+            let Some(current) = self.store.get(key).await? else {
+                return Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() });
+            };
+            let state = current.status.state;
+            let effect = match record.status.receipt() {
+                Some(r) => apply_receipt(state, r),
+                None => ReceiptEffect::Unrecognised,
+            };
+            let now = self.clock.now();
+            let mut patch = StatusPatch::default();
+            let mut next = NextCheck::Keep;
+            let from = match effect {
+                ReceiptEffect::Moved { from, to } => {
+                    patch.state = Some(to);
+                    patch.final_at = Some(at);
+                    if to == State::Failed {
+                        patch.last_error = Some(format!(
+                            "{} ({})",
+                            record.provider_response.as_deref().unwrap_or("delivery failed"),
+                            class.map_or("unclassified", FailureClass::as_str)
+                        ));
+                        next = if current.status.escalation.is_some() { NextCheck::Remove } else { NextCheck::At(now) };
+                    } else {
+                        next = NextCheck::Remove;
+                    }
+                    vec![from]
+                }
+                ReceiptEffect::Conflicting => {
+                    patch.add_conflict = true;
+                    vec![state]
+                }
+                _ => vec![state],
+            };
+            let observation = Observation::new(
+                format!("log:{}", entry.id),
+                at,
+                ObservationKind::DeliveryStatus {
+                    log_event_id: entry.id.clone(),
+                    sns_message_id: record.message_id.clone(),
+                    status: record.status.as_str().to_owned(),
+                    provider_response: record.provider_response.clone(),
+                    class,
+                    carrier: record.carrier.clone(),
+                    dwell_ms: record.dwell_ms,
+                    effect,
+                    late: current.status.escalation.is_some(),
+                },
+            )
+            .with_state(patch.state.unwrap_or(state));
+            let t = Transition { key: key.clone(), from, attempt_id: None, patch, observation, next_check: next, index_message: None };
+            match self.store.transition(t).await? {
+                TransitionOutcome::Applied => {
+                    if effect == ReceiptEffect::Conflicting {
+                        tracing::warn!(key = key.short(), state = %state, status = record.status.as_str(), "conflicting delivery record stored; state kept");
+                    }
+                    return Ok(EventOutcome::Applied(effect));
+                }
+                TransitionOutcome::AlreadyApplied => return Ok(EventOutcome::Duplicate),
+                TransitionOutcome::Refused(_) => continue,
+            }
+        }
+        Err(PortError::Unavailable { operation: "status transition", message: format!("intent {} kept changing", key.short()) })
+    }
+}
+
+fn handled(s: &Summary) -> usize {
+    s.delivered + s.failed + s.redundant + s.conflicting + s.late + s.unrecognised + s.duplicates + s.orphaned + s.unparseable
+}
+
+/// Latency and price by carrier and country, so p95/p99 per carrier can be graphed.
+fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureClass, bool)>) {
+    let carrier = r.carrier.clone().unwrap_or_else(|| "unknown".into());
+    let country = r.mcc.as_deref().map(country_of_mcc).unwrap_or("unknown").to_owned();
+    let mut m = Metrics::new("status").dimension("carrier", carrier).dimension("country", country);
+    if let Some(d) = r.dwell_ms {
+        m.add("dwell_ms", d as f64, Unit::Milliseconds);
+    }
+    if let Some(d) = r.dwell_until_ack_ms {
+        m.add("dwell_until_device_ack_ms", d as f64, Unit::Milliseconds);
+    }
+    if let Some(p) = r.price_usd {
+        m.add("price_usd", p, Unit::None);
+    }
+    match class {
+        Some((c, recognised)) => {
+            m.count(match c {
+                FailureClass::PermanentRecipient => "failure_permanent_recipient",
+                FailureClass::PermanentMessage => "failure_permanent_message",
+                FailureClass::Transient => "failure_transient",
+                FailureClass::Unknown => "failure_unknown",
+            }, 1);
+            if !recognised {
+                m.count("unrecognised_provider_response", 1);
+            }
+        }
+        None if r.status.receipt().is_some() => m.count("delivery_success", 1),
+        None => m.count("delivery_status_unrecognised", 1),
+    }
+    m.flush();
+}

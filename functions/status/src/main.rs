@@ -1,1 +1,24 @@
-fn main() {}
+//! The status Lambda: configuration, clients, adapters, then the runtime loop.
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use serde_json::Value;
+use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::registry::DynamoRegistry;
+use tocsin::config::{Env, StatusConfig};
+use tocsin::ports::SystemClock;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tocsin::telemetry::init();
+    let config = StatusConfig::from_env(&mut Env::from_process())?;
+    let aws = aws_config::load_from_env().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let handler = status::StatusHandler {
+        store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
+        registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
+        clock: SystemClock,
+        config,
+    };
+    let handler = &handler;
+    run(service_fn(move |event: LambdaEvent<Value>| async move { handler.handle(event.payload).await })).await
+}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::describe;
 use crate::domain::IdempotencyKey;
-use crate::ports::{EscalationMessage, EscalationQueue, PortError, PortResult, SendQueue};
+use crate::ports::{EscalationMessage, EscalationQueue, PortError, PortResult, RejectSink, RejectedEvent, SendQueue};
 
 /// The body of a send-queue message: only the key. The sender reads everything else from the
 /// ledger, so no phone number or message text sits in the queue.
@@ -89,6 +89,33 @@ impl EscalationQueue for SqsEscalationQueue {
             .send()
             .await
             .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage (escalation)", message: describe(&e) })?;
+        Ok(())
+    }
+}
+
+/// The intake rejects queue: EventBridge events that failed validation, with the reasons.
+#[derive(Clone, Debug)]
+pub struct SqsRejectSink {
+    client: Client,
+    url: String,
+}
+
+impl SqsRejectSink {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        SqsRejectSink { client, url: url.into() }
+    }
+}
+
+impl RejectSink for SqsRejectSink {
+    async fn reject(&self, event: &RejectedEvent) -> PortResult<()> {
+        let body = serde_json::to_string(event).map_err(|e| PortError::Corrupt { what: "rejected event".into(), message: e.to_string() })?;
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage (rejects)", message: describe(&e) })?;
         Ok(())
     }
 }

@@ -86,6 +86,7 @@ impl Observation {
                     ReceiptEffect::Redundant => "redundant".into(),
                     ReceiptEffect::Conflicting => "CONFLICTING, state kept".into(),
                     ReceiptEffect::Late => "late, state kept".into(),
+                    ReceiptEffect::Unrecognised => "unrecognised status, state kept".into(),
                 };
                 let late = if *late { " (after escalation)" } else { "" };
                 format!(

@@ -148,6 +148,8 @@ pub enum ReceiptEffect {
     Conflicting,
     /// The intent's receipt window closed (expired_unknown) or it never left: stored as late.
     Late,
+    /// The record's status is not one tocsin knows: stored and counted, never applied.
+    Unrecognised,
 }
 
 /// Decides what a delivery record does to an intent in `current`. Monotonic by construction.

@@ -1,0 +1,251 @@
+//! moto in server mode: installed into a virtualenv under `target/` on first use (pinned
+//! version, from PyPI), started on a free loopback port, stopped when dropped.
+
+use std::fs::{self, File, OpenOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use serde::Deserialize;
+
+use crate::{HarnessError, Result, workspace_root};
+
+/// The emulator version every test and the demo run against.
+pub const MOTO_VERSION: &str = "5.2.5";
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SentSms {
+    pub message_id: String,
+    pub phone_number: String,
+    pub message: String,
+}
+
+pub struct Emulator {
+    child: Child,
+    port: u16,
+    http: reqwest::Client,
+}
+
+fn emulator_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("tocsin-emulator")
+}
+
+/// Installs moto once per machine (a file lock keeps parallel test binaries from racing).
+pub fn ensure_installed() -> Result<PathBuf> {
+    if let Some(explicit) = std::env::var_os("TOCSIN_MOTO_SERVER") {
+        return Ok(PathBuf::from(explicit));
+    }
+    let dir = emulator_dir();
+    fs::create_dir_all(&dir)?;
+    let venv = dir.join(format!("venv-moto-{MOTO_VERSION}"));
+    let server = venv.join("bin").join("moto_server");
+    let marker = venv.join(".tocsin-installed");
+    if marker.exists() {
+        return Ok(server);
+    }
+    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("install.lock"))?;
+    lock.lock()?;
+    if marker.exists() {
+        return Ok(server);
+    }
+    eprintln!("tocsin harness: installing moto[server]=={MOTO_VERSION} into {} (first run only)", venv.display());
+    let _ = fs::remove_dir_all(&venv);
+    run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(venv.join("bin").join("pip")).args([
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--quiet",
+        &format!("moto[server]=={MOTO_VERSION}"),
+    ]))?;
+    File::create(&marker)?;
+    Ok(server)
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().map_err(|e| HarnessError::Emulator(format!("cannot run {cmd:?}: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(HarnessError::Emulator(format!(
+            "{cmd:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Emulator {
+    /// Installs (first time) and starts a fresh, empty emulator.
+    pub async fn start() -> Result<Self> {
+        let server = tokio::task::spawn_blocking(ensure_installed)
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))??;
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::spawn(&server).await {
+                Ok(e) => return Ok(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| HarnessError::Emulator("could not start".into())))
+    }
+
+    async fn spawn(server: &Path) -> Result<Self> {
+        let port = free_port()?;
+        let logs = emulator_dir().join("logs");
+        fs::create_dir_all(&logs)?;
+        let log = File::create(logs.join(format!("moto-{port}.log")))?;
+        let workdir = emulator_dir().join("run").join(port.to_string());
+        fs::create_dir_all(&workdir)?;
+        let child = Command::new(server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .current_dir(&workdir)
+            .env("MOTO_RECORDER_FILEPATH", workdir.join("recording.jsonl"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| HarnessError::Emulator(format!("cannot start {}: {e}", server.display())))?;
+        let mut emu = Emulator { child, port, http: reqwest::Client::new() };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = emu.child.try_wait() {
+                return Err(HarnessError::Emulator(format!("moto_server exited at start ({status}); see {}", logs.display())));
+            }
+            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await {
+                if r.status().is_success() {
+                    return Ok(emu);
+                }
+            }
+            if Instant::now() > deadline {
+                let _ = emu.child.kill();
+                return Err(HarnessError::Emulator("moto_server did not answer within 20 s".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The environment a function process needs to reach this emulator through the SDK's
+    /// standard variables (no code path of the functions knows it is local).
+    pub fn aws_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID".into(), "test".into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ]
+    }
+
+    /// SDK configuration pointed at `endpoint` (this emulator, or a fault proxy in front of it).
+    pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "tocsin-harness"))
+            .load()
+            .await
+    }
+
+    pub async fn sdk_config(&self) -> SdkConfig {
+        Self::sdk_config_for(&self.endpoint()).await
+    }
+
+    /// Every SMS "sent" through SNS so far, in publish order.
+    pub async fn sent_sms(&self) -> Result<Vec<SentSms>> {
+        let v: serde_json::Value = self
+            .http
+            .get(format!("{}/moto-api/data.json", self.endpoint()))
+            .send()
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?;
+        let list = v.pointer("/sns/SMS").cloned().unwrap_or(serde_json::Value::Array(vec![]));
+        serde_json::from_value(list).map_err(|e| HarnessError::Emulator(format!("unexpected SMS list: {e}")))
+    }
+
+    /// Starts recording every API call (for counting calls per alert).
+    pub async fn start_recording(&self) -> Result<()> {
+        for path in ["reset-recording", "start-recording"] {
+            self.http
+                .post(format!("{}/moto-api/recorder/{path}", self.endpoint()))
+                .send()
+                .await
+                .map_err(|e| HarnessError::Emulator(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Stops recording and returns one `Service.Operation` name per recorded AWS call.
+    pub async fn stop_recording(&self) -> Result<Vec<String>> {
+        self.http
+            .post(format!("{}/moto-api/recorder/stop-recording", self.endpoint()))
+            .send()
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?;
+        let text = self
+            .http
+            .get(format!("{}/moto-api/recorder/download-recording", self.endpoint()))
+            .send()
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?
+            .text()
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?;
+        Ok(text.lines().filter_map(operation_of).collect())
+    }
+}
+
+/// The AWS operation of one recorded request, or `None` for the emulator's own endpoints.
+fn operation_of(line: &str) -> Option<String> {
+    use base64::Engine;
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let url = v.get("url")?.as_str()?;
+    if url.contains("/moto-api/") {
+        return None;
+    }
+    let headers = v.get("headers")?.as_object()?;
+    let target = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str());
+    if let Some(t) = target {
+        return Some(t.to_owned());
+    }
+    let body = v.get("body").and_then(|b| b.as_str()).unwrap_or_default();
+    let raw = if v.get("body_encoded").and_then(|b| b.as_bool()).unwrap_or(false) {
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(body).ok()?).ok()?
+    } else {
+        body.to_owned()
+    };
+    let action = raw.split('&').find_map(|kv| kv.strip_prefix("Action="))?;
+    Some(format!("SNS.{action}"))
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,384 @@
+//! Creates the stack's resources on the emulator from `template.yaml` itself: the DynamoDB
+//! tables (keys, attribute definitions, GSIs, TTL), the SQS queues (visibility, retention,
+//! redrive), the log groups and the SNS topics, and resolves every function's environment
+//! variables (Globals merged with the function's own). One definition, two targets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_yaml_ng::Value;
+
+use crate::{HarnessError, Result, aws_err, workspace_root};
+
+pub const REGION: &str = "us-east-1";
+pub const ACCOUNT: &str = "123456789012";
+
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub name: String,
+    pub url: String,
+    pub arn: String,
+}
+
+/// What was created, by logical id.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub name: String,
+    pub tables: BTreeMap<String, String>,
+    pub queues: BTreeMap<String, Queue>,
+    pub log_groups: BTreeMap<String, String>,
+    pub topics: BTreeMap<String, String>,
+    template: Value,
+    parameters: HashMap<String, String>,
+}
+
+fn tmpl_err(m: impl Into<String>) -> HarnessError {
+    HarnessError::Template(m.into())
+}
+
+/// Reads `template.yaml` at the workspace root.
+pub fn load_template() -> Result<Value> {
+    load_template_from(&workspace_root().join("template.yaml"))
+}
+
+pub fn load_template_from(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)?;
+    serde_yaml_ng::from_str(&text).map_err(|e| tmpl_err(format!("{}: {e}", path.display())))
+}
+
+fn tag_name(t: &serde_yaml_ng::value::TaggedValue) -> String {
+    t.tag.to_string().trim_start_matches('!').to_owned()
+}
+
+fn as_str(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+pub fn resources(t: &Value) -> Vec<(String, Value)> {
+    t.get("Resources")
+        .and_then(Value::as_mapping)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.clone()))).collect())
+        .unwrap_or_default()
+}
+
+pub fn resource_type(r: &Value) -> &str {
+    r.get("Type").and_then(Value::as_str).unwrap_or_default()
+}
+
+impl Stack {
+    /// Provisions every supported resource of `template.yaml` on the emulator.
+    pub async fn provision(sdk: &SdkConfig, stack_name: &str) -> Result<Stack> {
+        let template = load_template()?;
+        let mut parameters = HashMap::new();
+        if let Some(params) = template.get("Parameters").and_then(Value::as_mapping) {
+            for (k, v) in params {
+                if let (Some(k), Some(d)) = (k.as_str(), v.get("Default")) {
+                    let value = match d {
+                        Value::Sequence(s) => s.iter().filter_map(as_str).collect::<Vec<_>>().join(","),
+                        other => as_str(other).unwrap_or_default(),
+                    };
+                    parameters.insert(k.to_owned(), value);
+                }
+            }
+        }
+        let mut stack = Stack {
+            name: stack_name.to_owned(),
+            tables: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            log_groups: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            template,
+            parameters,
+        };
+        let ddb = aws_sdk_dynamodb::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let logs = aws_sdk_cloudwatchlogs::Client::new(sdk);
+        let sns = aws_sdk_sns::Client::new(sdk);
+        let res = resources(&stack.template);
+
+        for (id, r) in &res {
+            let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+            match resource_type(r) {
+                "AWS::DynamoDB::Table" => {
+                    let name = stack.resolve(p.get("TableName").ok_or_else(|| tmpl_err(format!("{id}: no TableName")))?)?;
+                    create_table(&ddb, &name, &p).await?;
+                    stack.tables.insert(id.clone(), name);
+                }
+                "AWS::Logs::LogGroup" => {
+                    let name = match p.get("LogGroupName") {
+                        Some(v) => stack.resolve(v)?,
+                        None => format!("/aws/{stack_name}/{id}"),
+                    };
+                    logs.create_log_group().log_group_name(&name).send().await.map_err(|e| aws_err("CreateLogGroup", e))?;
+                    stack.log_groups.insert(id.clone(), name);
+                }
+                "AWS::SNS::Topic" => {
+                    let name = match p.get("TopicName") {
+                        Some(v) => stack.resolve(v)?,
+                        None => format!("{stack_name}-{id}"),
+                    };
+                    let out = sns.create_topic().name(&name).send().await.map_err(|e| aws_err("CreateTopic", e))?;
+                    stack.topics.insert(id.clone(), out.topic_arn.unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+        // Queues: dead-letter targets before the queues that redrive into them.
+        let mut pending: Vec<(String, Value)> =
+            res.iter().filter(|(_, r)| resource_type(r) == "AWS::SQS::Queue").cloned().collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut rest = Vec::new();
+            for (id, r) in pending {
+                let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+                let ready = match p.get("RedrivePolicy").and_then(|rp| rp.get("deadLetterTargetArn")) {
+                    Some(target) => stack.resolve(target).is_ok(),
+                    None => true,
+                };
+                if !ready {
+                    rest.push((id, r));
+                    continue;
+                }
+                let q = create_queue(&sqs, &stack, &p, &id).await?;
+                stack.queues.insert(id, q);
+            }
+            if rest.len() == before {
+                return Err(tmpl_err("queues with unresolvable redrive targets"));
+            }
+            pending = rest;
+        }
+        Ok(stack)
+    }
+
+    /// Resolves `!Ref`, `!Sub`, `!GetAtt` (short and long forms) to a string.
+    pub fn resolve(&self, v: &Value) -> Result<String> {
+        match v {
+            Value::Tagged(t) => self.intrinsic(&tag_name(t), &t.value),
+            Value::Mapping(m) if m.len() == 1 => {
+                let (k, inner) = m.iter().next().ok_or_else(|| tmpl_err("empty mapping"))?;
+                let k = k.as_str().unwrap_or_default();
+                let name = if k == "Ref" { "Ref".to_owned() } else { k.trim_start_matches("Fn::").to_owned() };
+                self.intrinsic(&name, inner)
+            }
+            other => as_str(other).ok_or_else(|| tmpl_err(format!("cannot resolve {other:?}"))),
+        }
+    }
+
+    fn intrinsic(&self, name: &str, arg: &Value) -> Result<String> {
+        match name {
+            "Ref" => self.reference(&as_str(arg).ok_or_else(|| tmpl_err("!Ref needs a name"))?),
+            "GetAtt" => {
+                let (res, attr) = match arg {
+                    Value::String(s) => s.split_once('.').map(|(a, b)| (a.to_owned(), b.to_owned())),
+                    Value::Sequence(s) if s.len() == 2 => Some((as_str(&s[0]).unwrap_or_default(), as_str(&s[1]).unwrap_or_default())),
+                    _ => None,
+                }
+                .ok_or_else(|| tmpl_err("bad !GetAtt"))?;
+                self.get_att(&res, &attr)
+            }
+            "Sub" => {
+                let text = match arg {
+                    Value::String(s) => s.clone(),
+                    Value::Sequence(s) => s.first().and_then(as_str).unwrap_or_default(),
+                    _ => return Err(tmpl_err("bad !Sub")),
+                };
+                let mut out = String::new();
+                let mut rest = text.as_str();
+                while let Some(start) = rest.find("${") {
+                    out.push_str(&rest[..start]);
+                    let end = rest[start..].find('}').ok_or_else(|| tmpl_err("unclosed ${ in !Sub"))? + start;
+                    let var = &rest[start + 2..end];
+                    let value = match var.split_once('.') {
+                        Some((r, a)) => self.get_att(r, a)?,
+                        None => self.reference(var)?,
+                    };
+                    out.push_str(&value);
+                    rest = &rest[end + 1..];
+                }
+                out.push_str(rest);
+                Ok(out)
+            }
+            other => Err(tmpl_err(format!("intrinsic {other} is not supported by the local provisioner"))),
+        }
+    }
+
+    fn reference(&self, name: &str) -> Result<String> {
+        match name {
+            "AWS::StackName" => return Ok(self.name.clone()),
+            "AWS::Region" => return Ok(REGION.into()),
+            "AWS::AccountId" => return Ok(ACCOUNT.into()),
+            "AWS::Partition" => return Ok("aws".into()),
+            "AWS::URLSuffix" => return Ok("amazonaws.com".into()),
+            _ => {}
+        }
+        if let Some(p) = self.parameters.get(name) {
+            return Ok(p.clone());
+        }
+        if let Some(t) = self.tables.get(name) {
+            return Ok(t.clone());
+        }
+        if let Some(q) = self.queues.get(name) {
+            return Ok(q.url.clone());
+        }
+        if let Some(g) = self.log_groups.get(name) {
+            return Ok(g.clone());
+        }
+        if let Some(t) = self.topics.get(name) {
+            return Ok(t.clone());
+        }
+        Err(tmpl_err(format!("!Ref {name}: not provisioned locally")))
+    }
+
+    fn get_att(&self, res: &str, attr: &str) -> Result<String> {
+        if let Some(q) = self.queues.get(res) {
+            return match attr {
+                "Arn" => Ok(q.arn.clone()),
+                "QueueName" => Ok(q.name.clone()),
+                "QueueUrl" => Ok(q.url.clone()),
+                _ => Err(tmpl_err(format!("{res}.{attr}"))),
+            };
+        }
+        if let Some(t) = self.tables.get(res) {
+            return Ok(format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}"));
+        }
+        if let Some(g) = self.log_groups.get(res) {
+            return Ok(format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{g}"));
+        }
+        Err(tmpl_err(format!("!GetAtt {res}.{attr}: not provisioned locally")))
+    }
+
+    /// The environment of function `logical_id`: Globals merged with its own, resolved.
+    pub fn function_env(&self, logical_id: &str) -> Result<HashMap<String, String>> {
+        let mut env = HashMap::new();
+        let sources = [
+            self.template.get("Globals").and_then(|g| g.get("Function")),
+            self.template.get("Resources").and_then(|r| r.get(logical_id)).and_then(|r| r.get("Properties")),
+        ];
+        for vars in sources.into_iter().flatten().filter_map(|s| s.get("Environment")?.get("Variables")?.as_mapping()) {
+            for (k, v) in vars {
+                let k = k.as_str().ok_or_else(|| tmpl_err("env name"))?;
+                env.insert(k.to_owned(), self.resolve(v)?);
+            }
+        }
+        Ok(env)
+    }
+
+    pub fn table(&self, logical_id: &str) -> &str {
+        self.tables.get(logical_id).map(String::as_str).unwrap_or_default()
+    }
+
+    pub fn queue(&self, logical_id: &str) -> &Queue {
+        static EMPTY: std::sync::OnceLock<Queue> = std::sync::OnceLock::new();
+        self.queues
+            .get(logical_id)
+            .unwrap_or_else(|| EMPTY.get_or_init(|| Queue { name: String::new(), url: String::new(), arn: String::new() }))
+    }
+
+    pub fn log_group(&self, logical_id: &str) -> &str {
+        self.log_groups.get(logical_id).map(String::as_str).unwrap_or_default()
+    }
+
+    pub fn template(&self) -> &Value {
+        &self.template
+    }
+}
+
+async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str, p: &Value) -> Result<()> {
+    let key_schema = |v: Option<&Value>| -> Result<Vec<KeySchemaElement>> {
+        v.and_then(Value::as_sequence)
+            .ok_or_else(|| tmpl_err(format!("{name}: KeySchema")))?
+            .iter()
+            .map(|k| {
+                KeySchemaElement::builder()
+                    .attribute_name(k.get("AttributeName").and_then(as_str_ref).unwrap_or_default())
+                    .key_type(KeyType::from(k.get("KeyType").and_then(as_str_ref).unwrap_or_default()))
+                    .build()
+                    .map_err(|e| tmpl_err(e.to_string()))
+            })
+            .collect()
+    };
+    let attrs = p
+        .get("AttributeDefinitions")
+        .and_then(Value::as_sequence)
+        .ok_or_else(|| tmpl_err(format!("{name}: AttributeDefinitions")))?
+        .iter()
+        .map(|a| {
+            AttributeDefinition::builder()
+                .attribute_name(a.get("AttributeName").and_then(as_str_ref).unwrap_or_default())
+                .attribute_type(ScalarAttributeType::from(a.get("AttributeType").and_then(as_str_ref).unwrap_or_default()))
+                .build()
+                .map_err(|e| tmpl_err(e.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut req = ddb
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .set_attribute_definitions(Some(attrs))
+        .set_key_schema(Some(key_schema(p.get("KeySchema"))?));
+    for g in p.get("GlobalSecondaryIndexes").and_then(Value::as_sequence).into_iter().flatten() {
+        let projection = g.get("Projection").and_then(|p| p.get("ProjectionType")).and_then(as_str_ref).unwrap_or("ALL");
+        req = req.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(g.get("IndexName").and_then(as_str_ref).unwrap_or_default())
+                .set_key_schema(Some(key_schema(g.get("KeySchema"))?))
+                .projection(Projection::builder().projection_type(ProjectionType::from(projection)).build())
+                .build()
+                .map_err(|e| tmpl_err(e.to_string()))?,
+        );
+    }
+    req.send().await.map_err(|e| aws_err("CreateTable", e))?;
+    if let Some(ttl) = p.get("TimeToLiveSpecification") {
+        let attr = ttl.get("AttributeName").and_then(as_str_ref).unwrap_or_default();
+        ddb.update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder().attribute_name(attr).enabled(true).build().map_err(|e| tmpl_err(e.to_string()))?,
+            )
+            .send()
+            .await
+            .map_err(|e| aws_err("UpdateTimeToLive", e))?;
+    }
+    Ok(())
+}
+
+fn as_str_ref(v: &Value) -> Option<&str> {
+    v.as_str()
+}
+
+async fn create_queue(sqs: &aws_sdk_sqs::Client, stack: &Stack, p: &Value, id: &str) -> Result<Queue> {
+    let name = match p.get("QueueName") {
+        Some(v) => stack.resolve(v)?,
+        None => format!("{}-{id}", stack.name),
+    };
+    let mut req = sqs.create_queue().queue_name(&name);
+    for (prop, attr) in [
+        ("VisibilityTimeout", QueueAttributeName::VisibilityTimeout),
+        ("MessageRetentionPeriod", QueueAttributeName::MessageRetentionPeriod),
+        ("DelaySeconds", QueueAttributeName::DelaySeconds),
+    ] {
+        if let Some(v) = p.get(prop) {
+            req = req.attributes(attr, stack.resolve(v)?);
+        }
+    }
+    if let Some(rp) = p.get("RedrivePolicy") {
+        let target = stack.resolve(rp.get("deadLetterTargetArn").ok_or_else(|| tmpl_err("redrive target"))?)?;
+        let max = rp.get("maxReceiveCount").map(|v| stack.resolve(v)).transpose()?.unwrap_or_else(|| "5".into());
+        let policy = serde_json::json!({"deadLetterTargetArn": target, "maxReceiveCount": max.parse::<u32>().unwrap_or(5)});
+        req = req.attributes(QueueAttributeName::RedrivePolicy, policy.to_string());
+    }
+    let out = req.send().await.map_err(|e| aws_err("CreateQueue", e))?;
+    let url = out.queue_url.unwrap_or_default();
+    Ok(Queue { arn: format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"), name, url })
+}

@@ -1,0 +1,60 @@
+//! The whole path through real emulator calls: intake → sender → SNS → delivery-status logs →
+//! status → escalation.
+
+use chrono::Duration;
+use tocsin::domain::State;
+use tocsin_tests::{Pipeline, alert, key_of};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_each() {
+    let p = Pipeline::start().await;
+
+    let (s1, b1) = p.submit(&alert("deploy-42-disk", "+14155550101")).await;
+    let (s2, b2) = p.submit(&alert("deploy-43-disk", "+14155550102")).await;
+    let (s3, b3) = p.submit(&alert("deploy-44-disk", "+14155550103")).await;
+    assert_eq!((s1, s2, s3), (201, 201, 201), "{b1} {b2} {b3}");
+    let (k1, k2, k3) = (key_of(&b1), key_of(&b2), key_of(&b3));
+    assert_eq!(p.record(&k1).await.status.state, State::Queued);
+
+    p.run_sender().await;
+    let sms = p.emulator.sent_sms().await.expect("sent list");
+    assert_eq!(sms.len(), 3, "one SMS per intent: {sms:?}");
+    assert!(sms.iter().all(|m| m.message == "ALERT: db-1 volume /var is 97% full."));
+    let r1 = p.record(&k1).await;
+    assert_eq!(r1.status.state, State::Accepted, "accepted is not delivered");
+    let id_of = |k| sms.iter().find(|m| m.phone_number == k).map(|m| m.message_id.clone()).expect("sent");
+    assert_eq!(r1.status.sns_message_id.as_deref(), Some(id_of("+14155550101").as_str()));
+
+    // The carrier answers for two of them; the third stays silent.
+    p.carrier_reports(&id_of("+14155550101"), "+14155550101", true, "Message has been accepted by phone carrier").await;
+    p.carrier_reports(&id_of("+14155550102"), "+14155550102", false, "Unknown error attempting to reach phone").await;
+    p.run_status().await;
+    assert_eq!(p.record(&k1).await.status.state, State::Delivered);
+    assert_eq!(p.record(&k2).await.status.state, State::Failed);
+    assert_eq!(p.record(&k3).await.status.state, State::Accepted);
+
+    // A sweep before the deadline escalates only the failed one.
+    p.run_escalation().await;
+    let early = p.escalations().await;
+    assert_eq!(early.iter().map(|(m, _)| m.idempotency_key.clone()).collect::<Vec<_>>(), vec![k2.to_string()]);
+
+    // Past the deadline the silent one is escalated; the delivered one never is.
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
+    let late = p.escalations().await;
+    assert_eq!(late.len(), 1, "{late:?}");
+    let (msg, attrs) = &late[0];
+    assert_eq!(msg.idempotency_key, k3.to_string());
+    assert_eq!(attrs.get("idempotency_key"), Some(&k3.to_string()));
+    assert_eq!(msg.recipient_masked, "+1******0103");
+    assert!(matches!(msg.state, State::Accepted | State::DelaySuspected), "{:?}", msg.state);
+    assert!(msg.reason.contains("no delivery receipt"), "{}", msg.reason);
+    assert!(msg.history.iter().any(|h| h.contains("accepted by SNS")), "{:?}", msg.history);
+
+    // Nothing more on later runs: each escalated once.
+    p.clock.advance(Duration::minutes(5));
+    p.run_escalation().await;
+    assert!(p.escalations().await.is_empty());
+    assert_eq!(p.emulator.sent_sms().await.expect("sent").len(), 3, "no SMS was ever sent twice");
+    assert!(p.record(&k1).await.status.escalation.is_none());
+}
