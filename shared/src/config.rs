@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::domain::PhoneNumber;
 use crate::domain::intent::SmsOptions;
 use crate::domain::request::Limits;
 use crate::domain::sweep::SweepPolicy;
-use crate::domain::PhoneNumber;
 
 #[derive(Debug, thiserror::Error)]
 #[error("configuration is incomplete or invalid:\n  - {}", .0.join("\n  - "))]
@@ -55,9 +55,9 @@ impl Env {
         })
     }
 
-    pub fn number<T: std::str::FromStr>(&mut self, name: &str, min: T) -> T
+    pub fn number<T>(&mut self, name: &str, min: T) -> T
     where
-        T: PartialOrd + Copy + std::fmt::Display,
+        T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display,
     {
         let raw = self.required(name);
         if raw.is_empty() {
@@ -111,7 +111,9 @@ impl IntakeConfig {
         };
         let mut extra = Vec::new();
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
-            extra.push("TOCSIN_DEFAULT_DEADLINE must lie between TOCSIN_MIN_DEADLINE and TOCSIN_MAX_DEADLINE".to_owned());
+            extra.push(
+                "TOCSIN_DEFAULT_DEADLINE must lie between TOCSIN_MIN_DEADLINE and TOCSIN_MAX_DEADLINE".to_owned(),
+            );
         }
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
@@ -160,9 +162,7 @@ impl SenderConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
         let mut extra = Vec::new();
         let origination_number = env.optional("TOCSIN_SMS_ORIGINATION_NUMBER").and_then(|n| {
-            PhoneNumber::parse(&n)
-                .map_err(|e| extra.push(format!("TOCSIN_SMS_ORIGINATION_NUMBER {e}")))
-                .ok()
+            PhoneNumber::parse(&n).map_err(|e| extra.push(format!("TOCSIN_SMS_ORIGINATION_NUMBER {e}"))).ok()
         });
         let c = SenderConfig {
             ledger_table: env.required(LEDGER_TABLE),

@@ -101,7 +101,11 @@ pub enum ClaimOutcome {
 
 /// The ledger of intents and their observations.
 pub trait IntentStore: Send + Sync {
-    fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> impl Future<Output = PortResult<PutOutcome>> + Send;
+    fn put_new(
+        &self,
+        record: &IntentRecord,
+        next_check: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<PutOutcome>> + Send;
     fn get(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<Option<IntentRecord>>> + Send;
     fn transition(&self, t: Transition) -> impl Future<Output = PortResult<TransitionOutcome>> + Send;
     /// Conditionally moves a claimable intent to `sending` with a new attempt.
@@ -117,7 +121,10 @@ pub trait IntentStore: Send + Sync {
 
 /// The SNS message id → intent index the sender writes and the status function reads.
 pub trait MessageIndex: Send + Sync {
-    fn lookup(&self, sns_message_id: &str) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
+    fn lookup(
+        &self,
+        sns_message_id: &str,
+    ) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
     /// Keeps a delivery record whose message id matches no intent (yet).
     fn keep_orphan(&self, orphan: &OrphanRecord) -> impl Future<Output = PortResult<()>> + Send;
 }
@@ -190,13 +197,21 @@ pub struct SmsMessage<'a> {
 /// How a publish ended, in the only three classes that matter for "at most once".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
-    Accepted { message_id: String },
+    Accepted {
+        message_id: String,
+    },
     /// SNS proved it did not accept (throttled, 5xx, connection refused): safe to retry.
-    Retryable { error: String },
+    Retryable {
+        error: String,
+    },
     /// SNS refused for good (invalid parameter, authorization).
-    Rejected { error: String },
+    Rejected {
+        error: String,
+    },
     /// The request may have reached SNS (timeout or connection loss after sending).
-    Unknown { error: String },
+    Unknown {
+        error: String,
+    },
 }
 
 pub trait SmsGateway: Send + Sync {
@@ -221,7 +236,11 @@ pub struct Suppression {
 /// The recipient registry: who must not be sent to.
 pub trait RecipientRegistry: Send + Sync {
     fn suppression(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Option<Suppression>>> + Send;
-    fn suppress(&self, recipient: &PhoneNumber, evidence: &SuppressionEvidence) -> impl Future<Output = PortResult<()>> + Send;
+    fn suppress(
+        &self,
+        recipient: &PhoneNumber,
+        evidence: &SuppressionEvidence,
+    ) -> impl Future<Output = PortResult<()>> + Send;
     /// The audited way back: who, why and when are recorded with the change.
     fn re_enable(
         &self,

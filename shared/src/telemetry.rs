@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
@@ -22,6 +23,34 @@ pub fn init() {
         .with_target(false)
         .without_time()
         .try_init();
+}
+
+type Sink = Box<dyn Write + Send>;
+
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// Sends EMF lines somewhere other than stdout (the default, which Lambda turns into metrics):
+/// the local demo writes them to a file, the log-hygiene test captures them.
+pub fn set_metrics_sink(sink: Sink) {
+    if let Ok(mut s) = SINK.lock() {
+        *s = Some(sink);
+    }
+}
+
+fn write_line(line: &str) {
+    match SINK.lock() {
+        Ok(mut guard) => match guard.as_mut() {
+            Some(sink) => {
+                let _ = writeln!(sink, "{line}");
+            }
+            None => {
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+            }
+        },
+        Err(_) => {
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -104,8 +133,7 @@ impl Metrics {
             return;
         }
         let line = self.to_emf(chrono::Utc::now().timestamp_millis()).to_string();
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        write_line(&line);
         self.values.clear();
     }
 }

@@ -16,7 +16,7 @@ use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sns::SnsGateway;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsRejectSink, SqsSendQueue};
-use tocsin::config::{EscalationConfig, Env, IntakeConfig, SenderConfig, StatusConfig};
+use tocsin::config::{Env, EscalationConfig, IntakeConfig, SenderConfig, StatusConfig};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, IntentRecord};
@@ -26,13 +26,17 @@ use tocsin_harness::{Emulator, Stack};
 
 pub use tocsin_harness;
 
-/// A clock the test moves by hand; clones share the same time.
+/// The wall clock plus an offset the test moves forward by hand (time still flows, so the order
+/// of observations stays causal); clones share the offset.
 #[derive(Clone, Debug)]
-pub struct TestClock(Arc<Mutex<DateTime<Utc>>>);
+pub struct TestClock(Arc<Mutex<chrono::Duration>>);
 
 impl TestClock {
     pub fn starting_now() -> Self {
-        TestClock(Arc::new(Mutex::new(Utc::now())))
+        TestClock(Arc::new(Mutex::new(chrono::Duration::zero())))
+    }
+    pub fn now_utc(&self) -> DateTime<Utc> {
+        self.now()
     }
     pub fn advance(&self, d: chrono::Duration) {
         if let Ok(mut t) = self.0.lock() {
@@ -43,7 +47,7 @@ impl TestClock {
 
 impl Clock for TestClock {
     fn now(&self) -> DateTime<Utc> {
-        self.0.lock().map(|t| *t).unwrap_or_else(|_| Utc::now())
+        Utc::now() + self.0.lock().map(|t| *t).unwrap_or_else(|_| chrono::Duration::zero())
     }
 }
 
@@ -98,10 +102,14 @@ impl Pipeline {
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let ov = options.env.as_slice();
 
-        let intake_cfg = IntakeConfig::from_env(&mut env_of(&stack, "IntakeFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
-        let sender_cfg = SenderConfig::from_env(&mut env_of(&stack, "SenderFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
-        let status_cfg = StatusConfig::from_env(&mut env_of(&stack, "StatusFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
-        let esc_cfg = EscalationConfig::from_env(&mut env_of(&stack, "EscalationFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let intake_cfg =
+            IntakeConfig::from_env(&mut env_of(&stack, "IntakeFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let sender_cfg =
+            SenderConfig::from_env(&mut env_of(&stack, "SenderFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let status_cfg =
+            StatusConfig::from_env(&mut env_of(&stack, "StatusFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
+        let esc_cfg =
+            EscalationConfig::from_env(&mut env_of(&stack, "EscalationFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
 
         let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table);
         let registry = DynamoRegistry::new(ddb.clone(), &sender_cfg.recipients_table);
@@ -125,7 +133,12 @@ impl Pipeline {
             clock.clone(),
             sender_cfg,
         );
-        let status = status::StatusHandler { store: ledger.clone(), registry: registry.clone(), clock: clock.clone(), config: status_cfg };
+        let status = status::StatusHandler {
+            store: ledger.clone(),
+            registry: registry.clone(),
+            clock: clock.clone(),
+            config: status_cfg,
+        };
         let escalation = escalation::Escalator {
             store: ledger.clone(),
             send_queue: SqsSendQueue::new(sqs.clone(), &esc_cfg.send_queue_url),
@@ -204,7 +217,13 @@ impl Pipeline {
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
                 if !failed.contains(m.message_id.as_deref().unwrap_or_default()) {
-                    let _ = self.sqs.delete_message().queue_url(&q.url).receipt_handle(m.receipt_handle.clone().unwrap_or_default()).send().await;
+                    let _ = self
+                        .sqs
+                        .delete_message()
+                        .queue_url(&q.url)
+                        .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                        .send()
+                        .await;
                 }
             }
             responses.push(resp);
@@ -214,7 +233,13 @@ impl Pipeline {
 
     /// SNS playing the carrier: writes a delivery-status record (real format) to the success or
     /// failure log group.
-    pub async fn carrier_reports(&self, sns_message_id: &str, destination: &str, success: bool, provider_response: &str) {
+    pub async fn carrier_reports(
+        &self,
+        sns_message_id: &str,
+        destination: &str,
+        success: bool,
+        provider_response: &str,
+    ) {
         let group = if success { "SmsSuccessLogGroup" } else { "SmsFailureLogGroup" };
         let message = sns_delivery_record(sns_message_id, destination, success, provider_response, self.clock.now());
         self.put_log(self.stack.log_group(group), &message).await;
@@ -289,7 +314,8 @@ impl Pipeline {
         let msgs = self.receive(&url, 1000).await;
         let mut out = Vec::new();
         for m in msgs {
-            let body: EscalationMessage = serde_json::from_str(m.body.as_deref().unwrap_or_default()).unwrap_or_else(|e| panic!("escalation body: {e}"));
+            let body: EscalationMessage = serde_json::from_str(m.body.as_deref().unwrap_or_default())
+                .unwrap_or_else(|e| panic!("escalation body: {e}"));
             let attrs = m
                 .message_attributes
                 .clone()
@@ -297,7 +323,13 @@ impl Pipeline {
                 .into_iter()
                 .map(|(k, v)| (k, v.string_value.unwrap_or_default()))
                 .collect();
-            let _ = self.sqs.delete_message().queue_url(&url).receipt_handle(m.receipt_handle.unwrap_or_default()).send().await;
+            let _ = self
+                .sqs
+                .delete_message()
+                .queue_url(&url)
+                .receipt_handle(m.receipt_handle.unwrap_or_default())
+                .send()
+                .await;
             out.push((body, attrs));
         }
         out
@@ -341,5 +373,6 @@ pub fn alert(event_id: &str, recipient: &str) -> Value {
 
 /// The key in an intake answer.
 pub fn key_of(body: &Value) -> IdempotencyKey {
-    IdempotencyKey::parse(body["idempotency_key"].as_str().unwrap_or_default()).unwrap_or_else(|_| panic!("no key in {body}"))
+    IdempotencyKey::parse(body["idempotency_key"].as_str().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("no key in {body}"))
 }

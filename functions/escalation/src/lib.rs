@@ -13,10 +13,10 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tocsin::config::EscalationConfig;
+use tocsin::domain::State;
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::{Action, decide, next_check};
-use tocsin::domain::State;
 use tocsin::ports::{
     Clock, DueIndex, EscalationMessage, EscalationQueue, IntentStore, NextCheck, PortError, SendQueue, StatusPatch,
     Transition, TransitionOutcome,
@@ -100,7 +100,12 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
         Ok(summary)
     }
 
-    async fn sweep_one(&self, mut record: IntentRecord, run_id: &str, summary: &mut RunSummary) -> Result<(), PortError> {
+    async fn sweep_one(
+        &self,
+        mut record: IntentRecord,
+        run_id: &str,
+        summary: &mut RunSummary,
+    ) -> Result<(), PortError> {
         let now = self.clock.now();
         let key = record.intent.key.clone();
         let mut escalation_pending = false;
@@ -108,7 +113,14 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
             match action {
                 Action::ReEnqueue => {
                     self.send_queue.enqueue(&key).await?;
-                    let t = self.simple(&record, vec![State::Received], State::Queued, format!("enqueue:sweep:{run_id}"), ObservationKind::Enqueued { by: format!("sweep {run_id}") }, now);
+                    let t = self.simple(
+                        &record,
+                        vec![State::Received],
+                        State::Queued,
+                        format!("enqueue:sweep:{run_id}"),
+                        ObservationKind::Enqueued { by: format!("sweep {run_id}") },
+                        now,
+                    );
                     if self.apply(t, &mut record).await? {
                         record.status.state = State::Queued;
                     }
@@ -121,7 +133,10 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                         vec![State::Sending],
                         State::SendUnknown,
                         format!("attempt:{aid}:unknown"),
-                        ObservationKind::SendUnknown { attempt_id: aid.clone(), cause: "claim lease expired with no recorded result".into() },
+                        ObservationKind::SendUnknown {
+                            attempt_id: aid.clone(),
+                            cause: "claim lease expired with no recorded result".into(),
+                        },
                         now,
                     );
                     t.attempt_id = Some(aid);
@@ -132,7 +147,14 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                     }
                 }
                 Action::MarkDelaySuspected => {
-                    let t = self.simple(&record, vec![State::Accepted], State::DelaySuspected, "sweep:delay_suspected".into(), ObservationKind::DelaySuspected, now);
+                    let t = self.simple(
+                        &record,
+                        vec![State::Accepted],
+                        State::DelaySuspected,
+                        "sweep:delay_suspected".into(),
+                        ObservationKind::DelaySuspected,
+                        now,
+                    );
                     if self.apply(t, &mut record).await? {
                         record.status.state = State::DelaySuspected;
                         summary.delay_suspected += 1;
@@ -140,25 +162,30 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                     }
                 }
                 Action::MarkExpiredUnknown => {
-                    let mut t = self.simple(&record, vec![State::Accepted, State::DelaySuspected], State::ExpiredUnknown, "sweep:expired_unknown".into(), ObservationKind::ExpiredUnknown, now);
+                    let mut t = self.simple(
+                        &record,
+                        vec![State::Accepted, State::DelaySuspected],
+                        State::ExpiredUnknown,
+                        "sweep:expired_unknown".into(),
+                        ObservationKind::ExpiredUnknown,
+                        now,
+                    );
                     t.patch.final_at = Some(now);
                     if self.apply(t, &mut record).await? {
                         record.status.state = State::ExpiredUnknown;
                         summary.expired_unknown += 1;
                     }
                 }
-                Action::Escalate { reason } => {
-                    match self.escalate(&record, &reason, run_id, now).await? {
-                        Some(e) => {
-                            record.status.escalation = Some(e);
-                            summary.escalated += 1;
-                        }
-                        None => {
-                            summary.escalation_lease_held_elsewhere += 1;
-                            escalation_pending = true;
-                        }
+                Action::Escalate { reason } => match self.escalate(&record, &reason, run_id, now).await? {
+                    Some(e) => {
+                        record.status.escalation = Some(e);
+                        summary.escalated += 1;
                     }
-                }
+                    None => {
+                        summary.escalation_lease_held_elsewhere += 1;
+                        escalation_pending = true;
+                    }
+                },
             }
         }
         // Another run holds the escalation: leave the intent due so it is not lost if that run dies.
@@ -169,7 +196,17 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
         Ok(())
     }
 
-    fn simple(&self, record: &IntentRecord, from: Vec<State>, to: State, id: String, kind: ObservationKind, now: DateTime<Utc>) -> Transition {
+    fn simple(
+        &self,
+        record: &IntentRecord,
+        from: Vec<State>,
+        to: State,
+        id: String,
+        kind: ObservationKind,
+        _decided_at: DateTime<Utc>,
+    ) -> Transition {
+        // Each observation takes its own reading of the clock, so a run's facts keep their order.
+        let now = self.clock.now();
         Transition {
             key: record.intent.key.clone(),
             from,
@@ -195,14 +232,25 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
     }
 
     /// Lease → send → mark. `None` when another run holds the lease.
-    async fn escalate(&self, record: &IntentRecord, reason: &str, run_id: &str, now: DateTime<Utc>) -> Result<Option<Escalation>, PortError> {
+    async fn escalate(
+        &self,
+        record: &IntentRecord,
+        reason: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Escalation>, PortError> {
         let key = &record.intent.key;
-        let until = now + chrono::Duration::from_std(self.config.escalation_lease).unwrap_or(chrono::Duration::minutes(5));
+        let until =
+            now + chrono::Duration::from_std(self.config.escalation_lease).unwrap_or(chrono::Duration::minutes(5));
         if !self.store.lease_escalation(key, run_id, now, until).await? {
             return Ok(None);
         }
         let history = self.store.observations(key).await?;
-        let mut lines = vec![format!("{} received from {}", record.intent.created_at.format("%H:%M:%S"), record.intent.origin.as_str())];
+        let mut lines = vec![format!(
+            "{} received from {}",
+            record.intent.created_at.format("%H:%M:%S"),
+            record.intent.origin.as_str()
+        )];
         lines.extend(history.iter().map(|o| format!("{} {}", o.at.format("%H:%M:%S"), o.summary())));
         let msg = EscalationMessage {
             idempotency_key: key.to_string(),
@@ -223,7 +271,11 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
             from: vec![],
             attempt_id: None,
             patch: StatusPatch { escalation: Some(escalation.clone()), ..Default::default() },
-            observation: Observation::new("escalation", now, ObservationKind::Escalated { reason: reason.to_owned(), run_id: run_id.to_owned() }),
+            observation: Observation::new(
+                "escalation",
+                self.clock.now(),
+                ObservationKind::Escalated { reason: reason.to_owned(), run_id: run_id.to_owned() },
+            ),
             next_check: NextCheck::Keep,
             index_message: None,
         };

@@ -6,7 +6,7 @@ use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
 use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
-use tocsin::config::{EscalationConfig, Env};
+use tocsin::config::{Env, EscalationConfig};
 use tocsin::ports::SystemClock;
 
 #[tokio::main]

@@ -53,14 +53,13 @@ impl HttpRequest {
     /// Method, content type, size and JSON checks, in that order.
     pub fn body_json(&self, max_bytes: usize) -> Result<Value, HttpResponse> {
         if !self.method.eq_ignore_ascii_case("POST") {
-            let mut r = HttpResponse::error(405, "method_not_allowed", format!("{} is not allowed; use POST", self.method));
+            let mut r =
+                HttpResponse::error(405, "method_not_allowed", format!("{} is not allowed; use POST", self.method));
             r.allow = Some("POST");
             return Err(r);
         }
-        let media = self
-            .content_type
-            .as_deref()
-            .map(|c| c.split(';').next().unwrap_or_default().trim().to_ascii_lowercase());
+        let media =
+            self.content_type.as_deref().map(|c| c.split(';').next().unwrap_or_default().trim().to_ascii_lowercase());
         if media.as_deref() != Some("application/json") {
             return Err(HttpResponse::error(
                 415,
@@ -70,9 +69,9 @@ impl HttpRequest {
         }
         let raw = self.body.as_deref().unwrap_or_default();
         let bytes = if self.base64 {
-            base64::engine::general_purpose::STANDARD
-                .decode(raw)
-                .map_err(|_| HttpResponse::error(400, "malformed_body", "the body is marked base64 but is not".into()))?
+            base64::engine::general_purpose::STANDARD.decode(raw).map_err(|_| {
+                HttpResponse::error(400, "malformed_body", "the body is marked base64 but is not".into())
+            })?
         } else {
             raw.as_bytes().to_vec()
         };
@@ -101,7 +100,12 @@ pub struct HttpResponse {
 
 impl HttpResponse {
     pub fn error(status: u16, code: &str, message: String) -> Self {
-        HttpResponse { status, body: json!({"error": {"code": code, "message": message}}), retry_after: None, allow: None }
+        HttpResponse {
+            status,
+            body: json!({"error": {"code": code, "message": message}}),
+            retry_after: None,
+            allow: None,
+        }
     }
 
     pub fn code(&self) -> &str {
@@ -150,7 +154,11 @@ impl HttpResponse {
             },
             Submitted::Unavailable(e) => {
                 tracing::error!(error = %e, "dependency failed");
-                let mut r = HttpResponse::error(503, "unavailable", "a dependency is unavailable; retry with the same body".into());
+                let mut r = HttpResponse::error(
+                    503,
+                    "unavailable",
+                    "a dependency is unavailable; retry with the same body".into(),
+                );
                 r.retry_after = Some(5);
                 r
             }

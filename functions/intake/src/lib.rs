@@ -17,8 +17,8 @@ use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
 use tocsin::ports::{
-    Clock, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch, Transition,
-    TransitionOutcome,
+    Clock, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch,
+    Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
 
@@ -117,10 +117,9 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
                 let errors = json!({"idempotency_key": key, "differing_fields": fields});
                 self.reject(&event, "conflict", errors).await
             }
-            Submitted::Unavailable(e) => Err(IntakeError::Dependency(PortError::Unavailable {
-                operation: "intake",
-                message: e.to_string(),
-            })),
+            Submitted::Unavailable(e) => {
+                Err(IntakeError::Dependency(PortError::Unavailable { operation: "intake", message: e.to_string() }))
+            }
         };
         metrics.flush();
         result
@@ -176,8 +175,12 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             from: vec![State::Received],
             attempt_id: None,
             patch: StatusPatch { state: Some(State::Queued), ..Default::default() },
-            observation: Observation::new(format!("enqueue:{by}:{}", now.timestamp_millis()), now, ObservationKind::Enqueued { by: by.into() })
-                .with_state(State::Queued),
+            observation: Observation::new(
+                format!("enqueue:{by}:{}", now.timestamp_millis()),
+                now,
+                ObservationKind::Enqueued { by: by.into() },
+            )
+            .with_state(State::Queued),
             next_check: next,
             index_message: None,
         };

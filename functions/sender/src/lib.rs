@@ -13,10 +13,10 @@ use chrono::{DateTime, Utc};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tocsin::adapters::sqs::SendRequest;
 use tocsin::config::SenderConfig;
+use tocsin::domain::State;
 use tocsin::domain::intent::{IntentRecord, SmsOptions};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::next_check;
-use tocsin::domain::State;
 use tocsin::ports::{
     ClaimOutcome, Clock, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry, SendQueue, SmsGateway,
     SmsMessage, StatusPatch, Transition, TransitionOutcome,
@@ -26,7 +26,9 @@ use tocsin::telemetry::{Metrics, Unit};
 /// How one record ended; `Retry` reports it as a batch item failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Published { sns_message_id: String },
+    Published {
+        sns_message_id: String,
+    },
     /// Redelivered or concurrent copy: the intent was already claimed, accepted or final.
     Duplicate(State),
     LeaseExpiredUnknown,
@@ -82,12 +84,12 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         let mut response = SqsBatchResponse::default();
         for (msg, outcome) in event.records.iter().zip(outcomes) {
             metrics.count(outcome.name(), 1);
-            if outcome == Outcome::Retry || outcome == Outcome::Malformed {
-                if let Some(id) = &msg.message_id {
-                    let mut f = BatchItemFailure::default();
-                    f.item_identifier = id.clone();
-                    response.batch_item_failures.push(f);
-                }
+            if (outcome == Outcome::Retry || outcome == Outcome::Malformed)
+                && let Some(id) = &msg.message_id
+            {
+                let mut f = BatchItemFailure::default();
+                f.item_identifier = id.clone();
+                response.batch_item_failures.push(f);
             }
         }
         metrics.flush();
@@ -97,13 +99,17 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
     pub async fn process(&self, msg: &SqsMessage) -> Outcome {
         let started = Instant::now();
         let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
-            tracing::warn!(sqs_message_id = msg.message_id.as_deref().unwrap_or("?"), "malformed send request; left for the dead-letter queue");
+            tracing::warn!(
+                sqs_message_id = msg.message_id.as_deref().unwrap_or("?"),
+                "malformed send request; left for the dead-letter queue"
+            );
             return Outcome::Malformed;
         };
         let key = req.key;
         let attempt_id = uuid::Uuid::new_v4().to_string();
         let now = self.clock.now();
-        let lease_until = now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
+        let lease_until =
+            now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
         let record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
             Ok(ClaimOutcome::Claimed(r)) => *r,
             Ok(ClaimOutcome::NotClaimable(current)) => return self.not_claimable(*current, now).await,
@@ -145,7 +151,10 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                 &current,
                 &aid,
                 State::SendUnknown,
-                ObservationKind::SendUnknown { attempt_id: aid.clone(), cause: "claim lease expired with no recorded result".into() },
+                ObservationKind::SendUnknown {
+                    attempt_id: aid.clone(),
+                    cause: "claim lease expired with no recorded result".into(),
+                },
                 StatusPatch { clear_claim: true, ..Default::default() },
                 now,
             );
@@ -207,11 +216,24 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         }
     }
 
-    async fn send_claimed(&self, record: &IntentRecord, attempt_id: &str, msg: &SqsMessage, now: DateTime<Utc>) -> Outcome {
+    async fn send_claimed(
+        &self,
+        record: &IntentRecord,
+        attempt_id: &str,
+        msg: &SqsMessage,
+        now: DateTime<Utc>,
+    ) -> Outcome {
         let intent = &record.intent;
         // Stale: a late SMS about something already handled is worse than none.
         if now >= intent.deadline {
-            let t = self.settle(record, attempt_id, State::Stale, ObservationKind::Stale { deadline: intent.deadline }, StatusPatch { clear_claim: true, ..Default::default() }, now);
+            let t = self.settle(
+                record,
+                attempt_id,
+                State::Stale,
+                ObservationKind::Stale { deadline: intent.deadline },
+                StatusPatch { clear_claim: true, ..Default::default() },
+                now,
+            );
             return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Stale);
         }
         match self.registry.suppression(&intent.recipient).await {
@@ -282,7 +304,12 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                     attempt_id,
                     State::Failed,
                     ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: error.clone() },
-                    StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(format!("SNS rejected the publish: {error}")), ..Default::default() },
+                    StatusPatch {
+                        clear_claim: true,
+                        increment_attempts: true,
+                        last_error: Some(format!("SNS rejected the publish: {error}")),
+                        ..Default::default()
+                    },
                     now,
                 );
                 self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Rejected)
@@ -293,7 +320,12 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                     attempt_id,
                     State::SendUnknown,
                     ObservationKind::SendUnknown { attempt_id: attempt_id.into(), cause: error.clone() },
-                    StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(error), ..Default::default() },
+                    StatusPatch {
+                        clear_claim: true,
+                        increment_attempts: true,
+                        last_error: Some(error),
+                        ..Default::default()
+                    },
                     now,
                 );
                 // Whether or not this write lands, the message is acknowledged: never re-send.
@@ -305,15 +337,31 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
     }
 
     /// Proven not sent: back to `queued` for a later retry, or `failed` once attempts run out.
-    async fn release(&self, record: &IntentRecord, attempt_id: &str, error: &str, msg: &SqsMessage, now: DateTime<Utc>, counts: bool) -> Outcome {
+    async fn release(
+        &self,
+        record: &IntentRecord,
+        attempt_id: &str,
+        error: &str,
+        msg: &SqsMessage,
+        now: DateTime<Utc>,
+        counts: bool,
+    ) -> Outcome {
         let attempts = record.status.attempts + u32::from(counts);
         if counts && attempts >= self.config.max_attempts {
             let t = self.settle(
                 record,
                 attempt_id,
                 State::Failed,
-                ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: format!("gave up after {attempts} attempts: {error}") },
-                StatusPatch { clear_claim: true, increment_attempts: true, last_error: Some(format!("SNS did not accept after {attempts} attempts: {error}")), ..Default::default() },
+                ObservationKind::PublishRejected {
+                    attempt_id: attempt_id.into(),
+                    error: format!("gave up after {attempts} attempts: {error}"),
+                },
+                StatusPatch {
+                    clear_claim: true,
+                    increment_attempts: true,
+                    last_error: Some(format!("SNS did not accept after {attempts} attempts: {error}")),
+                    ..Default::default()
+                },
                 now,
             );
             return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::RetriesExhausted);
@@ -323,7 +371,12 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             attempt_id,
             State::Queued,
             ObservationKind::PublishRetryable { attempt_id: attempt_id.into(), error: error.into() },
-            StatusPatch { clear_claim: true, increment_attempts: counts, last_error: Some(error.into()), ..Default::default() },
+            StatusPatch {
+                clear_claim: true,
+                increment_attempts: counts,
+                last_error: Some(error.into()),
+                ..Default::default()
+            },
             now,
         );
         t.patch.final_at = None;
@@ -379,7 +432,11 @@ mod tests {
 
     #[test]
     fn request_sms_settings_override_defaults() {
-        let d = SmsOptions { sender_id: Some("TOCSIN".into()), origination_number: None, max_price_usd: Some("0.5".into()) };
+        let d = SmsOptions {
+            sender_id: Some("TOCSIN".into()),
+            origination_number: None,
+            max_price_usd: Some("0.5".into()),
+        };
         let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
         let m = merge(&r, &d);
         assert_eq!(m.sender_id.as_deref(), Some("OPS"));

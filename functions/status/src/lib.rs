@@ -84,7 +84,8 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
     pub async fn handle(&self, event: Value) -> Result<Summary, StatusError> {
         // The crate's decoder reads borrowed keys: deserialize from bytes, as the runtime does.
         let bytes = serde_json::to_vec(&event).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
-        let logs: LogsEvent = serde_json::from_slice(&bytes).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
+        let logs: LogsEvent =
+            serde_json::from_slice(&bytes).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
         let data = logs.aws_logs.data;
         let mut summary = Summary::default();
         if data.message_type == "CONTROL_MESSAGE" {
@@ -135,7 +136,11 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
         tracing::info!(log_group = group, summary = ?summary, "status batch processed");
         match errors.into_iter().next() {
             None => Ok(summary),
-            Some(first) => Err(StatusError::Dependency { failed: summary.events - handled(&summary), total: summary.events, first }),
+            Some(first) => Err(StatusError::Dependency {
+                failed: summary.events - handled(&summary),
+                total: summary.events,
+                first,
+            }),
         }
     }
 
@@ -210,7 +215,13 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
         Ok(None)
     }
 
-    async fn apply(&self, key: &IdempotencyKey, entry: &LogEntry, record: &DeliveryRecord, class: Option<FailureClass>) -> Result<EventOutcome, PortError> {
+    async fn apply(
+        &self,
+        key: &IdempotencyKey,
+        entry: &LogEntry,
+        record: &DeliveryRecord,
+        class: Option<FailureClass>,
+    ) -> Result<EventOutcome, PortError> {
         let at = record
             .timestamp
             .or_else(|| Utc.timestamp_millis_opt(entry.timestamp).single())
@@ -265,7 +276,15 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
                 },
             )
             .with_state(patch.state.unwrap_or(state));
-            let t = Transition { key: key.clone(), from, attempt_id: None, patch, observation, next_check: next, index_message: None };
+            let t = Transition {
+                key: key.clone(),
+                from,
+                attempt_id: None,
+                patch,
+                observation,
+                next_check: next,
+                index_message: None,
+            };
             match self.store.transition(t).await? {
                 TransitionOutcome::Applied => {
                     if effect == ReceiptEffect::Conflicting {
@@ -277,12 +296,23 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
                 TransitionOutcome::Refused(_) => continue,
             }
         }
-        Err(PortError::Unavailable { operation: "status transition", message: format!("intent {} kept changing", key.short()) })
+        Err(PortError::Unavailable {
+            operation: "status transition",
+            message: format!("intent {} kept changing", key.short()),
+        })
     }
 }
 
 fn handled(s: &Summary) -> usize {
-    s.delivered + s.failed + s.redundant + s.conflicting + s.late + s.unrecognised + s.duplicates + s.orphaned + s.unparseable
+    s.delivered
+        + s.failed
+        + s.redundant
+        + s.conflicting
+        + s.late
+        + s.unrecognised
+        + s.duplicates
+        + s.orphaned
+        + s.unparseable
 }
 
 /// Latency and price by carrier and country, so p95/p99 per carrier can be graphed.
@@ -301,12 +331,15 @@ fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureClass, bool)>
     }
     match class {
         Some((c, recognised)) => {
-            m.count(match c {
-                FailureClass::PermanentRecipient => "failure_permanent_recipient",
-                FailureClass::PermanentMessage => "failure_permanent_message",
-                FailureClass::Transient => "failure_transient",
-                FailureClass::Unknown => "failure_unknown",
-            }, 1);
+            m.count(
+                match c {
+                    FailureClass::PermanentRecipient => "failure_permanent_recipient",
+                    FailureClass::PermanentMessage => "failure_permanent_message",
+                    FailureClass::Transient => "failure_transient",
+                    FailureClass::Unknown => "failure_unknown",
+                },
+                1,
+            );
             if !recognised {
                 m.count("unrecognised_provider_response", 1);
             }

@@ -72,8 +72,9 @@ fn get_u32(item: &Item, name: &str) -> u32 {
 pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
     let what = get_s(item, "pk").unwrap_or("<no pk>").to_owned();
     let corrupt = |message: String| PortError::Corrupt { what: what.clone(), message };
-    let intent: Intent = serde_json::from_str(get_s(item, "intent").ok_or_else(|| corrupt("no intent attribute".into()))?)
-        .map_err(|e| corrupt(format!("intent JSON: {e}")))?;
+    let intent: Intent =
+        serde_json::from_str(get_s(item, "intent").ok_or_else(|| corrupt("no intent attribute".into()))?)
+            .map_err(|e| corrupt(format!("intent JSON: {e}")))?;
     let state: State = get_s(item, "state")
         .ok_or_else(|| corrupt("no state".into()))?
         .parse()
@@ -102,7 +103,8 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
 
 fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Item> {
     let i = &r.intent;
-    let intent_json = serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
+    let intent_json =
+        serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
     let mut item = Item::from([
         ("pk".into(), s(intent_pk(&i.key))),
         ("sk".into(), s("INTENT")),
@@ -123,7 +125,8 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Ite
 }
 
 fn observation_item(key: &IdempotencyKey, o: &Observation, expires_at: Option<i64>) -> PortResult<Item> {
-    let json = serde_json::to_string(o).map_err(|e| PortError::Corrupt { what: o.id.clone(), message: e.to_string() })?;
+    let json =
+        serde_json::to_string(o).map_err(|e| PortError::Corrupt { what: o.id.clone(), message: e.to_string() })?;
     let mut item = Item::from([
         ("pk".into(), s(intent_pk(key))),
         ("sk".into(), s(format!("OBS#{}", o.id))),
@@ -266,7 +269,7 @@ impl DynamoLedger {
                 _ => break,
             }
         }
-        out.sort_by(|a, b| b.intent.created_at.cmp(&a.intent.created_at));
+        out.sort_by_key(|r| std::cmp::Reverse(r.intent.created_at));
         out.truncate(limit);
         Ok(out)
     }
@@ -288,15 +291,19 @@ impl IntentStore for DynamoLedger {
             Ok(_) => Ok(PutOutcome::Created),
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
                 let old = match e.err() {
-                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => c.item.clone(),
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
                     _ => None,
                 };
                 let item = match old {
                     Some(item) => item,
-                    None => self
-                        .get_item(intent_pk(&record.intent.key), "INTENT")
-                        .await?
-                        .ok_or_else(|| PortError::Corrupt { what: record.intent.key.to_string(), message: "exists yet unreadable".into() })?,
+                    None => self.get_item(intent_pk(&record.intent.key), "INTENT").await?.ok_or_else(|| {
+                        PortError::Corrupt {
+                            what: record.intent.key.to_string(),
+                            message: "exists yet unreadable".into(),
+                        }
+                    })?,
                 };
                 Ok(PutOutcome::Exists(Box::new(record_from_item(&item)?)))
             }
@@ -366,10 +373,8 @@ impl IntentStore for DynamoLedger {
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
-        let mut items = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(obs).build(),
-        ];
+        let mut items =
+            vec![TransactWriteItem::builder().update(update).build(), TransactWriteItem::builder().put(obs).build()];
         if let Some((mid, recipient)) = &t.index_message {
             let put = Put::builder()
                 .table_name(&self.table)
@@ -404,13 +409,22 @@ impl IntentStore for DynamoLedger {
                         None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
                     };
                 }
-                Err(PortError::Unavailable { operation: "DynamoDB TransactWriteItems", message: format!("cancelled: {codes:?}") })
+                Err(PortError::Unavailable {
+                    operation: "DynamoDB TransactWriteItems",
+                    message: format!("cancelled: {codes:?}"),
+                })
             }
             Err(e) => Err(unavailable("DynamoDB TransactWriteItems", &e)),
         }
     }
 
-    async fn claim(&self, key: &IdempotencyKey, attempt_id: &str, now: DateTime<Utc>, lease_until: DateTime<Utc>) -> PortResult<ClaimOutcome> {
+    async fn claim(
+        &self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> PortResult<ClaimOutcome> {
         let mut x = Expr::new();
         x.set("state", s(State::Sending.as_str()));
         x.set("attempt_id", s(attempt_id));
@@ -436,11 +450,15 @@ impl IntentStore for DynamoLedger {
         match res {
             Ok(out) => match out.attributes {
                 Some(item) => Ok(ClaimOutcome::Claimed(Box::new(record_from_item(&item)?))),
-                None => Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() }),
+                None => {
+                    Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() })
+                }
             },
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
                 let old = match e.err() {
-                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item.clone(),
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
                     _ => None,
                 };
                 let old = match old {
@@ -477,8 +495,10 @@ impl IntentStore for DynamoLedger {
                 .map_err(|e| unavailable("DynamoDB Query (observations)", &e))?;
             for item in page.items() {
                 let raw = get_s(item, "obs").unwrap_or_default();
-                let o: Observation = serde_json::from_str(raw)
-                    .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
+                let o: Observation = serde_json::from_str(raw).map_err(|e| PortError::Corrupt {
+                    what: format!("observation of {key}"),
+                    message: e.to_string(),
+                })?;
                 out.push(o);
             }
             match page.last_evaluated_key {
@@ -498,7 +518,8 @@ impl MessageIndex for DynamoLedger {
         };
         let corrupt = |m: &str| PortError::Corrupt { what: format!("MSG#{sns_message_id}"), message: m.to_owned() };
         let key = IdempotencyKey::parse(get_s(&item, "key").unwrap_or_default()).map_err(|_| corrupt("bad key"))?;
-        let recipient = PhoneNumber::parse(get_s(&item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
+        let recipient =
+            PhoneNumber::parse(get_s(&item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
         Ok(Some((key, recipient)))
     }
 
@@ -525,7 +546,12 @@ impl MessageIndex for DynamoLedger {
 }
 
 impl DueIndex for DynamoLedger {
-    async fn due(&self, now: DateTime<Utc>, limit: i32, after: Option<String>) -> PortResult<(Vec<IntentRecord>, Option<String>)> {
+    async fn due(
+        &self,
+        now: DateTime<Utc>,
+        limit: i32,
+        after: Option<String>,
+    ) -> PortResult<(Vec<IntentRecord>, Option<String>)> {
         let start: Option<Item> = match after {
             Some(token) => {
                 let m: HashMap<String, String> = serde_json::from_str(&token)
@@ -564,14 +590,23 @@ impl DueIndex for DynamoLedger {
                         _ => None,
                     })
                     .collect();
-                Some(serde_json::to_string(&m).map_err(|e| PortError::Corrupt { what: "page token".into(), message: e.to_string() })?)
+                Some(
+                    serde_json::to_string(&m)
+                        .map_err(|e| PortError::Corrupt { what: "page token".into(), message: e.to_string() })?,
+                )
             }
             _ => None,
         };
         Ok((records, next))
     }
 
-    async fn lease_escalation(&self, key: &IdempotencyKey, run_id: &str, now: DateTime<Utc>, until: DateTime<Utc>) -> PortResult<bool> {
+    async fn lease_escalation(
+        &self,
+        key: &IdempotencyKey,
+        run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> PortResult<bool> {
         let res = self
             .client
             .update_item()

@@ -50,7 +50,8 @@ impl DynamoRegistry {
     }
 
     fn put_event(&self, p: &PhoneNumber, sk: String, event: &RegistryEvent) -> PortResult<TransactWriteItem> {
-        let json = serde_json::to_string(event).map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })?;
+        let json = serde_json::to_string(event)
+            .map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })?;
         let put = Put::builder()
             .table_name(&self.table)
             .item("pk", s(pk(p)))
@@ -78,7 +79,8 @@ impl DynamoRegistry {
             .iter()
             .map(|i| {
                 let raw = i.get("event").and_then(|v| v.as_s().ok()).map(String::as_str).unwrap_or_default();
-                serde_json::from_str(raw).map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })
+                serde_json::from_str(raw)
+                    .map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })
             })
             .collect()
     }
@@ -102,7 +104,8 @@ impl DynamoRegistry {
             for item in page.items() {
                 let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
                 let Ok(p) = PhoneNumber::parse(get("pk").trim_start_matches("RCPT#")) else { continue };
-                let since = DateTime::parse_from_rfc3339(&get("since")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
+                let since =
+                    DateTime::parse_from_rfc3339(&get("since")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
                 out.push((p, Suppression { since, reason: get("reason") }));
             }
             match page.last_evaluated_key {
@@ -160,16 +163,27 @@ impl RecipientRegistry for DynamoRegistry {
             .transact_items(event)
             .send()
             .await
-            .map_err(|e| PortError::Unavailable { operation: "DynamoDB TransactWriteItems (suppress)", message: describe(&e) })?;
+            .map_err(|e| PortError::Unavailable {
+                operation: "DynamoDB TransactWriteItems (suppress)",
+                message: describe(&e),
+            })?;
         Ok(())
     }
 
-    async fn re_enable(&self, recipient: &PhoneNumber, operator: &str, reason: &str, at: DateTime<Utc>) -> PortResult<bool> {
+    async fn re_enable(
+        &self,
+        recipient: &PhoneNumber,
+        operator: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> PortResult<bool> {
         let state = Update::builder()
             .table_name(&self.table)
             .key("pk", s(pk(recipient)))
             .key("sk", s("STATE"))
-            .update_expression("SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why")
+            .update_expression(
+                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why",
+            )
             .condition_expression("suppressed = :t")
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
@@ -193,7 +207,10 @@ impl RecipientRegistry for DynamoRegistry {
         match res {
             Ok(_) => Ok(true),
             Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => Ok(false),
-            Err(e) => Err(PortError::Unavailable { operation: "DynamoDB TransactWriteItems (re-enable)", message: describe(&e) }),
+            Err(e) => Err(PortError::Unavailable {
+                operation: "DynamoDB TransactWriteItems (re-enable)",
+                message: describe(&e),
+            }),
         }
     }
 }

@@ -13,8 +13,8 @@ use aws_sdk_sns::config::retry::RetryConfig;
 use aws_sdk_sns::config::timeout::TimeoutConfig;
 use aws_sdk_sns::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sns::operation::publish::PublishError;
-use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_sdk_sns::types::MessageAttributeValue;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::describe;
 use crate::ports::{PublishOutcome, SmsGateway, SmsMessage};
@@ -62,10 +62,10 @@ fn attr(v: &str) -> Option<MessageAttributeValue> {
 fn never_connected(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable) {
-                return true;
-            }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable)
+        {
+            return true;
         }
         let text = err.to_string().to_ascii_lowercase();
         if text.contains("connection refused") || text.contains("dns error") {
@@ -106,12 +106,7 @@ pub fn classify_error(err: &SdkError<PublishError, HttpResponse>) -> PublishOutc
 
 impl SmsGateway for SnsGateway {
     async fn publish(&self, m: SmsMessage<'_>) -> PublishOutcome {
-        let mut req = self
-            .client
-            .publish()
-            .phone_number(m.to.expose())
-            .message(m.body)
-            .set_message_attributes(None);
+        let mut req = self.client.publish().phone_number(m.to.expose()).message(m.body).set_message_attributes(None);
         if let Some(a) = attr("Transactional") {
             req = req.message_attributes("AWS.SNS.SMS.SMSType", a);
         }

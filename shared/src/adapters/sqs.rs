@@ -80,7 +80,8 @@ impl SqsEscalationQueue {
 
 impl EscalationQueue for SqsEscalationQueue {
     async fn escalate(&self, m: &EscalationMessage) -> PortResult<()> {
-        let body = serde_json::to_string(m).map_err(|e| PortError::Corrupt { what: m.idempotency_key.clone(), message: e.to_string() })?;
+        let body = serde_json::to_string(m)
+            .map_err(|e| PortError::Corrupt { what: m.idempotency_key.clone(), message: e.to_string() })?;
         self.client
             .send_message()
             .queue_url(&self.url)
@@ -108,7 +109,8 @@ impl SqsRejectSink {
 
 impl RejectSink for SqsRejectSink {
     async fn reject(&self, event: &RejectedEvent) -> PortResult<()> {
-        let body = serde_json::to_string(event).map_err(|e| PortError::Corrupt { what: "rejected event".into(), message: e.to_string() })?;
+        let body = serde_json::to_string(event)
+            .map_err(|e| PortError::Corrupt { what: "rejected event".into(), message: e.to_string() })?;
         self.client
             .send_message()
             .queue_url(&self.url)

@@ -117,9 +117,7 @@ pub fn parse_record(message: &str) -> Result<DeliveryRecord, RecordError> {
     let obj = v.as_object().ok_or(RecordError::NotObject)?;
     let notification = obj.get("notification").and_then(Value::as_object);
     let delivery = obj.get("delivery").and_then(Value::as_object);
-    let message_id = notification
-        .and_then(|n| text(n.get("messageId")))
-        .ok_or(RecordError::NoMessageId)?;
+    let message_id = notification.and_then(|n| text(n.get("messageId"))).ok_or(RecordError::NoMessageId)?;
     let status = match text(obj.get("status")) {
         Some(s) if s.eq_ignore_ascii_case("SUCCESS") => DeliveryStatus::Success,
         Some(s) if s.eq_ignore_ascii_case("FAILURE") => DeliveryStatus::Failure,

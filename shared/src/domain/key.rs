@@ -122,10 +122,7 @@ mod tests {
 
     #[test]
     fn field_boundaries_cannot_be_shifted_to_collide() {
-        assert_ne!(
-            IdempotencyKey::derive("a:b", &t("c", 1)),
-            IdempotencyKey::derive("a", &t("b:c", 1))
-        );
+        assert_ne!(IdempotencyKey::derive("a:b", &t("c", 1)), IdempotencyKey::derive("a", &t("b:c", 1)));
     }
 
     #[test]

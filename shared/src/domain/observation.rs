@@ -12,23 +12,46 @@ use super::state::{ReceiptEffect, State};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ObservationKind {
     /// Intake wrote the intent.
-    Received { origin: String },
+    Received {
+        origin: String,
+    },
     /// Intake (or a sweep, or a replay) put the intent on the send queue.
-    Enqueued { by: String },
+    Enqueued {
+        by: String,
+    },
     /// A sender attempt claimed the intent.
-    Claimed { attempt_id: String, attempt: u32 },
+    Claimed {
+        attempt_id: String,
+        attempt: u32,
+    },
     /// SNS returned a MessageId.
-    Accepted { attempt_id: String, sns_message_id: String },
+    Accepted {
+        attempt_id: String,
+        sns_message_id: String,
+    },
     /// SNS proved it did not accept the publish; the claim was released for a retry.
-    PublishRetryable { attempt_id: String, error: String },
+    PublishRetryable {
+        attempt_id: String,
+        error: String,
+    },
     /// SNS refused the publish for good.
-    PublishRejected { attempt_id: String, error: String },
+    PublishRejected {
+        attempt_id: String,
+        error: String,
+    },
     /// The publish may or may not have reached SNS.
-    SendUnknown { attempt_id: String, cause: String },
+    SendUnknown {
+        attempt_id: String,
+        cause: String,
+    },
     /// The recipient is on the suppression list; nothing was sent.
-    Suppressed { registry_reason: String },
+    Suppressed {
+        registry_reason: String,
+    },
     /// Picked up after its deadline; nothing was sent.
-    Stale { deadline: DateTime<Utc> },
+    Stale {
+        deadline: DateTime<Utc>,
+    },
     /// A delivery-status record from SNS.
     DeliveryStatus {
         log_event_id: String,
@@ -44,7 +67,10 @@ pub enum ObservationKind {
     },
     DelaySuspected,
     ExpiredUnknown,
-    Escalated { reason: String, run_id: String },
+    Escalated {
+        reason: String,
+        run_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,8 +104,12 @@ impl Observation {
             ObservationKind::PublishRetryable { error, .. } => format!("SNS did not accept ({error}); will retry"),
             ObservationKind::PublishRejected { error, .. } => format!("SNS rejected the publish ({error})"),
             ObservationKind::SendUnknown { cause, .. } => format!("outcome unknown ({cause}); not re-sent"),
-            ObservationKind::Suppressed { registry_reason } => format!("recipient suppressed ({registry_reason}); not sent"),
-            ObservationKind::Stale { deadline } => format!("deadline {} passed before sending; not sent", deadline.to_rfc3339()),
+            ObservationKind::Suppressed { registry_reason } => {
+                format!("recipient suppressed ({registry_reason}); not sent")
+            }
+            ObservationKind::Stale { deadline } => {
+                format!("deadline {} passed before sending; not sent", deadline.to_rfc3339())
+            }
             ObservationKind::DeliveryStatus { status, provider_response, effect, late, .. } => {
                 let effect = match effect {
                     ReceiptEffect::Moved { to, .. } => format!("-> {to}"),

@@ -61,7 +61,13 @@ pub fn mask_phone_like(raw: &str) -> String {
     };
     let chars: Vec<char> = rest.chars().collect();
     let n = chars.len();
-    let keep_tail = if n >= 10 { 4 } else if n >= 6 { 2 } else { 0 };
+    let keep_tail = if n >= 10 {
+        4
+    } else if n >= 6 {
+        2
+    } else {
+        0
+    };
     let keep_head = usize::from(n > keep_tail + 2);
     let mut out = String::with_capacity(n + 1);
     out.push_str(plus);

@@ -134,7 +134,8 @@ pub fn classify(provider_response: Option<&str>) -> Classification {
     // Variants seen with only one half of "unreachable/unavailable".
     let lookup = |needle: &str| TABLE.iter().find(|e| normalise(e.response) == needle);
     let found = lookup(&n).or_else(|| {
-        let alt = n.replace("currently unreachable", "currently unreachable/unavailable")
+        let alt = n
+            .replace("currently unreachable", "currently unreachable/unavailable")
             .replace("currently unavailable", "currently unreachable/unavailable");
         lookup(&alt)
     });
@@ -174,7 +175,9 @@ mod tests {
 
     #[test]
     fn numbers_that_cannot_receive_are_permanent_for_the_recipient() {
-        for d in ["Phone number is opted out", "Invalid phone number", "Phone is on a blocked list", "Phone is blacklisted"] {
+        for d in
+            ["Phone number is opted out", "Invalid phone number", "Phone is on a blocked list", "Phone is blacklisted"]
+        {
             assert_eq!(classify(Some(d)).class, FailureClass::PermanentRecipient, "{d}");
         }
     }

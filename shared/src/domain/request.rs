@@ -106,7 +106,11 @@ impl<'a> Checker<'a> {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.as_str()),
             Some(other) => {
-                self.err(field, ErrorCode::InvalidType, format!("'{field}' must be a string, not {}", type_name(other)));
+                self.err(
+                    field,
+                    ErrorCode::InvalidType,
+                    format!("'{field}' must be a string, not {}", type_name(other)),
+                );
                 None
             }
         }
@@ -135,7 +139,11 @@ pub fn validate(
 
     for key in obj.keys() {
         if !TOP_FIELDS.contains(&key.as_str()) {
-            c.err(key.clone(), ErrorCode::UnknownField, format!("unknown field '{key}'; expected one of {TOP_FIELDS:?}"));
+            c.err(
+                key.clone(),
+                ErrorCode::UnknownField,
+                format!("unknown field '{key}'; expected one of {TOP_FIELDS:?}"),
+            );
         }
     }
 
@@ -164,7 +172,11 @@ pub fn validate(
         Some(Value::Object(t)) => {
             for key in t.keys() {
                 if key != "name" && key != "version" {
-                    c.err(format!("template.{key}"), ErrorCode::UnknownField, format!("unknown field 'template.{key}'"));
+                    c.err(
+                        format!("template.{key}"),
+                        ErrorCode::UnknownField,
+                        format!("unknown field 'template.{key}'"),
+                    );
                 }
             }
             let name = match t.get("name") {
@@ -178,7 +190,11 @@ pub fn validate(
                     None
                 }
                 Some(v) => {
-                    c.err("template.name", ErrorCode::InvalidType, format!("'template.name' must be a string, not {}", type_name(v)));
+                    c.err(
+                        "template.name",
+                        ErrorCode::InvalidType,
+                        format!("'template.name' must be a string, not {}", type_name(v)),
+                    );
                     None
                 }
             };
@@ -186,7 +202,11 @@ pub fn validate(
                 Some(Value::Number(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
                     Some(v) if v >= 1 => Some(v),
                     _ => {
-                        c.err("template.version", ErrorCode::OutOfRange, "'template.version' must be a whole number from 1");
+                        c.err(
+                            "template.version",
+                            ErrorCode::OutOfRange,
+                            "'template.version' must be a whole number from 1",
+                        );
                         None
                     }
                 },
@@ -195,7 +215,11 @@ pub fn validate(
                     None
                 }
                 Some(v) => {
-                    c.err("template.version", ErrorCode::InvalidType, format!("'template.version' must be a number, not {}", type_name(v)));
+                    c.err(
+                        "template.version",
+                        ErrorCode::InvalidType,
+                        format!("'template.version' must be a number, not {}", type_name(v)),
+                    );
                     None
                 }
             };
@@ -203,7 +227,11 @@ pub fn validate(
                 (Some(name), Some(version)) => match catalog.get(&name, version) {
                     Some(t) => Some(t),
                     None if catalog.has_name(&name) => {
-                        c.err("template.version", ErrorCode::UnknownTemplateVersion, format!("template '{name}' has no published version {version}"));
+                        c.err(
+                            "template.version",
+                            ErrorCode::UnknownTemplateVersion,
+                            format!("template '{name}' has no published version {version}"),
+                        );
                         None
                     }
                     None => {
@@ -236,7 +264,11 @@ pub fn validate(
                     Value::String(s) => Some(s.clone()),
                     Value::Number(n) => Some(n.to_string()),
                     other => {
-                        c.err(field.clone(), ErrorCode::InvalidType, format!("'{field}' must be a string or a number, not {}", type_name(other)));
+                        c.err(
+                            field.clone(),
+                            ErrorCode::InvalidType,
+                            format!("'{field}' must be a string or a number, not {}", type_name(other)),
+                        );
                         None
                     }
                 };
@@ -246,7 +278,11 @@ pub fn validate(
                         variables_ok = false;
                     }
                     Some(t) if has_control_chars(&t) => {
-                        c.err(field, ErrorCode::InvalidFormat, "must not contain control characters (line breaks included)");
+                        c.err(
+                            field,
+                            ErrorCode::InvalidFormat,
+                            "must not contain control characters (line breaks included)",
+                        );
                         variables_ok = false;
                     }
                     Some(t) => {
@@ -282,7 +318,11 @@ pub fn validate(
             Some,
         ),
         Some(v) => {
-            c.err("deadline", ErrorCode::InvalidType, format!("'deadline' must be a string (RFC 3339 or a duration like \"15m\"), not {}", type_name(v)));
+            c.err(
+                "deadline",
+                ErrorCode::InvalidType,
+                format!("'deadline' must be a string (RFC 3339 or a duration like \"15m\"), not {}", type_name(v)),
+            );
             None
         }
     };
@@ -299,39 +339,47 @@ pub fn validate(
 
     // template variables and rendering, once both are known
     let mut rendered = None;
-    if let Some(t) = template {
-        if variables_ok {
-            let expected = t.variables();
-            let mut vars_ok = true;
-            for name in &expected {
-                if !variables.contains_key(*name) {
-                    c.err(format!("variables.{name}"), ErrorCode::MissingVariable, format!("template {} needs variable '{name}'", t.reference()));
-                    vars_ok = false;
-                }
+    if let Some(t) = template
+        && variables_ok
+    {
+        let expected = t.variables();
+        let mut vars_ok = true;
+        for name in &expected {
+            if !variables.contains_key(*name) {
+                c.err(
+                    format!("variables.{name}"),
+                    ErrorCode::MissingVariable,
+                    format!("template {} needs variable '{name}'", t.reference()),
+                );
+                vars_ok = false;
             }
-            for name in variables.keys() {
-                if !expected.contains(name.as_str()) {
-                    c.err(format!("variables.{name}"), ErrorCode::UnexpectedVariable, format!("template {} has no variable '{name}'", t.reference()));
-                    vars_ok = false;
-                }
+        }
+        for name in variables.keys() {
+            if !expected.contains(name.as_str()) {
+                c.err(
+                    format!("variables.{name}"),
+                    ErrorCode::UnexpectedVariable,
+                    format!("template {} has no variable '{name}'", t.reference()),
+                );
+                vars_ok = false;
             }
-            if vars_ok {
-                let body = t.render(&variables);
-                let seg = measure(&body);
-                if body.trim().is_empty() {
-                    c.err("variables", ErrorCode::EmptyMessage, "the rendered message is empty");
-                } else if seg.segments > limits.max_segments {
-                    c.err(
-                        "variables",
-                        ErrorCode::TooManySegments,
-                        format!(
-                            "the rendered message needs {} SMS parts ({:?}, {} units); the limit is {}",
-                            seg.segments, seg.encoding, seg.units, limits.max_segments
-                        ),
-                    );
-                } else {
-                    rendered = Some((body, seg));
-                }
+        }
+        if vars_ok {
+            let body = t.render(&variables);
+            let seg = measure(&body);
+            if body.trim().is_empty() {
+                c.err("variables", ErrorCode::EmptyMessage, "the rendered message is empty");
+            } else if seg.segments > limits.max_segments {
+                c.err(
+                    "variables",
+                    ErrorCode::TooManySegments,
+                    format!(
+                        "the rendered message needs {} SMS parts ({:?}, {} units); the limit is {}",
+                        seg.segments, seg.encoding, seg.units, limits.max_segments
+                    ),
+                );
+            } else {
+                rendered = Some((body, seg));
             }
         }
     }
@@ -340,19 +388,24 @@ pub fn validate(
         return Err(c.errors);
     }
     match (event_id, template, recipient, deadline, sms, rendered) {
-        (Some(event_id), Some(t), Some(recipient), Some((deadline, deadline_spec)), Some(sms), Some((body, segments))) => {
-            Ok(ValidatedRequest {
-                event_id,
-                template: t.reference(),
-                variables,
-                recipient,
-                body,
-                segments,
-                deadline,
-                deadline_spec,
-                sms,
-            })
-        }
+        (
+            Some(event_id),
+            Some(t),
+            Some(recipient),
+            Some((deadline, deadline_spec)),
+            Some(sms),
+            Some((body, segments)),
+        ) => Ok(ValidatedRequest {
+            event_id,
+            template: t.reference(),
+            variables,
+            recipient,
+            body,
+            segments,
+            deadline,
+            deadline_spec,
+            sms,
+        }),
         _ => Err(vec![FieldError::new("", ErrorCode::InvalidFormat, "the request is incomplete")]),
     }
 }
@@ -415,7 +468,11 @@ fn validate_sms(o: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<
                 if ok {
                     sms.sender_id = Some(s.clone());
                 } else {
-                    errors.push(FieldError::new(field, ErrorCode::InvalidFormat, "3 to 11 letters, digits or hyphens, at least one letter"));
+                    errors.push(FieldError::new(
+                        field,
+                        ErrorCode::InvalidFormat,
+                        "3 to 11 letters, digits or hyphens, at least one letter",
+                    ));
                 }
             }
             "origination_number" => match PhoneNumber::parse(s) {
@@ -428,10 +485,16 @@ fn validate_sms(o: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<
                     && s.bytes().filter(|b| *b == b'.').count() <= 1;
                 match s.parse::<f64>() {
                     Ok(p) if valid_shape && p > 0.0 && p <= 10.0 => sms.max_price_usd = Some(s.clone()),
-                    _ => errors.push(FieldError::new(field, ErrorCode::OutOfRange, "a decimal USD amount above 0 and at most 10, e.g. \"0.50\"")),
+                    _ => errors.push(FieldError::new(
+                        field,
+                        ErrorCode::OutOfRange,
+                        "a decimal USD amount above 0 and at most 10, e.g. \"0.50\"",
+                    )),
                 }
             }
-            _ => errors.push(FieldError::new(field.clone(), ErrorCode::UnknownField, format!("unknown field '{field}'"))),
+            _ => {
+                errors.push(FieldError::new(field.clone(), ErrorCode::UnknownField, format!("unknown field '{field}'")))
+            }
         }
     }
     (errors.len() == before).then_some(sms)

@@ -74,10 +74,7 @@ impl State {
     }
 
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            State::Delivered | State::Failed | State::Suppressed | State::Stale | State::ExpiredUnknown
-        )
+        matches!(self, State::Delivered | State::Failed | State::Suppressed | State::Stale | State::ExpiredUnknown)
     }
 
     /// A sender may claim the intent from these states.
@@ -112,10 +109,7 @@ pub struct UnknownState(pub String);
 impl FromStr for State {
     type Err = UnknownState;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ALL_STATES
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| UnknownState(s.to_owned()))
+        ALL_STATES.into_iter().find(|st| st.as_str() == s).ok_or_else(|| UnknownState(s.to_owned()))
     }
 }
 

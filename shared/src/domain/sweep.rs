@@ -32,7 +32,9 @@ pub enum Action {
     LeaseExpired,
     MarkDelaySuspected,
     MarkExpiredUnknown,
-    Escalate { reason: String },
+    Escalate {
+        reason: String,
+    },
 }
 
 fn chrono(d: Duration) -> chrono::Duration {
@@ -43,15 +45,22 @@ fn chrono(d: Duration) -> chrono::Duration {
 pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>) -> String {
     let dl = deadline.format("%Y-%m-%d %H:%M:%S UTC");
     match state {
-        State::Suppressed => "recipient is suppressed (earlier permanent failure): this alert was NOT sent; reach them another way".into(),
+        State::Suppressed => {
+            "recipient is suppressed (earlier permanent failure): this alert was NOT sent; reach them another way"
+                .into()
+        }
         State::Stale => format!("picked up after its deadline {dl}: NOT sent, to avoid a late SMS; handle it by hand"),
         State::Failed => match &status.last_error {
             Some(e) => format!("delivery failed ({e}); the person did not get the SMS"),
             None => "delivery failed; the person did not get the SMS".into(),
         },
-        State::SendUnknown => format!("not confirmed by {dl}: the publish outcome is unknown (timeout or crash); check before resending"),
+        State::SendUnknown => {
+            format!("not confirmed by {dl}: the publish outcome is unknown (timeout or crash); check before resending")
+        }
         State::Sending => format!("not confirmed by {dl}: a send attempt never reported back; check before resending"),
-        State::Accepted | State::DelaySuspected => format!("accepted by SNS but no delivery receipt by {dl}: the carrier is silent"),
+        State::Accepted | State::DelaySuspected => {
+            format!("accepted by SNS but no delivery receipt by {dl}: the carrier is silent")
+        }
         State::ExpiredUnknown => "accepted by SNS, no delivery receipt within 73 h".into(),
         State::Received | State::Queued => format!("never sent by {dl}: the send queue did not get to it"),
         State::Delivered => "delivered".into(),
@@ -105,7 +114,9 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
         times.push(if escalates_at_once(s.state) { now } else { i.deadline });
     }
     match s.state {
-        State::Received => times.push((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace))),
+        State::Received => {
+            times.push((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace)))
+        }
         State::Sending => times.extend(s.lease_until),
         State::Accepted => {
             let a = s.accepted_at.unwrap_or(i.created_at);

@@ -76,11 +76,7 @@ fn run(cmd: &mut Command) -> Result<()> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(HarnessError::Emulator(format!(
-            "{cmd:?} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )))
+        Err(HarnessError::Emulator(format!("{cmd:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr))))
     }
 }
 
@@ -124,12 +120,15 @@ impl Emulator {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(Some(status)) = emu.child.try_wait() {
-                return Err(HarnessError::Emulator(format!("moto_server exited at start ({status}); see {}", logs.display())));
+                return Err(HarnessError::Emulator(format!(
+                    "moto_server exited at start ({status}); see {}",
+                    logs.display()
+                )));
             }
-            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await {
-                if r.status().is_success() {
-                    return Ok(emu);
-                }
+            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await
+                && r.status().is_success()
+            {
+                return Ok(emu);
             }
             if Instant::now() > deadline {
                 let _ = emu.child.kill();
@@ -164,7 +163,13 @@ impl Emulator {
         aws_config::defaults(BehaviorVersion::latest())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "tocsin-harness"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test",
+                "test",
+                None,
+                None,
+                "tocsin-harness",
+            ))
             .load()
             .await
     }

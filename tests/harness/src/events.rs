@@ -59,7 +59,13 @@ pub fn logs_envelope(payload: &Value) -> Value {
 }
 
 /// An SNS SMS delivery-status record, compact, as SNS writes it to CloudWatch Logs.
-pub fn sns_delivery_record(message_id: &str, destination: &str, success: bool, provider_response: &str, at: chrono::DateTime<chrono::Utc>) -> String {
+pub fn sns_delivery_record(
+    message_id: &str,
+    destination: &str,
+    success: bool,
+    provider_response: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> String {
     let mut delivery = json!({
         "mnc": 270,
         "numberOfMessageParts": 1,

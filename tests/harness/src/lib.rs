@@ -26,9 +26,10 @@ pub type Result<T> = std::result::Result<T, HarnessError>;
 
 /// The workspace root (two levels above this crate).
 pub fn workspace_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap_or_else(|_| {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-    })
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
 pub(crate) fn aws_err<E: std::error::Error>(op: &'static str, e: E) -> HarnessError {

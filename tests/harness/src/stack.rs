@@ -111,7 +111,8 @@ impl Stack {
             let p = r.get("Properties").cloned().unwrap_or(Value::Null);
             match resource_type(r) {
                 "AWS::DynamoDB::Table" => {
-                    let name = stack.resolve(p.get("TableName").ok_or_else(|| tmpl_err(format!("{id}: no TableName")))?)?;
+                    let name =
+                        stack.resolve(p.get("TableName").ok_or_else(|| tmpl_err(format!("{id}: no TableName")))?)?;
                     create_table(&ddb, &name, &p).await?;
                     stack.tables.insert(id.clone(), name);
                 }
@@ -120,7 +121,11 @@ impl Stack {
                         Some(v) => stack.resolve(v)?,
                         None => format!("/aws/{stack_name}/{id}"),
                     };
-                    logs.create_log_group().log_group_name(&name).send().await.map_err(|e| aws_err("CreateLogGroup", e))?;
+                    logs.create_log_group()
+                        .log_group_name(&name)
+                        .send()
+                        .await
+                        .map_err(|e| aws_err("CreateLogGroup", e))?;
                     stack.log_groups.insert(id.clone(), name);
                 }
                 "AWS::SNS::Topic" => {
@@ -181,7 +186,9 @@ impl Stack {
             "GetAtt" => {
                 let (res, attr) = match arg {
                     Value::String(s) => s.split_once('.').map(|(a, b)| (a.to_owned(), b.to_owned())),
-                    Value::Sequence(s) if s.len() == 2 => Some((as_str(&s[0]).unwrap_or_default(), as_str(&s[1]).unwrap_or_default())),
+                    Value::Sequence(s) if s.len() == 2 => {
+                        Some((as_str(&s[0]).unwrap_or_default(), as_str(&s[1]).unwrap_or_default()))
+                    }
                     _ => None,
                 }
                 .ok_or_else(|| tmpl_err("bad !GetAtt"))?;
@@ -280,9 +287,9 @@ impl Stack {
 
     pub fn queue(&self, logical_id: &str) -> &Queue {
         static EMPTY: std::sync::OnceLock<Queue> = std::sync::OnceLock::new();
-        self.queues
-            .get(logical_id)
-            .unwrap_or_else(|| EMPTY.get_or_init(|| Queue { name: String::new(), url: String::new(), arn: String::new() }))
+        self.queues.get(logical_id).unwrap_or_else(|| {
+            EMPTY.get_or_init(|| Queue { name: String::new(), url: String::new(), arn: String::new() })
+        })
     }
 
     pub fn log_group(&self, logical_id: &str) -> &str {
@@ -316,7 +323,9 @@ async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str, p: &Value) -> 
         .map(|a| {
             AttributeDefinition::builder()
                 .attribute_name(a.get("AttributeName").and_then(as_str_ref).unwrap_or_default())
-                .attribute_type(ScalarAttributeType::from(a.get("AttributeType").and_then(as_str_ref).unwrap_or_default()))
+                .attribute_type(ScalarAttributeType::from(
+                    a.get("AttributeType").and_then(as_str_ref).unwrap_or_default(),
+                ))
                 .build()
                 .map_err(|e| tmpl_err(e.to_string()))
         })
@@ -328,7 +337,8 @@ async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str, p: &Value) -> 
         .set_attribute_definitions(Some(attrs))
         .set_key_schema(Some(key_schema(p.get("KeySchema"))?));
     for g in p.get("GlobalSecondaryIndexes").and_then(Value::as_sequence).into_iter().flatten() {
-        let projection = g.get("Projection").and_then(|p| p.get("ProjectionType")).and_then(as_str_ref).unwrap_or("ALL");
+        let projection =
+            g.get("Projection").and_then(|p| p.get("ProjectionType")).and_then(as_str_ref).unwrap_or("ALL");
         req = req.global_secondary_indexes(
             GlobalSecondaryIndex::builder()
                 .index_name(g.get("IndexName").and_then(as_str_ref).unwrap_or_default())
@@ -344,7 +354,11 @@ async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str, p: &Value) -> 
         ddb.update_time_to_live()
             .table_name(name)
             .time_to_live_specification(
-                TimeToLiveSpecification::builder().attribute_name(attr).enabled(true).build().map_err(|e| tmpl_err(e.to_string()))?,
+                TimeToLiveSpecification::builder()
+                    .attribute_name(attr)
+                    .enabled(true)
+                    .build()
+                    .map_err(|e| tmpl_err(e.to_string()))?,
             )
             .send()
             .await
@@ -375,7 +389,8 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, stack: &Stack, p: &Value, id: &
     if let Some(rp) = p.get("RedrivePolicy") {
         let target = stack.resolve(rp.get("deadLetterTargetArn").ok_or_else(|| tmpl_err("redrive target"))?)?;
         let max = rp.get("maxReceiveCount").map(|v| stack.resolve(v)).transpose()?.unwrap_or_else(|| "5".into());
-        let policy = serde_json::json!({"deadLetterTargetArn": target, "maxReceiveCount": max.parse::<u32>().unwrap_or(5)});
+        let policy =
+            serde_json::json!({"deadLetterTargetArn": target, "maxReceiveCount": max.parse::<u32>().unwrap_or(5)});
         req = req.attributes(QueueAttributeName::RedrivePolicy, policy.to_string());
     }
     let out = req.send().await.map_err(|e| aws_err("CreateQueue", e))?;
