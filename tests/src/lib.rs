@@ -65,6 +65,8 @@ pub struct Pipeline {
     pub status: StatusFn,
     pub escalation: EscalationFn,
     pub ledger: DynamoLedger,
+    sender_config: SenderConfig,
+    failed_receipts: Mutex<Vec<String>>,
     pub registry: DynamoRegistry,
     pub sqs: aws_sdk_sqs::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
@@ -94,6 +96,7 @@ impl Pipeline {
     }
 
     pub async fn start_with(options: Options) -> Self {
+        capture_metrics();
         let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
         let sdk = emulator.sdk_config().await;
         let stack = Stack::provision(&sdk, "tocsin-local").await.unwrap_or_else(|e| panic!("provision: {e}"));
@@ -131,7 +134,7 @@ impl Pipeline {
             SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
             SqsSendQueue::new(sqs.clone(), &sender_cfg.send_queue_url),
             clock.clone(),
-            sender_cfg,
+            sender_cfg.clone(),
         );
         let status = status::StatusHandler {
             store: ledger.clone(),
@@ -156,9 +159,50 @@ impl Pipeline {
             status,
             escalation,
             ledger,
+            sender_config: sender_cfg,
+            failed_receipts: Mutex::new(Vec::new()),
             registry,
             sqs,
             seen_log_events: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Rebuilds the sender so its SNS client talks to `endpoint` (a fault proxy, a closed port).
+    pub async fn with_sns_endpoint(mut self, endpoint: &str) -> Self {
+        let sdk = Emulator::sdk_config_for(endpoint).await;
+        self.sender = sender::Sender::new(
+            self.ledger.clone(),
+            self.registry.clone(),
+            SnsGateway::new(&sdk, self.sender_config.publish_timeout),
+            SqsSendQueue::new(self.sqs.clone(), &self.sender_config.send_queue_url),
+            self.clock.clone(),
+            self.sender_config.clone(),
+        );
+        self
+    }
+
+    /// Puts another send request for `key` on the queue (a redelivery, a duplicate producer).
+    pub async fn enqueue_again(&self, key: &IdempotencyKey) {
+        use tocsin::ports::SendQueue;
+        SqsSendQueue::new(self.sqs.clone(), &self.stack.queue("SendQueue").url)
+            .enqueue(key)
+            .await
+            .unwrap_or_else(|e| panic!("enqueue: {e}"));
+    }
+
+    /// Ends the backoff of every message the sender reported as failed (instead of waiting).
+    pub async fn make_send_queue_visible(&self) {
+        let url = self.stack.queue("SendQueue").url.clone();
+        let handles: Vec<String> = std::mem::take(&mut *self.failed_receipts.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = self
+                .sqs
+                .change_message_visibility()
+                .queue_url(&url)
+                .receipt_handle(h)
+                .visibility_timeout(0)
+                .send()
+                .await;
         }
     }
 
@@ -216,7 +260,11 @@ impl Pipeline {
             let resp = self.sender.handle(event).await;
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
-                if !failed.contains(m.message_id.as_deref().unwrap_or_default()) {
+                if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
+                    if let Some(h) = &m.receipt_handle {
+                        self.failed_receipts.lock().unwrap_or_else(|e| e.into_inner()).push(h.clone());
+                    }
+                } else {
                     let _ = self
                         .sqs
                         .delete_message()
@@ -358,6 +406,17 @@ impl Pipeline {
         let attrs = r.attributes.unwrap_or_default();
         attrs.values().filter_map(|v| v.parse::<usize>().ok()).sum()
     }
+}
+
+/// Test runs write EMF metric lines to `target/tocsin-test-metrics.jsonl` instead of stdout.
+fn capture_metrics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let path = tocsin_harness::workspace_root().join("target/tocsin-test-metrics.jsonl");
+        if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            tocsin::telemetry::set_metrics_sink(Box::new(f));
+        }
+    });
 }
 
 /// A valid alert request body for the built-in `disk_full` template.

@@ -35,15 +35,13 @@ fn emulator_dir() -> PathBuf {
         .join("tocsin-emulator")
 }
 
-/// Installs moto once per machine (a file lock keeps parallel test binaries from racing).
+/// Installs moto once per machine (a file lock keeps parallel test binaries from racing) and
+/// returns the virtualenv's Python.
 pub fn ensure_installed() -> Result<PathBuf> {
-    if let Some(explicit) = std::env::var_os("TOCSIN_MOTO_SERVER") {
-        return Ok(PathBuf::from(explicit));
-    }
     let dir = emulator_dir();
     fs::create_dir_all(&dir)?;
     let venv = dir.join(format!("venv-moto-{MOTO_VERSION}"));
-    let server = venv.join("bin").join("moto_server");
+    let server = venv.join("bin").join("python");
     let marker = venv.join(".tocsin-installed");
     if marker.exists() {
         return Ok(server);
@@ -107,8 +105,11 @@ impl Emulator {
         let log = File::create(logs.join(format!("moto-{port}.log")))?;
         let workdir = emulator_dir().join("run").join(port.to_string());
         fs::create_dir_all(&workdir)?;
+        // moto's own server, with requests applied one at a time (see moto_serial.py).
+        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_serial.py");
         let child = Command::new(server)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .arg(launcher)
+            .args(["127.0.0.1", &port.to_string()])
             .current_dir(&workdir)
             .env("MOTO_RECORDER_FILEPATH", workdir.join("recording.jsonl"))
             .stdin(Stdio::null())

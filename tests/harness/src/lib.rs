@@ -5,6 +5,7 @@
 
 pub mod emulator;
 pub mod events;
+pub mod fault_proxy;
 pub mod stack;
 
 pub use emulator::{Emulator, SentSms};
