@@ -391,6 +391,19 @@ impl Pipeline {
         self.ledger.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Items in the ledger table (intents, observations, indexes): 0 means nothing was written.
+    pub async fn ledger_item_count(&self) -> usize {
+        let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        let r = ddb
+            .scan()
+            .table_name(self.stack.table("LedgerTable"))
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        r.count as usize
+    }
+
     /// Messages waiting on a queue (visible and in flight).
     pub async fn queue_depth(&self, logical_id: &str) -> usize {
         let url = self.stack.queue(logical_id).url.clone();

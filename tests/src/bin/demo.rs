@@ -12,12 +12,12 @@ use tocsin_tests::{Pipeline, alert, key_of};
 
 #[tokio::main]
 async fn main() {
+    println!("tocsin demo: starting the local AWS emulator and creating the stack from template.yaml …");
+    let p = Pipeline::start().await;
     let metrics_path = tocsin_tests::tocsin_harness::workspace_root().join("target/tocsin-demo-metrics.jsonl");
     if let Ok(f) = std::fs::File::create(&metrics_path) {
         tocsin::telemetry::set_metrics_sink(Box::new(f));
     }
-    println!("tocsin demo: starting the local AWS emulator and creating the stack from template.yaml …");
-    let p = Pipeline::start().await;
     println!("  emulator  {}", p.emulator.endpoint());
     for (id, name) in &p.stack.tables {
         println!("  table     {name:<32} ({id})");
