@@ -9,7 +9,8 @@ use tocsin_harness::events::http_api_post;
 use tocsin_tests::{Pipeline, alert, key_of};
 
 fn load(path: &str) -> Value {
-    let text = std::fs::read_to_string(tocsin_harness::workspace_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text =
+        std::fs::read_to_string(tocsin_harness::workspace_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -120,49 +121,213 @@ async fn bad_requests_get_precise_errors_and_change_nothing() {
     let long = "x".repeat(300);
     // (case, event, status, error code, failing field)
     let cases: Vec<(&str, Value, u16, &str, &str)> = vec![
-        ("GET instead of POST", http("GET", Some("application/json"), &good.to_string(), false), 405, "method_not_allowed", ""),
+        (
+            "GET instead of POST",
+            http("GET", Some("application/json"), &good.to_string(), false),
+            405,
+            "method_not_allowed",
+            "",
+        ),
         ("no content type", http("POST", None, &good.to_string(), false), 415, "unsupported_media_type", ""),
         ("text/plain", http("POST", Some("text/plain"), &good.to_string(), false), 415, "unsupported_media_type", ""),
-        ("too large", http("POST", Some("application/json"), &format!("{{\"event_id\":\"{}\"}}", "y".repeat(20_000)), false), 413, "payload_too_large", ""),
+        (
+            "too large",
+            http("POST", Some("application/json"), &format!("{{\"event_id\":\"{}\"}}", "y".repeat(20_000)), false),
+            413,
+            "payload_too_large",
+            "",
+        ),
         ("empty body", http("POST", Some("application/json"), "", false), 400, "malformed_json", ""),
         ("not JSON", http("POST", Some("application/json"), "{\"event_id\":", false), 400, "malformed_json", ""),
         ("bad base64", http("POST", Some("application/json"), "%%%", true), 400, "malformed_body", ""),
         ("array body", body(json!([good.clone()])), 422, "invalid_type", ""),
-        ("missing event_id", body(with(&|v| { v.as_object_mut().map(|o| o.remove("event_id")); })), 422, "required", "event_id"),
+        (
+            "missing event_id",
+            body(with(&|v| {
+                v.as_object_mut().map(|o| o.remove("event_id"));
+            })),
+            422,
+            "required",
+            "event_id",
+        ),
         ("blank event_id", body(with(&|v| v["event_id"] = json!("  "))), 422, "required", "event_id"),
         ("numeric event_id", body(with(&|v| v["event_id"] = json!(42))), 422, "invalid_type", "event_id"),
         ("event_id too long", body(with(&|v| v["event_id"] = json!(long))), 422, "too_long", "event_id"),
         ("event_id with newline", body(with(&|v| v["event_id"] = json!("a\nb"))), 422, "invalid_format", "event_id"),
-        ("missing template", body(with(&|v| { v.as_object_mut().map(|o| o.remove("template")); })), 422, "required", "template"),
+        (
+            "missing template",
+            body(with(&|v| {
+                v.as_object_mut().map(|o| o.remove("template"));
+            })),
+            422,
+            "required",
+            "template",
+        ),
         ("template as string", body(with(&|v| v["template"] = json!("disk_full@v1"))), 422, "invalid_type", "template"),
-        ("template without version", body(with(&|v| v["template"] = json!({"name": "disk_full"}))), 422, "required", "template.version"),
-        ("template version 0", body(with(&|v| v["template"]["version"] = json!(0))), 422, "out_of_range", "template.version"),
-        ("template version as string", body(with(&|v| v["template"]["version"] = json!("1"))), 422, "invalid_type", "template.version"),
-        ("unknown template", body(with(&|v| v["template"]["name"] = json!("nope"))), 422, "unknown_template", "template.name"),
-        ("unknown version", body(with(&|v| v["template"]["version"] = json!(99))), 422, "unknown_template_version", "template.version"),
-        ("extra template field", body(with(&|v| v["template"]["locale"] = json!("en"))), 422, "unknown_field", "template.locale"),
-        ("missing recipient", body(with(&|v| { v.as_object_mut().map(|o| o.remove("recipient")); })), 422, "required", "recipient"),
-        ("recipient without +", body(with(&|v| v["recipient"] = json!("14155550100"))), 422, "invalid_phone_number", "recipient"),
-        ("recipient with spaces", body(with(&|v| v["recipient"] = json!("+1 415 555 0100"))), 422, "invalid_phone_number", "recipient"),
-        ("recipient too short", body(with(&|v| v["recipient"] = json!("+12345"))), 422, "invalid_phone_number", "recipient"),
-        ("recipient 16 digits", body(with(&|v| v["recipient"] = json!("+1234567890123456"))), 422, "invalid_phone_number", "recipient"),
-        ("missing variable", body(with(&|v| { v["variables"].as_object_mut().map(|o| o.remove("mount")); })), 422, "missing_variable", "variables.mount"),
-        ("unexpected variable", body(with(&|v| v["variables"]["colour"] = json!("red"))), 422, "unexpected_variable", "variables.colour"),
-        ("variable as object", body(with(&|v| v["variables"]["host"] = json!({"a": 1}))), 422, "invalid_type", "variables.host"),
-        ("variable with newline", body(with(&|v| v["variables"]["host"] = json!("db\n1"))), 422, "invalid_format", "variables.host"),
-        ("variable too long", body(with(&|v| v["variables"]["host"] = json!("h".repeat(600)))), 422, "too_long", "variables.host"),
+        (
+            "template without version",
+            body(with(&|v| v["template"] = json!({"name": "disk_full"}))),
+            422,
+            "required",
+            "template.version",
+        ),
+        (
+            "template version 0",
+            body(with(&|v| v["template"]["version"] = json!(0))),
+            422,
+            "out_of_range",
+            "template.version",
+        ),
+        (
+            "template version as string",
+            body(with(&|v| v["template"]["version"] = json!("1"))),
+            422,
+            "invalid_type",
+            "template.version",
+        ),
+        (
+            "unknown template",
+            body(with(&|v| v["template"]["name"] = json!("nope"))),
+            422,
+            "unknown_template",
+            "template.name",
+        ),
+        (
+            "unknown version",
+            body(with(&|v| v["template"]["version"] = json!(99))),
+            422,
+            "unknown_template_version",
+            "template.version",
+        ),
+        (
+            "extra template field",
+            body(with(&|v| v["template"]["locale"] = json!("en"))),
+            422,
+            "unknown_field",
+            "template.locale",
+        ),
+        (
+            "missing recipient",
+            body(with(&|v| {
+                v.as_object_mut().map(|o| o.remove("recipient"));
+            })),
+            422,
+            "required",
+            "recipient",
+        ),
+        (
+            "recipient without +",
+            body(with(&|v| v["recipient"] = json!("14155550100"))),
+            422,
+            "invalid_phone_number",
+            "recipient",
+        ),
+        (
+            "recipient with spaces",
+            body(with(&|v| v["recipient"] = json!("+1 415 555 0100"))),
+            422,
+            "invalid_phone_number",
+            "recipient",
+        ),
+        (
+            "recipient too short",
+            body(with(&|v| v["recipient"] = json!("+12345"))),
+            422,
+            "invalid_phone_number",
+            "recipient",
+        ),
+        (
+            "recipient 16 digits",
+            body(with(&|v| v["recipient"] = json!("+1234567890123456"))),
+            422,
+            "invalid_phone_number",
+            "recipient",
+        ),
+        (
+            "missing variable",
+            body(with(&|v| {
+                v["variables"].as_object_mut().map(|o| o.remove("mount"));
+            })),
+            422,
+            "missing_variable",
+            "variables.mount",
+        ),
+        (
+            "unexpected variable",
+            body(with(&|v| v["variables"]["colour"] = json!("red"))),
+            422,
+            "unexpected_variable",
+            "variables.colour",
+        ),
+        (
+            "variable as object",
+            body(with(&|v| v["variables"]["host"] = json!({"a": 1}))),
+            422,
+            "invalid_type",
+            "variables.host",
+        ),
+        (
+            "variable with newline",
+            body(with(&|v| v["variables"]["host"] = json!("db\n1"))),
+            422,
+            "invalid_format",
+            "variables.host",
+        ),
+        (
+            "variable too long",
+            body(with(&|v| v["variables"]["host"] = json!("h".repeat(600)))),
+            422,
+            "too_long",
+            "variables.host",
+        ),
         ("variables as list", body(with(&|v| v["variables"] = json!(["db-1"]))), 422, "invalid_type", "variables"),
-        ("deadline in the past", body(with(&|v| v["deadline"] = json!("2020-01-01T00:00:00Z"))), 422, "deadline_in_past", "deadline"),
+        (
+            "deadline in the past",
+            body(with(&|v| v["deadline"] = json!("2020-01-01T00:00:00Z"))),
+            422,
+            "deadline_in_past",
+            "deadline",
+        ),
         ("deadline too soon", body(with(&|v| v["deadline"] = json!("10s"))), 422, "deadline_too_soon", "deadline"),
         ("deadline too far", body(with(&|v| v["deadline"] = json!("30days"))), 422, "deadline_too_far", "deadline"),
         ("deadline garbage", body(with(&|v| v["deadline"] = json!("soonish"))), 422, "invalid_format", "deadline"),
         ("deadline as number", body(with(&|v| v["deadline"] = json!(900))), 422, "invalid_type", "deadline"),
-        ("bad sender id", body(with(&|v| v["sms"] = json!({"sender_id": "!!"}))), 422, "invalid_format", "sms.sender_id"),
-        ("bad max price", body(with(&|v| v["sms"] = json!({"max_price_usd": "abc"}))), 422, "out_of_range", "sms.max_price_usd"),
-        ("bad origination number", body(with(&|v| v["sms"] = json!({"origination_number": "555"}))), 422, "invalid_phone_number", "sms.origination_number"),
-        ("unknown sms field", body(with(&|v| v["sms"] = json!({"priority": "high"}))), 422, "unknown_field", "sms.priority"),
+        (
+            "bad sender id",
+            body(with(&|v| v["sms"] = json!({"sender_id": "!!"}))),
+            422,
+            "invalid_format",
+            "sms.sender_id",
+        ),
+        (
+            "bad max price",
+            body(with(&|v| v["sms"] = json!({"max_price_usd": "abc"}))),
+            422,
+            "out_of_range",
+            "sms.max_price_usd",
+        ),
+        (
+            "bad origination number",
+            body(with(&|v| v["sms"] = json!({"origination_number": "555"}))),
+            422,
+            "invalid_phone_number",
+            "sms.origination_number",
+        ),
+        (
+            "unknown sms field",
+            body(with(&|v| v["sms"] = json!({"priority": "high"}))),
+            422,
+            "unknown_field",
+            "sms.priority",
+        ),
         ("unknown top-level field", body(with(&|v| v["priority"] = json!("high"))), 422, "unknown_field", "priority"),
-        ("message over the segment cap", body(with(&|v| v["variables"]["host"] = json!("h".repeat(500)))), 422, "too_many_segments", "variables"),
+        (
+            "message over the segment cap",
+            body(with(&|v| v["variables"]["host"] = json!("h".repeat(500)))),
+            422,
+            "too_many_segments",
+            "variables",
+        ),
     ];
     assert!(cases.len() >= 30);
     for (case, event, status, code, field) in cases {
@@ -222,7 +387,8 @@ async fn a_rejected_eventbridge_event_is_kept_on_the_rejects_queue_with_its_reas
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_examples_are_accepted() {
     let p = Pipeline::start().await;
-    let text = std::fs::read_to_string(tocsin_harness::workspace_root().join("functions/intake/api/openapi.yaml")).expect("openapi");
+    let text = std::fs::read_to_string(tocsin_harness::workspace_root().join("functions/intake/api/openapi.yaml"))
+        .expect("openapi");
     let spec: Value = serde_yaml_ng::from_str(&text).expect("yaml");
     let examples = spec
         .pointer("/paths/~1alerts/post/requestBody/content/application~1json/examples")
