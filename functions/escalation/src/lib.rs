@@ -218,12 +218,18 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
         }
     }
 
-    /// True when applied now; false when someone else changed the intent first (then `record`
-    /// is refreshed so later actions decide on the truth).
+    /// True when applied now; false when another run got there first. Then `record` is
+    /// refreshed, so the later actions and the next check are decided on the truth.
     async fn apply(&self, t: Transition, record: &mut IntentRecord) -> Result<bool, PortError> {
+        let key = t.key.clone();
         match self.store.transition(t).await? {
             TransitionOutcome::Applied => Ok(true),
-            TransitionOutcome::AlreadyApplied => Ok(false),
+            TransitionOutcome::AlreadyApplied => {
+                if let Some(current) = self.store.get(&key).await? {
+                    *record = current;
+                }
+                Ok(false)
+            }
             TransitionOutcome::Refused(current) => {
                 *record = *current;
                 Ok(false)

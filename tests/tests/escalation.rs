@@ -1,0 +1,202 @@
+//! Escalation: every undelivered alert past its deadline reaches on-call, once; the sweep's cost
+//! follows the due intents, not the table. Real emulator calls throughout.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration as StdDuration, Instant};
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use chrono::Duration;
+use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
+use tocsin::domain::State;
+use tocsin::ports::{DueIndex, IntentStore};
+use tocsin_harness::Emulator;
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
+
+/// Submits and sends `n` alerts (all accepted, none delivered).
+async fn accepted(p: &Pipeline, prefix: &str, n: usize) -> Vec<String> {
+    let mut keys = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
+        let bodies: Vec<_> =
+            chunk.iter().map(|i| alert(&format!("{prefix}-{i}"), &format!("+1415555{:04}", 1000 + i))).collect();
+        let answers = futures::future::join_all(bodies.iter().map(|b| p.submit(b))).await;
+        keys.extend(answers.iter().map(|(_, b)| key_of(b).to_string()));
+    }
+    p.run_sender().await;
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_overlapping_runs_over_fifty_due_intents_escalate_each_exactly_once() {
+    let p = Pipeline::start().await;
+    let keys = accepted(&p, "overlap", 50).await;
+    p.clock.advance(Duration::minutes(16));
+    let (a, b) = tokio::join!(p.run_escalation(), p.run_escalation());
+    assert_eq!(a.escalated + b.escalated, 50, "{a:?} {b:?}");
+    let msgs = p.escalations().await;
+    assert_eq!(msgs.len(), 50);
+    let unique: HashSet<String> = msgs.iter().map(|(m, _)| m.idempotency_key.clone()).collect();
+    assert_eq!(unique, keys.into_iter().collect::<HashSet<_>>());
+    for (m, attrs) in &msgs {
+        assert_eq!(attrs.get("idempotency_key"), Some(&m.idempotency_key), "the key travels as an attribute too");
+        assert!(m.recipient_masked.contains("****"));
+        assert!(!m.history.is_empty() && !m.reason.is_empty());
+    }
+    let again = p.run_escalation().await;
+    assert_eq!((again.read, again.escalated), (0, 0), "escalated intents leave the due index");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_marking_and_sending_is_recovered_by_a_later_run() {
+    let p = Pipeline::start().await;
+    let keys = accepted(&p, "crash-mark", 1).await;
+    let key = tocsin::domain::IdempotencyKey::parse(&keys[0]).expect("key");
+    p.clock.advance(Duration::minutes(16));
+    // A run took the escalation lease and died before sending.
+    let now = p.clock.now_utc();
+    assert!(p.ledger.lease_escalation(&key, "crashed-run", now, now + Duration::minutes(2)).await.expect("lease"));
+    let held = p.run_escalation().await;
+    assert_eq!((held.escalated, held.escalation_lease_held_elsewhere), (0, 1));
+    assert!(p.escalations().await.is_empty());
+    p.clock.advance(Duration::minutes(3));
+    assert_eq!(p.run_escalation().await.escalated, 1);
+    assert_eq!(p.escalations().await.len(), 1);
+    assert!(p.record(&key).await.status.escalation.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_sending_before_marking_sends_again_with_the_same_key() {
+    let p = Pipeline::start().await;
+    let keys = accepted(&p, "crash-send", 1).await;
+    p.clock.advance(Duration::minutes(11));
+    assert_eq!(p.run_escalation().await.delay_suspected, 1, "marked in an earlier run");
+    p.clock.advance(Duration::minutes(5));
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 3).await.expect("proxy");
+    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let crashing = escalation::Escalator {
+        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable")),
+        send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
+        escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
+        clock: p.clock.clone(),
+        config: p.escalation.config.clone(),
+    };
+    proxy.add_rule(Rule::times(
+        "DynamoDB_20120810.TransactWriteItems",
+        Fault::json_error("com.amazonaws.dynamodb.v20120810#InternalServerError", "boom", 500),
+        10,
+    ));
+    let run = crashing.run(Instant::now() + StdDuration::from_secs(30)).await.expect("run");
+    assert_eq!(run.errors, 1);
+    p.clock.advance(Duration::minutes(3));
+    assert_eq!(p.run_escalation().await.escalated, 1);
+    let msgs = p.escalations().await;
+    assert_eq!(msgs.len(), 2, "at least once: sent again rather than lost");
+    assert!(msgs.iter().all(|(m, a)| m.idempotency_key == keys[0] && a.get("idempotency_key") == Some(&keys[0])));
+    assert_eq!(p.run_escalation().await.escalated, 0);
+}
+
+/// Writes `n` delivered intents straight into the ledger (they never enter the due index).
+async fn seed_delivered(p: &Pipeline, n: usize) {
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let table = p.stack.table("LedgerTable").to_owned();
+    let filler = "x".repeat(400);
+    let writes: Vec<WriteRequest> = (0..n)
+        .map(|i| {
+            let item = HashMap::from([
+                ("pk".to_owned(), AttributeValue::S(format!("INTENT#{i:064}"))),
+                ("sk".to_owned(), AttributeValue::S("INTENT".into())),
+                ("state".to_owned(), AttributeValue::S("delivered".into())),
+                ("intent".to_owned(), AttributeValue::S(filler.clone())),
+            ]);
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build().expect("put"))
+                .build()
+        })
+        .collect();
+    for chunk in writes.chunks(25) {
+        ddb.batch_write_item().request_items(&table, chunk.to_vec()).send().await.expect("batch write");
+    }
+}
+
+async fn sweep_reads(delivered: usize) -> (usize, BTreeMap<String, usize>) {
+    let p = Pipeline::start().await;
+    accepted(&p, "flat", 20).await;
+    seed_delivered(&p, delivered).await;
+    p.clock.advance(Duration::minutes(16));
+    p.emulator.start_recording().await.expect("record");
+    let run = p.run_escalation().await;
+    let ops = p.emulator.stop_recording().await.expect("recording");
+    let reads = ops
+        .into_iter()
+        .filter(|o| {
+            o.starts_with("DynamoDB_20120810.")
+                && (o.ends_with("Query") || o.ends_with("Scan") || o.ends_with("GetItem"))
+        })
+        .fold(BTreeMap::new(), |mut m, o| {
+            *m.entry(o).or_insert(0) += 1;
+            m
+        });
+    assert_eq!(run.escalated, 20);
+    (run.read, reads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_items_a_sweep_reads_are_the_same_with_1000_and_10000_delivered_intents() {
+    let (read_small, ops_small) = sweep_reads(1_000).await;
+    let (read_large, ops_large) = sweep_reads(10_000).await;
+    assert_eq!((read_small, read_large), (20, 20));
+    assert_eq!(ops_small, ops_large, "the same read calls whatever the table size");
+    assert!(!ops_small.contains_key("DynamoDB_20120810.Scan"), "never a scan: {ops_small:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_intent_becomes_delay_suspected_then_expired_unknown_after_73_hours() {
+    let p = Pipeline::start().await;
+    let keys = accepted(&p, "silent", 1).await;
+    let key = tocsin::domain::IdempotencyKey::parse(&keys[0]).expect("key");
+    p.clock.advance(Duration::minutes(11));
+    let run = p.run_escalation().await;
+    assert_eq!((run.delay_suspected, run.escalated), (1, 0), "a warning first, not a failure");
+    assert_eq!(p.record(&key).await.status.state, State::DelaySuspected);
+    p.clock.advance(Duration::minutes(5));
+    assert_eq!(p.run_escalation().await.escalated, 1);
+    p.clock.advance(Duration::hours(73));
+    assert_eq!(p.run_escalation().await.expired_unknown, 1);
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::ExpiredUnknown);
+    assert_eq!(p.escalations().await.len(), 1, "escalated once only");
+    let (records, _) = p.ledger.due(p.clock.now_utc() + Duration::days(400), 100, None).await.expect("due");
+    assert!(records.is_empty(), "settled intents leave the due index");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_is_paged_and_stops_before_the_time_budget_leaving_the_rest_due() {
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SWEEP_PAGE_SIZE", "7")],
+        sns_endpoint: None,
+    })
+    .await;
+    accepted(&p, "paged", 20).await;
+    p.clock.advance(Duration::minutes(16));
+    let out_of_time = p.escalation.run(Instant::now()).await.expect("run");
+    assert_eq!((out_of_time.read, out_of_time.complete), (0, false));
+    let run = p.run_escalation().await;
+    assert_eq!((run.read, run.escalated, run.complete), (20, 20, true), "three pages of seven in one run");
+    assert_eq!(p.escalations().await.len(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_deadline() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("lapsed-1", "+14155550160")).await;
+    let key = key_of(&body);
+    let now = p.clock.now_utc();
+    p.ledger.claim(&key, "vanished-attempt", now, now + Duration::minutes(2)).await.expect("claim");
+    p.clock.advance(Duration::minutes(3));
+    assert_eq!(p.run_escalation().await.lease_expired_unknown, 1);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    p.clock.advance(Duration::minutes(13));
+    assert_eq!(p.run_escalation().await.escalated, 1);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
+}
