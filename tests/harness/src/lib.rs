@@ -6,6 +6,7 @@
 pub mod emulator;
 pub mod events;
 pub mod fault_proxy;
+pub mod runtime_api;
 pub mod stack;
 
 pub use emulator::{Emulator, SentSms};
@@ -42,4 +43,44 @@ pub(crate) fn aws_err<E: std::error::Error>(op: &'static str, e: E) -> HarnessEr
         src = inner.source();
     }
     HarnessError::Aws(op, s)
+}
+
+/// Runs a function's real binary under the Runtime API stand-in, against a fresh emulator and
+/// stack, with the function's environment from `template.yaml`; invokes every `events/<dir>/*.json`
+/// file and returns (file name, answer) pairs.
+pub async fn invoke_events_through_runtime(
+    binary: &str,
+    logical_id: &str,
+    events_dir: &str,
+) -> Result<Vec<(String, runtime_api::Invocation)>> {
+    let emulator = Emulator::start().await?;
+    let stack = Stack::provision(&emulator.sdk_config().await, "tocsin-local").await?;
+    let api = runtime_api::RuntimeApi::start().await?;
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.env_clear()
+        .envs(stack.function_env(logical_id)?)
+        .envs(emulator.aws_env())
+        .envs(api.lambda_env(logical_id))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let dir = workspace_root().join("events").join(events_dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let event: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f)?)
+            .map_err(|e| HarnessError::Emulator(format!("{}: {e}", f.display())))?;
+        let answer = tokio::select! {
+            a = api.invoke(event, std::time::Duration::from_secs(60)) => a?,
+            status = child.wait() => {
+                return Err(HarnessError::Emulator(format!("{binary} exited before answering ({:?}); init error: {:?}", status.ok(), api.init_error())));
+            }
+        };
+        out.push((f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), answer));
+    }
+    let _ = child.kill().await;
+    Ok(out)
 }
