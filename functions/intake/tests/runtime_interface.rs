@@ -5,9 +5,10 @@ use tocsin_harness::runtime_api::Invocation;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sample_event_is_accepted_through_the_runtime_interface() {
-    let answers = tocsin_harness::invoke_events_through_runtime(env!("CARGO_BIN_EXE_intake"), "IntakeFunction", "intake")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let answers =
+        tocsin_harness::invoke_events_through_runtime(env!("CARGO_BIN_EXE_intake"), "IntakeFunction", "intake")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     assert!(!answers.is_empty(), "events/intake/ has samples");
     for (file, answer) in answers {
         let Invocation::Response(body) = &answer else { panic!("events/intake/{file}: {answer:?}") };

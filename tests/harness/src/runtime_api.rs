@@ -102,7 +102,9 @@ impl RuntimeApi {
             Ok(Ok(result)) => Ok(result),
             _ => {
                 let init = self.shared.init_error.lock().ok().and_then(|e| e.clone());
-                Err(HarnessError::Emulator(format!("no answer from the function within {timeout:?}; init error: {init:?}")))
+                Err(HarnessError::Emulator(format!(
+                    "no answer from the function within {timeout:?}; init error: {init:?}"
+                )))
             }
         }
     }
@@ -150,7 +152,8 @@ async fn route(req: Request<Incoming>, sh: Arc<Shared>) -> Response<Full<Bytes>>
             r
         }
         (Method::POST, ["2018-06-01", "runtime", "invocation", id, kind @ ("response" | "error")]) => {
-            let value: Value = serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
+            let value: Value =
+                serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
             let result = if *kind == "response" { Invocation::Response(value) } else { Invocation::Error(value) };
             if let Some(tx) = sh.pending.lock().ok().and_then(|mut p| p.remove(*id)) {
                 let _ = tx.send(result);
