@@ -199,6 +199,8 @@ impl SenderConfig {
 pub struct StatusConfig {
     pub ledger_table: String,
     pub recipients_table: String,
+    /// An attempt's search window after its claim (orphan matching).
+    pub reconcile_margin: Duration,
     /// How long to wait, within one invocation, for the sender's message-id write to land before
     /// a record is kept as an orphan.
     pub orphan_wait: Duration,
@@ -209,6 +211,7 @@ impl StatusConfig {
         let c = StatusConfig {
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
+            reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
         };
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
@@ -219,6 +222,13 @@ impl StatusConfig {
 #[derive(Debug, Clone)]
 pub struct EscalationConfig {
     pub ledger_table: String,
+    pub recipients_table: String,
+    /// The SNS SMS delivery-status log groups searched by reconciliation.
+    pub sms_success_log_group: String,
+    pub sms_failure_log_group: String,
+    pub reconcile_margin: Duration,
+    /// Unknown outcomes searched per run.
+    pub reconcile_batch: usize,
     pub send_queue_url: String,
     pub escalation_queue_url: String,
     pub sweep: SweepPolicy,
@@ -234,6 +244,11 @@ impl EscalationConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
         let c = EscalationConfig {
             ledger_table: env.required(LEDGER_TABLE),
+            recipients_table: env.required(RECIPIENTS_TABLE),
+            sms_success_log_group: env.required("TOCSIN_SMS_SUCCESS_LOG_GROUP"),
+            sms_failure_log_group: env.required("TOCSIN_SMS_FAILURE_LOG_GROUP"),
+            reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
+            reconcile_batch: env.number("TOCSIN_RECONCILE_BATCH", 0usize),
             send_queue_url: env.required(SEND_QUEUE_URL),
             escalation_queue_url: env.required(ESCALATION_QUEUE_URL),
             sweep: sweep_policy(env),

@@ -8,4 +8,5 @@ pub mod adapters;
 pub mod config;
 pub mod domain;
 pub mod ports;
+pub mod services;
 pub mod telemetry;

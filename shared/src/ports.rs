@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
+use crate::domain::reconcile::{Found, ReconcileState, Window};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 
 /// A dependency (DynamoDB, SQS, SNS, CloudWatch Logs) failed or answered something unreadable.
@@ -58,6 +59,8 @@ pub struct StatusPatch {
     pub escalation: Option<Escalation>,
     pub add_conflict: bool,
     pub last_error: Option<String>,
+    /// Reconciliation bookkeeping: (searches so far, next search, state).
+    pub reconcile: Option<(u32, Option<DateTime<Utc>>, ReconcileState)>,
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,
@@ -263,4 +266,34 @@ pub struct RejectedEvent {
 
 pub trait RejectSink: Send + Sync {
     fn reject(&self, event: &RejectedEvent) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// Why a log search did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("the log search was throttled")]
+    Throttled,
+    #[error(transparent)]
+    Failed(#[from] PortError),
+}
+
+/// Searches the SNS SMS delivery-status log groups (both) for records to one destination.
+pub trait DeliveryLogSearch: Send + Sync {
+    fn records_to(
+        &self,
+        destination: &PhoneNumber,
+        window: Window,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Found>, SearchError>> + Send;
+}
+
+/// Intents whose outcome is open (`sending`, `send_unknown`) to one recipient, claimed in a window:
+/// the candidates an orphaned delivery record may belong to.
+pub trait OpenAttempts: Send + Sync {
+    fn open_attempts_to(
+        &self,
+        recipient: &PhoneNumber,
+        claimed_from: DateTime<Utc>,
+        claimed_to: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<Vec<IntentRecord>>> + Send;
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use aws_lambda_events::sqs::SqsBatchResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
 use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sns::SnsGateway;
@@ -54,7 +55,14 @@ impl Clock for TestClock {
 pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
 pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SnsGateway, SqsSendQueue, TestClock>;
 pub type StatusFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
-pub type EscalationFn = escalation::Escalator<DynamoLedger, SqsSendQueue, SqsEscalationQueue, TestClock>;
+pub type EscalationFn = escalation::Escalator<
+    DynamoLedger,
+    SqsSendQueue,
+    SqsEscalationQueue,
+    CloudWatchLogsSearch,
+    DynamoRegistry,
+    TestClock,
+>;
 
 pub struct Pipeline {
     pub emulator: Emulator,
@@ -146,6 +154,12 @@ impl Pipeline {
             store: ledger.clone(),
             send_queue: SqsSendQueue::new(sqs.clone(), &esc_cfg.send_queue_url),
             escalations: SqsEscalationQueue::new(sqs.clone(), &esc_cfg.escalation_queue_url),
+            logs: CloudWatchLogsSearch::new(
+                aws_sdk_cloudwatchlogs::Client::new(&sdk),
+                &esc_cfg.sms_success_log_group,
+                &esc_cfg.sms_failure_log_group,
+            ),
+            registry: registry.clone(),
             clock: clock.clone(),
             config: esc_cfg,
         };

@@ -78,6 +78,8 @@ async fn a_crash_after_sending_before_marking_sends_again_with_the_same_key() {
         store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable")),
         send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
         escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
+        logs: p.escalation.logs.clone(),
+        registry: p.registry.clone(),
         clock: p.clock.clone(),
         config: p.escalation.config.clone(),
     };

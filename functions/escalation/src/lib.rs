@@ -8,7 +8,8 @@
 //! key as a message attribute for consumers to de-duplicate). Work stops before the function's
 //! own deadline; the rest stays due for the next run.
 
-use std::time::Instant;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -16,12 +17,19 @@ use tocsin::config::EscalationConfig;
 use tocsin::domain::State;
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::ports::{
-    Clock, DueIndex, EscalationMessage, EscalationQueue, IntentStore, NextCheck, PortError, SendQueue, StatusPatch,
-    Transition, TransitionOutcome,
+    Clock, DeliveryLogSearch, DueIndex, EscalationMessage, EscalationQueue, IntentStore, MessageIndex, NextCheck,
+    PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition, TransitionOutcome,
 };
+use tocsin::services::receipts::{self, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
+
+/// The longest one log search may take; a slow search never holds up the next run's escalations.
+const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Records read per search at most (two log groups, a narrow window, one number).
+const SEARCH_MAX_RECORDS: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EscalationError {
@@ -45,20 +53,38 @@ pub struct RunSummary {
     pub expired_unknown: usize,
     pub lease_expired_unknown: usize,
     pub re_enqueued: usize,
+    /// Unknown outcomes settled from the delivery-status logs.
+    pub reconciled: usize,
+    /// Several candidate messages: left to a human.
+    pub ambiguous: usize,
+    /// Searched, nothing yet: searched again later.
+    pub still_unknown: usize,
+    /// Searches not made because FilterLogEvents was throttled or out of time (next run).
+    pub reconcile_deferred: usize,
     pub errors: usize,
     /// False when the run stopped at its time budget with due intents left for the next run.
     pub complete: bool,
 }
 
-pub struct Escalator<S, Q, E, C> {
+pub struct Escalator<S, Q, E, L, R, C> {
     pub store: S,
     pub send_queue: Q,
     pub escalations: E,
+    pub logs: L,
+    pub registry: R,
     pub clock: C,
     pub config: EscalationConfig,
 }
 
-impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Escalator<S, Q, E, C> {
+impl<S, Q, E, L, R, C> Escalator<S, Q, E, L, R, C>
+where
+    S: IntentStore + DueIndex + MessageIndex,
+    Q: SendQueue,
+    E: EscalationQueue,
+    L: DeliveryLogSearch,
+    R: RecipientRegistry,
+    C: Clock,
+{
     /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
     /// configured safety margin).
     pub async fn run(&self, stop_at: Instant) -> Result<RunSummary, EscalationError> {
@@ -66,6 +92,7 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
         let run_id = uuid::Uuid::new_v4().to_string();
         let mut summary = RunSummary { run_id: run_id.clone(), complete: true, ..Default::default() };
         let mut token = None;
+        let mut to_reconcile: Vec<IntentRecord> = Vec::new();
         'pages: loop {
             let now = self.clock.now();
             let (page, next) = self.store.due(now, self.config.page_size, token.take()).await?;
@@ -75,7 +102,7 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                     break 'pages;
                 }
                 summary.read += 1;
-                if let Err(e) = self.sweep_one(record, &run_id, &mut summary).await {
+                if let Err(e) = self.sweep_one(record, &run_id, &mut summary, &mut to_reconcile).await {
                     summary.errors += 1;
                     tracing::warn!(error = %e, "sweep of one intent failed; it stays due for the next run");
                 }
@@ -85,7 +112,13 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                 None => break,
             }
         }
+        // Escalations first; log searches only with the time that is left.
+        self.reconcile(to_reconcile, stop_at, &mut summary).await;
         let mut m = Metrics::new("escalation");
+        m.count("reconciled", summary.reconciled as u64);
+        m.count("reconcile_ambiguous", summary.ambiguous as u64);
+        m.count("still_unknown", summary.still_unknown as u64);
+        m.count("reconcile_deferred", summary.reconcile_deferred as u64);
         m.count("escalated", summary.escalated as u64);
         m.count("delay_suspected", summary.delay_suspected as u64);
         m.count("expired_unknown", summary.expired_unknown as u64);
@@ -105,6 +138,7 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
         mut record: IntentRecord,
         run_id: &str,
         summary: &mut RunSummary,
+        to_reconcile: &mut Vec<IntentRecord>,
     ) -> Result<(), PortError> {
         let now = self.clock.now();
         let key = record.intent.key.clone();
@@ -186,6 +220,13 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
                         escalation_pending = true;
                     }
                 },
+                Action::Reconcile => {
+                    if to_reconcile.len() < self.config.reconcile_batch {
+                        to_reconcile.push(record.clone());
+                    } else {
+                        summary.reconcile_deferred += 1;
+                    }
+                }
             }
         }
         // Another run holds the escalation: leave the intent due so it is not lost if that run dies.
@@ -194,6 +235,140 @@ impl<S: IntentStore + DueIndex, Q: SendQueue, E: EscalationQueue, C: Clock> Esca
             self.store.set_next_check(&key, next).await?;
         }
         Ok(())
+    }
+
+    /// Searches the delivery-status logs for each unknown outcome, within the time budget. A
+    /// throttled search stops the searching for this run (the rest stays due for the next run).
+    async fn reconcile(&self, records: Vec<IntentRecord>, stop_at: Instant, summary: &mut RunSummary) {
+        let mut left = records.into_iter();
+        for record in left.by_ref() {
+            let remaining = stop_at.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                summary.reconcile_deferred += 1;
+                break;
+            }
+            match tokio::time::timeout(remaining.min(SEARCH_TIMEOUT), self.reconcile_one(&record)).await {
+                Ok(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
+                Ok(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
+                Ok(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
+                Ok(Err(SearchError::Throttled)) => {
+                    tracing::warn!("FilterLogEvents throttled; reconciliation resumes next run");
+                    summary.reconcile_deferred += 1;
+                    break;
+                }
+                Ok(Err(SearchError::Failed(e))) => {
+                    summary.errors += 1;
+                    tracing::warn!(key = record.intent.key.short(), error = %e, "reconciliation failed; retried next run");
+                }
+                Err(_) => {
+                    summary.reconcile_deferred += 1;
+                    tracing::warn!(key = record.intent.key.short(), "log search too slow; retried next run");
+                }
+            }
+        }
+        summary.reconcile_deferred += left.count();
+    }
+
+    async fn reconcile_one(&self, record: &IntentRecord) -> Result<Verdict, SearchError> {
+        let key = &record.intent.key;
+        let recipient = &record.intent.recipient;
+        let Some(claimed_at) = record.status.claimed_at else { return Ok(Verdict::NoMatch) };
+        let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
+        let found = self.logs.records_to(recipient, window, SEARCH_MAX_RECORDS).await?;
+        // Messages already tied to other intents (the same number alerted twice) do not count.
+        let mut linked_elsewhere = HashSet::new();
+        let ids: HashSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
+        for id in ids {
+            if let Some((owner, _)) = self.store.lookup(&id).await?
+                && &owner != key
+            {
+                linked_elsewhere.insert(id);
+            }
+        }
+        let verdict = judge(recipient, window, found, &linked_elsewhere);
+        let now = self.clock.now();
+        let search = record.status.reconcile_attempts + 1;
+        match &verdict {
+            Verdict::Link { sns_message_id, records } => {
+                for f in records {
+                    let event = LogEvent { id: &f.log_event_id, timestamp_ms: f.timestamp_ms };
+                    receipts::apply(
+                        &self.store,
+                        &self.registry,
+                        key,
+                        recipient,
+                        event,
+                        &f.record,
+                        Link::Reconciled,
+                        now,
+                    )
+                    .await?;
+                }
+                tracing::info!(key = key.short(), sns_message_id = %sns_message_id, "unknown outcome reconciled from the delivery-status logs");
+            }
+            Verdict::Ambiguous(candidates) => {
+                let t = self.bookkeeping(
+                    record,
+                    search,
+                    None,
+                    ReconcileState::Ambiguous,
+                    "several messages to this number in the window: a human must decide",
+                    candidates.clone(),
+                    now,
+                );
+                self.store.transition(t).await?;
+                tracing::warn!(
+                    key = key.short(),
+                    candidates = candidates.len(),
+                    "reconciliation ambiguous; left to a human"
+                );
+            }
+            Verdict::NoMatch => {
+                let next = next_attempt(record.status.reconcile_attempts, now);
+                let t = self.bookkeeping(
+                    record,
+                    search,
+                    Some(next),
+                    ReconcileState::Pending,
+                    "no delivery record yet",
+                    vec![],
+                    now,
+                );
+                self.store.transition(t).await?;
+            }
+        }
+        // Where the intent stands now decides its next check (delivered leaves the index).
+        if let Some(current) = self.store.get(key).await? {
+            let next = next_check(&current, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
+            self.store.set_next_check(key, next).await?;
+        }
+        Ok(verdict)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn bookkeeping(
+        &self,
+        record: &IntentRecord,
+        search: u32,
+        next: Option<DateTime<Utc>>,
+        state: ReconcileState,
+        outcome: &str,
+        candidates: Vec<tocsin::domain::reconcile::Candidate>,
+        now: DateTime<Utc>,
+    ) -> Transition {
+        Transition {
+            key: record.intent.key.clone(),
+            from: vec![State::SendUnknown],
+            attempt_id: None,
+            patch: StatusPatch { reconcile: Some((search, next, state)), ..Default::default() },
+            observation: Observation::new(
+                format!("reconcile:{search}"),
+                now,
+                ObservationKind::Reconciliation { outcome: outcome.into(), search, candidates },
+            ),
+            next_check: NextCheck::Keep,
+            index_message: None,
+        }
     }
 
     fn simple(

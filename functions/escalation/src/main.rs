@@ -4,7 +4,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
+use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
 use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig};
 use tocsin::ports::SystemClock;
@@ -15,10 +17,17 @@ async fn main() -> Result<(), Error> {
     let config = EscalationConfig::from_env(&mut Env::from_process())?;
     let aws = aws_config::load_from_env().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let escalator = escalation::Escalator {
-        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table),
+        store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
         send_queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
         escalations: SqsEscalationQueue::new(sqs, &config.escalation_queue_url),
+        logs: CloudWatchLogsSearch::new(
+            aws_sdk_cloudwatchlogs::Client::new(&aws),
+            &config.sms_success_log_group,
+            &config.sms_failure_log_group,
+        ),
+        registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
         clock: SystemClock,
         config,
     };

@@ -8,27 +8,22 @@
 //! the already-stored observations and does not apply them twice.
 
 use aws_lambda_events::cloudwatch_logs::{LogEntry, LogsEvent};
-use chrono::{TimeZone, Utc};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
-use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::phone::mask_phone_like;
-use tocsin::domain::provider::{FailureClass, TABLE_VERSION, classify};
-use tocsin::domain::state::{ReceiptEffect, apply_receipt};
+use tocsin::domain::provider::FailureClass;
+use tocsin::domain::reconcile::SKEW;
+use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{
-    Clock, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, RecipientRegistry, StatusPatch,
-    SuppressionEvidence, Transition, TransitionOutcome,
-};
+use tocsin::ports::{Clock, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError, RecipientRegistry};
+use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
 
 /// Log events processed at once within one invocation.
 const CONCURRENCY: usize = 16;
-/// Optimistic-concurrency retries when the intent changes under us.
-const MAX_RACES: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -80,7 +75,7 @@ pub struct StatusHandler<S, R, C> {
     pub config: StatusConfig,
 }
 
-impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
+impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
     pub async fn handle(&self, event: Value) -> Result<Summary, StatusError> {
         // The crate's decoder reads borrowed keys: deserialize from bytes, as the runtime does.
         let bytes = serde_json::to_vec(&event).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
@@ -158,46 +153,68 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
             Ok(f) => f,
             Err(e) => return (Err(e), false),
         };
-        let Some((key, recipient)) = found else {
-            let orphan = OrphanRecord {
-                log_event_id: entry.id.clone(),
-                sns_message_id: record.message_id.clone(),
-                log_group: log_group.to_owned(),
-                message: entry.message.clone(),
-                received_at: self.clock.now(),
-            };
-            tracing::info!(
-                log_event_id = %entry.id,
-                sns_message_id = %record.message_id,
-                destination = %record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
-                "delivery record matches no intent; kept as orphan"
-            );
-            return (self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned), false);
-        };
-        let class = (record.status.receipt().is_some() && record.status.as_str() == "FAILURE")
-            .then(|| classify(record.provider_response.as_deref()));
-        let outcome = self.apply(&key, entry, &record, class.map(|c| c.class)).await;
-        emit_delivery_metrics(&record, class.map(|c| (c.class, c.recognised)));
-        // Suppression runs even when the observation was stored before (a retried invocation
-        // that crashed between the two writes): the registry write is idempotent.
-        let mut suppressed = false;
-        if class.map(|c| c.class) == Some(FailureClass::PermanentRecipient) {
-            let evidence = SuppressionEvidence {
-                log_event_id: entry.id.clone(),
-                provider_response: record.provider_response.clone(),
-                at: self.clock.now(),
-                intent_key: key.to_string(),
-                table_version: TABLE_VERSION.into(),
-            };
-            match self.registry.suppress(&recipient, &evidence).await {
-                Ok(()) => {
-                    suppressed = true;
-                    tracing::warn!(recipient = %recipient, key = key.short(), reason = record.provider_response.as_deref().unwrap_or(""), "recipient suppressed");
+        let (key, recipient, link) = match found {
+            Some((key, recipient)) => (key, recipient, Link::Indexed),
+            None => match self.open_attempt_for(&record, entry).await {
+                Ok(Some((key, recipient))) => (key, recipient, Link::Reconciled),
+                Ok(None) => {
+                    let orphan = OrphanRecord {
+                        log_event_id: entry.id.clone(),
+                        sns_message_id: record.message_id.clone(),
+                        log_group: log_group.to_owned(),
+                        message: entry.message.clone(),
+                        received_at: self.clock.now(),
+                    };
+                    tracing::info!(
+                        log_event_id = %entry.id,
+                        sns_message_id = %record.message_id,
+                        destination = %record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
+                        "delivery record matches no intent; kept as orphan"
+                    );
+                    return (self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned), false);
                 }
                 Err(e) => return (Err(e), false),
+            },
+        };
+        let event = LogEvent { id: &entry.id, timestamp_ms: entry.timestamp };
+        let now = self.clock.now();
+        match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &record, link, now).await {
+            Ok(o) => {
+                emit_delivery_metrics(&record, o.class.map(|c| (c, o.recognised)));
+                let outcome = match o.applied {
+                    Applied::Effect(effect) => EventOutcome::Applied(effect),
+                    Applied::Duplicate => EventOutcome::Duplicate,
+                };
+                (Ok(outcome), o.suppressed)
             }
+            Err(e) => (Err(e), false),
         }
-        (outcome, suppressed)
+    }
+
+    /// A record whose message id is in no index may still be ours: the sender crashed after
+    /// publishing, or its MessageId write has not landed. One open attempt (sending or
+    /// send_unknown) to the record's destination, claimed inside the record's window, is it.
+    async fn open_attempt_for(
+        &self,
+        record: &DeliveryRecord,
+        entry: &LogEntry,
+    ) -> Result<Option<(IdempotencyKey, PhoneNumber)>, PortError> {
+        let Some(destination) = record.destination.as_deref().and_then(|d| PhoneNumber::parse(d).ok()) else {
+            return Ok(None);
+        };
+        let Some(at) = record.timestamp.or_else(|| chrono::DateTime::from_timestamp_millis(entry.timestamp)) else {
+            return Ok(None);
+        };
+        let margin = chrono::Duration::from_std(self.config.reconcile_margin).unwrap_or(chrono::Duration::zero());
+        let skew = chrono::Duration::from_std(SKEW).unwrap_or(chrono::Duration::zero());
+        let open = self.store.open_attempts_to(&destination, at - margin, at + skew).await?;
+        match open.as_slice() {
+            [one] => {
+                tracing::info!(key = one.intent.key.short(), sns_message_id = %record.message_id, "orphan record matched to an open attempt");
+                Ok(Some((one.intent.key.clone(), one.intent.recipient.clone())))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The sender writes the message-id index right after SNS accepts; a record can (rarely)
@@ -213,93 +230,6 @@ impl<S: IntentStore + MessageIndex, R: RecipientRegistry, C: Clock> StatusHandle
             }
         }
         Ok(None)
-    }
-
-    async fn apply(
-        &self,
-        key: &IdempotencyKey,
-        entry: &LogEntry,
-        record: &DeliveryRecord,
-        class: Option<FailureClass>,
-    ) -> Result<EventOutcome, PortError> {
-        let at = record
-            .timestamp
-            .or_else(|| Utc.timestamp_millis_opt(entry.timestamp).single())
-            .unwrap_or_else(|| self.clock.now());
-        for _ in 0..MAX_RACES {
-            let Some(current) = self.store.get(key).await? else {
-                return Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() });
-            };
-            let state = current.status.state;
-            let effect = match record.status.receipt() {
-                Some(r) => apply_receipt(state, r),
-                None => ReceiptEffect::Unrecognised,
-            };
-            let now = self.clock.now();
-            let mut patch = StatusPatch::default();
-            let mut next = NextCheck::Keep;
-            let from = match effect {
-                ReceiptEffect::Moved { from, to } => {
-                    patch.state = Some(to);
-                    patch.final_at = Some(at);
-                    if to == State::Failed {
-                        patch.last_error = Some(format!(
-                            "{} ({})",
-                            record.provider_response.as_deref().unwrap_or("delivery failed"),
-                            class.map_or("unclassified", FailureClass::as_str)
-                        ));
-                        next = if current.status.escalation.is_some() { NextCheck::Remove } else { NextCheck::At(now) };
-                    } else {
-                        next = NextCheck::Remove;
-                    }
-                    vec![from]
-                }
-                ReceiptEffect::Conflicting => {
-                    patch.add_conflict = true;
-                    vec![state]
-                }
-                _ => vec![state],
-            };
-            let observation = Observation::new(
-                format!("log:{}", entry.id),
-                at,
-                ObservationKind::DeliveryStatus {
-                    log_event_id: entry.id.clone(),
-                    sns_message_id: record.message_id.clone(),
-                    status: record.status.as_str().to_owned(),
-                    provider_response: record.provider_response.clone(),
-                    class,
-                    carrier: record.carrier.clone(),
-                    dwell_ms: record.dwell_ms,
-                    effect,
-                    late: current.status.escalation.is_some(),
-                },
-            )
-            .with_state(patch.state.unwrap_or(state));
-            let t = Transition {
-                key: key.clone(),
-                from,
-                attempt_id: None,
-                patch,
-                observation,
-                next_check: next,
-                index_message: None,
-            };
-            match self.store.transition(t).await? {
-                TransitionOutcome::Applied => {
-                    if effect == ReceiptEffect::Conflicting {
-                        tracing::warn!(key = key.short(), state = %state, status = record.status.as_str(), "conflicting delivery record stored; state kept");
-                    }
-                    return Ok(EventOutcome::Applied(effect));
-                }
-                TransitionOutcome::AlreadyApplied => return Ok(EventOutcome::Duplicate),
-                TransitionOutcome::Refused(_) => continue,
-            }
-        }
-        Err(PortError::Unavailable {
-            operation: "status transition",
-            message: format!("intent {} kept changing", key.short()),
-        })
     }
 }
 

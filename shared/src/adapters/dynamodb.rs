@@ -22,13 +22,15 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::describe;
 use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
 use crate::domain::observation::Observation;
+use crate::domain::reconcile::ReconcileState;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::{
-    ClaimOutcome, DueIndex, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, PutOutcome,
-    Transition, TransitionOutcome,
+    ClaimOutcome, DueIndex, IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult,
+    PutOutcome, Transition, TransitionOutcome,
 };
 
 pub const DUE_INDEX: &str = "due-index";
+pub const OPEN_INDEX: &str = "open-index";
 pub const DUE_SHARD: &str = "due";
 /// How long the ledger keeps an intent after its deadline: well past the 73-hour receipt window,
 /// so the idempotency key outlives every retry and every late delivery record.
@@ -97,6 +99,12 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             escalation,
             conflicts: get_u32(item, "conflicts"),
             last_error: get_s(item, "last_error").map(str::to_owned),
+            reconcile_attempts: get_u32(item, "reconcile_attempts"),
+            reconcile_next_at: get_time(item, "reconcile_next_at"),
+            reconcile_state: match get_s(item, "reconcile_state") {
+                Some("ambiguous") => ReconcileState::Ambiguous,
+                _ => ReconcileState::Pending,
+            },
         },
     })
 }
@@ -121,6 +129,8 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Ite
         ("expires_at".into(), n((i.deadline + RETENTION_AFTER_DEADLINE).timestamp())),
     ]);
     item.insert("recipient_masked".into(), s(i.recipient.masked()));
+    // Copied into `open_recipient` while an attempt is open (see the open-index).
+    item.insert("recipient_e164".into(), s(i.recipient.expose()));
     Ok(item)
 }
 
@@ -353,6 +363,20 @@ impl IntentStore for DynamoLedger {
         if let Some(err) = &p.last_error {
             x.set("last_error", s(err.as_str()));
         }
+        if let Some((attempts, next, state)) = &p.reconcile {
+            x.set("reconcile_attempts", n(attempts));
+            match next {
+                Some(t) => x.set("reconcile_next_at", s(ts(*t))),
+                None => x.remove("reconcile_next_at"),
+            }
+            x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
+        }
+        // Only open attempts (sending, send_unknown) stay in the open-attempts index.
+        if let Some(st) = p.state
+            && !matches!(st, State::Sending | State::SendUnknown)
+        {
+            x.remove("open_recipient");
+        }
         x.set("updated_at", s(ts(now)));
         x.next_check(t.next_check);
         let condition = x.condition(&t.from, t.attempt_id.as_deref());
@@ -431,6 +455,10 @@ impl IntentStore for DynamoLedger {
         x.set("claimed_at", s(ts(now)));
         x.set("lease_until", s(ts(lease_until)));
         x.set("updated_at", s(ts(now)));
+        // Enters the open-attempts index: an orphaned delivery record can find it by number.
+        x.set.push("#open_recipient = #recipient_e164".into());
+        x.names.insert("#open_recipient".into(), "open_recipient".into());
+        x.names.insert("#recipient_e164".into(), "recipient_e164".into());
         x.next_check(NextCheck::At(lease_until));
         let condition = x.condition(&State::CLAIMABLE, None);
         let res = self
@@ -652,5 +680,30 @@ impl DueIndex for DynamoLedger {
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
             Err(e) => Err(unavailable("DynamoDB UpdateItem (next check)", &e)),
         }
+    }
+}
+
+impl OpenAttempts for DynamoLedger {
+    async fn open_attempts_to(
+        &self,
+        recipient: &PhoneNumber,
+        claimed_from: DateTime<Utc>,
+        claimed_to: DateTime<Utc>,
+    ) -> PortResult<Vec<IntentRecord>> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(OPEN_INDEX)
+            .key_condition_expression("open_recipient = :r AND claimed_at BETWEEN :from AND :to")
+            .expression_attribute_values(":r", s(recipient.expose()))
+            .expression_attribute_values(":from", s(ts(claimed_from)))
+            .expression_attribute_values(":to", s(ts(claimed_to)))
+            .limit(25)
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB Query (open-index)", &e))?;
+        let records = page.items().iter().map(record_from_item).collect::<PortResult<Vec<_>>>()?;
+        Ok(records.into_iter().filter(|r| matches!(r.status.state, State::Sending | State::SendUnknown)).collect())
     }
 }

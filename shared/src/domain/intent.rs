@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
+use super::reconcile::ReconcileState;
 use super::request::ValidatedRequest;
 use super::segments::SegmentCount;
 use super::state::State;
@@ -158,6 +159,13 @@ pub struct Status {
     /// Delivery records that contradicted a final state.
     pub conflicts: u32,
     pub last_error: Option<String>,
+    /// Searches of the delivery-status logs for an unknown outcome, and when to search next.
+    #[serde(default)]
+    pub reconcile_attempts: u32,
+    #[serde(default)]
+    pub reconcile_next_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub reconcile_state: ReconcileState,
 }
 
 impl Status {
@@ -174,6 +182,9 @@ impl Status {
             escalation: None,
             conflicts: 0,
             last_error: None,
+            reconcile_attempts: 0,
+            reconcile_next_at: None,
+            reconcile_state: ReconcileState::Pending,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod key;
 pub mod observation;
 pub mod phone;
 pub mod provider;
+pub mod reconcile;
 pub mod request;
 pub mod segments;
 pub mod state;

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::provider::FailureClass;
+use super::reconcile::Candidate;
 use super::state::{ReceiptEffect, State};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +72,18 @@ pub enum ObservationKind {
         reason: String,
         run_id: String,
     },
+    /// A search of the delivery-status logs for an unknown outcome.
+    Reconciliation {
+        outcome: String,
+        search: u32,
+        candidates: Vec<Candidate>,
+    },
+    /// A human acted through the operator tooling (resend, reconcile, acknowledge …).
+    Operator {
+        operator: String,
+        action: String,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +140,17 @@ impl Observation {
             ObservationKind::DelaySuspected => "no delivery receipt yet: delay suspected".into(),
             ObservationKind::ExpiredUnknown => "no delivery receipt within 73 h: expired unknown".into(),
             ObservationKind::Escalated { reason, .. } => format!("escalated: {reason}"),
+            ObservationKind::Reconciliation { outcome, search, candidates } => {
+                let ids: Vec<&str> = candidates.iter().map(|c| c.sns_message_id.as_str()).collect();
+                if ids.is_empty() {
+                    format!("log search {search}: {outcome}")
+                } else {
+                    format!("log search {search}: {outcome} ({})", ids.join(", "))
+                }
+            }
+            ObservationKind::Operator { operator, action, reason } => {
+                format!("operator {operator}: {action} ({reason})")
+            }
         }
     }
 }

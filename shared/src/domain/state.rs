@@ -159,6 +159,16 @@ pub fn apply_receipt(current: State, receipt: Receipt) -> ReceiptEffect {
     }
 }
 
+/// Like [`apply_receipt`], for a record tied to the intent by reconciliation (destination and time
+/// window) rather than by the message-id index: it may also settle an intent still `sending`
+/// (its sender published but never recorded the MessageId).
+pub fn apply_linked_receipt(current: State, receipt: Receipt) -> ReceiptEffect {
+    if current == State::Sending {
+        return ReceiptEffect::Moved { from: current, to: receipt.target() };
+    }
+    apply_receipt(current, receipt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::intent::{IntentRecord, Status};
+use super::reconcile::ReconcileState;
 use super::state::State;
 
 /// The carriers' receipt window: a delivery record can arrive up to 72 h late; one hour of margin.
@@ -35,6 +36,20 @@ pub enum Action {
     Escalate {
         reason: String,
     },
+    /// Search the delivery-status logs for the SMS of an unknown outcome.
+    Reconcile,
+}
+
+/// When an unknown outcome should next be searched for in the delivery-status logs: right away
+/// at first, then with backoff, while a delivery record may still appear (the receipt window).
+fn reconcile_due_at(record: &IntentRecord, state: State) -> Option<DateTime<Utc>> {
+    let s = &record.status;
+    let claimed = s.claimed_at?;
+    if state != State::SendUnknown || s.reconcile_state != ReconcileState::Pending {
+        return None;
+    }
+    let due = s.reconcile_next_at.unwrap_or(claimed);
+    (due < claimed + chrono(RECEIPT_WINDOW)).then_some(due)
 }
 
 fn chrono(d: Duration) -> chrono::Duration {
@@ -102,6 +117,9 @@ pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -
     if s.escalation.is_none() && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
         actions.push(Action::Escalate { reason: escalation_reason(state, s, i.deadline) });
     }
+    if reconcile_due_at(record, state).is_some_and(|due| due <= now) {
+        actions.push(Action::Reconcile);
+    }
     actions
 }
 
@@ -124,6 +142,7 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
             times.push(a + chrono(RECEIPT_WINDOW));
         }
         State::DelaySuspected => times.push(s.accepted_at.unwrap_or(i.created_at) + chrono(RECEIPT_WINDOW)),
+        State::SendUnknown => times.extend(reconcile_due_at(record, s.state)),
         _ => {}
     }
     times.into_iter().min()

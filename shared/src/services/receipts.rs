@@ -1,0 +1,180 @@
+//! Applying one SNS delivery-status record to the intent it belongs to: an append-only
+//! observation keyed by the CloudWatch Logs event id, a monotonic state change, and immediate
+//! suppression of a number the record proves unusable. Used by the status function (records that
+//! arrive through the subscription) and by reconciliation (records found by searching the logs).
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::domain::delivery::DeliveryRecord;
+use crate::domain::observation::{Observation, ObservationKind};
+use crate::domain::provider::{FailureClass, TABLE_VERSION, classify};
+use crate::domain::state::{ReceiptEffect, apply_linked_receipt, apply_receipt};
+use crate::domain::{IdempotencyKey, PhoneNumber, State};
+use crate::ports::{
+    IntentStore, NextCheck, PortError, RecipientRegistry, StatusPatch, SuppressionEvidence, Transition,
+    TransitionOutcome,
+};
+
+/// Optimistic-concurrency retries when the intent changes between read and write.
+const MAX_RACES: usize = 4;
+
+/// Where a record came from.
+#[derive(Debug, Clone)]
+pub struct LogEvent<'a> {
+    pub id: &'a str,
+    /// Epoch milliseconds of the log event.
+    pub timestamp_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Effect(ReceiptEffect),
+    /// This log event was applied before (a redelivery or a retried invocation).
+    Duplicate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub applied: Applied,
+    /// The recipient was (re)suppressed by this record.
+    pub suppressed: bool,
+    pub class: Option<FailureClass>,
+    /// False when a failure's provider response was not in the table.
+    pub recognised: bool,
+}
+
+/// How the record was tied to the intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Through the message-id index the sender wrote.
+    Indexed,
+    /// Found by reconciliation (destination and time window): it may also settle an intent that is
+    /// still `sending`, whose sender never recorded the MessageId.
+    Reconciled,
+}
+
+/// Applies `record` (from `event`) to intent `key` of `recipient`.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply<S: IntentStore, R: RecipientRegistry>(
+    store: &S,
+    registry: &R,
+    key: &IdempotencyKey,
+    recipient: &PhoneNumber,
+    event: LogEvent<'_>,
+    record: &DeliveryRecord,
+    link: Link,
+    now: DateTime<Utc>,
+) -> Result<Outcome, PortError> {
+    let classification = (record.status.receipt() == Some(crate::domain::state::Receipt::Failed))
+        .then(|| classify(record.provider_response.as_deref()));
+    let class = classification.map(|c| c.class);
+    let applied = apply_observation(store, key, event.clone(), record, class, link, now).await?;
+    // Suppression runs even when the observation was stored before (a retry after a crash
+    // between the two writes): the registry write is idempotent.
+    let mut suppressed = false;
+    if class == Some(FailureClass::PermanentRecipient) {
+        let evidence = SuppressionEvidence {
+            log_event_id: event.id.to_owned(),
+            provider_response: record.provider_response.clone(),
+            at: now,
+            intent_key: key.to_string(),
+            table_version: TABLE_VERSION.into(),
+        };
+        registry.suppress(recipient, &evidence).await?;
+        suppressed = true;
+        tracing::warn!(recipient = %recipient, key = key.short(), reason = record.provider_response.as_deref().unwrap_or(""), "recipient suppressed");
+    }
+    Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
+}
+
+async fn apply_observation<S: IntentStore>(
+    store: &S,
+    key: &IdempotencyKey,
+    event: LogEvent<'_>,
+    record: &DeliveryRecord,
+    class: Option<FailureClass>,
+    link: Link,
+    now: DateTime<Utc>,
+) -> Result<Applied, PortError> {
+    let at = record.timestamp.or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single()).unwrap_or(now);
+    for _ in 0..MAX_RACES {
+        let Some(current) = store.get(key).await? else {
+            return Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() });
+        };
+        let state = current.status.state;
+        let effect = match (record.status.receipt(), link) {
+            (Some(r), Link::Indexed) => apply_receipt(state, r),
+            (Some(r), Link::Reconciled) => apply_linked_receipt(state, r),
+            (None, _) => ReceiptEffect::Unrecognised,
+        };
+        let mut patch = StatusPatch::default();
+        let mut next = NextCheck::Keep;
+        let from = match effect {
+            ReceiptEffect::Moved { from, to } => {
+                patch.state = Some(to);
+                patch.final_at = Some(at);
+                patch.clear_claim = true;
+                if to == State::Failed {
+                    patch.last_error = Some(format!(
+                        "{} ({})",
+                        record.provider_response.as_deref().unwrap_or("delivery failed"),
+                        class.map_or("unclassified", FailureClass::as_str)
+                    ));
+                    next = if current.status.escalation.is_some() { NextCheck::Remove } else { NextCheck::At(now) };
+                } else {
+                    next = NextCheck::Remove;
+                }
+                if link == Link::Reconciled && current.status.sns_message_id.is_none() {
+                    patch.sns_message_id = Some(record.message_id.clone());
+                }
+                vec![from]
+            }
+            ReceiptEffect::Conflicting => {
+                patch.add_conflict = true;
+                vec![state]
+            }
+            _ => vec![state],
+        };
+        let observation = Observation::new(
+            format!("log:{}", event.id),
+            at,
+            ObservationKind::DeliveryStatus {
+                log_event_id: event.id.to_owned(),
+                sns_message_id: record.message_id.clone(),
+                status: record.status.as_str().to_owned(),
+                provider_response: record.provider_response.clone(),
+                class,
+                carrier: record.carrier.clone(),
+                dwell_ms: record.dwell_ms,
+                effect,
+                late: current.status.escalation.is_some(),
+            },
+        )
+        .with_state(patch.state.unwrap_or(state));
+        let index_message =
+            (link == Link::Reconciled).then(|| (record.message_id.clone(), current.intent.recipient.clone()));
+        let t = Transition {
+            key: key.clone(),
+            from,
+            attempt_id: None,
+            patch,
+            observation,
+            next_check: next,
+            index_message,
+        };
+        match store.transition(t).await? {
+            TransitionOutcome::Applied => {
+                if effect == ReceiptEffect::Conflicting {
+                    tracing::warn!(key = key.short(), state = %state, status = record.status.as_str(), "conflicting delivery record stored; state kept");
+                }
+                return Ok(Applied::Effect(effect));
+            }
+            TransitionOutcome::AlreadyApplied => return Ok(Applied::Duplicate),
+            TransitionOutcome::Refused(_) => continue,
+        }
+    }
+    Err(PortError::Unavailable {
+        operation: "delivery record",
+        message: format!("intent {} kept changing", key.short()),
+    })
+}
