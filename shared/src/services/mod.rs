@@ -2,3 +2,4 @@
 //! Generic over the ports, so they run the same against AWS, the emulator or in-memory fakes.
 
 pub mod receipts;
+pub mod reconcile;

@@ -1,0 +1,228 @@
+//! Reconciliation: an unknown outcome is settled from the SNS delivery-status logs — found by
+//! destination and time window with FilterLogEvents — instead of guessing or re-sending.
+
+use chrono::Duration;
+use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
+use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
+use tocsin::domain::observation::ObservationKind;
+use tocsin::domain::reconcile::ReconcileState;
+use tocsin::domain::{IdempotencyKey, State};
+use tocsin::ports::{IntentStore, MessageIndex};
+use tocsin_harness::Emulator;
+use tocsin_harness::events::sns_delivery_record;
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Pipeline, alert, key_of};
+
+const SUCCESS: &str = "SmsSuccessLogGroup";
+const FAILURE: &str = "SmsFailureLogGroup";
+
+/// An alert whose publish reached SNS but whose answer was lost: `send_unknown`, one SMS sent.
+async fn unknown_outcome(event: &str, number: &str) -> (Pipeline, FaultProxy, IdempotencyKey, String) {
+    let p = Pipeline::start().await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let (_, body) = p.submit(&alert(event, number)).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    let id = sms[0].message_id.clone();
+    (p, proxy, key, id)
+}
+
+async fn carrier_writes(
+    p: &Pipeline,
+    group: &str,
+    message_id: &str,
+    number: &str,
+    success: bool,
+    at: chrono::DateTime<chrono::Utc>,
+) {
+    let response = if success { "Message has been accepted by phone carrier" } else { "Phone number is opted out" };
+    let record = sns_delivery_record(message_id, number, success, response, at);
+    p.put_log(p.stack.log_group(group), &record).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_publish_answer_is_settled_from_the_delivery_log_without_a_second_sms() {
+    let (p, _proxy, key, id) = unknown_outcome("recon-1", "+14155550170").await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550170", true, claimed + Duration::seconds(3)).await;
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "the message id is linked");
+    assert_eq!(p.ledger.lookup(&id).await.expect("index").map(|(k, _)| k), Some(key.clone()));
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
+    // Later records for that message now arrive through the index as usual.
+    p.clock.advance(Duration::minutes(20));
+    assert_eq!(p.run_escalation().await.escalated, 0, "delivered: never escalated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_found_by_reconciliation_suppresses_the_number() {
+    let (p, _proxy, key, id) = unknown_outcome("recon-2", "+14155550171").await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, FAILURE, &id, "+14155550171", false, claimed + Duration::seconds(3)).await;
+    assert_eq!(p.run_escalation().await.reconciled, 1);
+    assert_eq!(p.record(&key).await.status.state, State::Failed);
+    let phone = tocsin::domain::PhoneNumber::parse("+14155550171").expect("valid");
+    use tocsin::ports::RecipientRegistry;
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_records_to_the_same_number_in_the_window_are_left_to_a_human() {
+    let (p, _proxy, key, id) = unknown_outcome("recon-3", "+14155550172").await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550172", true, claimed + Duration::seconds(3)).await;
+    carrier_writes(
+        &p,
+        SUCCESS,
+        "another-message-to-the-same-number",
+        "+14155550172",
+        true,
+        claimed + Duration::seconds(40),
+    )
+    .await;
+    let run = p.run_escalation().await;
+    assert_eq!((run.ambiguous, run.reconciled), (1, 0), "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!((r.status.state, r.status.reconcile_state), (State::SendUnknown, ReconcileState::Ambiguous));
+    let listed = p.timeline(&key).await.into_iter().find_map(|o| match o.kind {
+        ObservationKind::Reconciliation { candidates, .. } if !candidates.is_empty() => Some(candidates),
+        _ => None,
+    });
+    let ids: Vec<String> = listed.expect("candidates recorded").into_iter().map(|c| c.sns_message_id).collect();
+    assert!(ids.contains(&id) && ids.contains(&"another-message-to-the-same-number".to_owned()), "{ids:?}");
+    p.clock.advance(Duration::minutes(5));
+    let again = p.run_escalation().await;
+    assert_eq!(again.ambiguous + again.reconciled + again.still_unknown, 0, "not searched again: a human decides");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_linked_to_another_alert_to_the_same_number_does_not_confuse_reconciliation() {
+    let (p, proxy, key, id) = unknown_outcome("recon-4", "+14155550173").await;
+    // A second alert to the same number goes through normally and is linked by the sender.
+    proxy.clear_rules();
+    p.submit(&alert("recon-4-other", "+14155550173")).await;
+    p.run_sender().await;
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    let other = sms.iter().find(|m| m.message_id != id).map(|m| m.message_id.clone()).expect("second SMS");
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550173", true, claimed + Duration::seconds(2)).await;
+    carrier_writes(&p, SUCCESS, &other, "+14155550173", true, claimed + Duration::seconds(4)).await;
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    assert_eq!(p.record(&key).await.status.sns_message_id.as_deref(), Some(id.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_record_that_overtakes_the_senders_write_is_matched_not_orphaned() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("recon-5", "+14155550174")).await;
+    let key = key_of(&body);
+    // The sender has claimed and published; its MessageId write has not landed yet.
+    let now = p.clock.now_utc();
+    p.ledger.claim(&key, "in-flight", now, now + Duration::minutes(2)).await.expect("claim");
+    carrier_writes(&p, SUCCESS, "msg-before-the-sender-wrote", "+14155550174", true, now + Duration::seconds(2)).await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(0, 1)]);
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered);
+    assert_eq!(p.ledger.lookup("msg-before-the-sender-wrote").await.expect("index").map(|(k, _)| k), Some(key));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_found_yet_is_searched_again_later_and_a_match_after_escalation_is_still_recorded() {
+    let (p, _proxy, key, id) = unknown_outcome("recon-6", "+14155550175").await;
+    let first = p.run_escalation().await;
+    assert_eq!(first.still_unknown, 1);
+    p.clock.advance(Duration::minutes(16));
+    let at_deadline = p.run_escalation().await;
+    assert_eq!(at_deadline.escalated, 1);
+    let esc = p.escalations().await;
+    assert!(esc[0].0.reason.contains("outcome is unknown"));
+    // The record shows up late in the logs, stamped with the send time.
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550175", true, claimed + Duration::seconds(5)).await;
+    p.clock.advance(Duration::hours(2));
+    let later = p.run_escalation().await;
+    assert_eq!(later.reconciled, 1, "{later:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered);
+    assert!(r.status.escalation.is_some(), "the escalation stays a fact");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_log_search_is_deferred_and_the_escalation_run_still_completes() {
+    let (p, _sns_proxy, key, _id) = unknown_outcome("recon-7", "+14155550176").await;
+    p.submit(&alert("recon-7-silent", "+14155550177")).await;
+    p.run_sender().await;
+    let logs_proxy = FaultProxy::start(&p.emulator.endpoint(), 9).await.expect("proxy");
+    logs_proxy.add_rule(Rule::sometimes(
+        "Logs_20140328.FilterLogEvents",
+        Fault::json_error("ThrottlingException", "Rate exceeded", 400),
+        1.0,
+    ));
+    let sdk = Emulator::sdk_config_for(&logs_proxy.endpoint()).await;
+    let throttled = escalation::Escalator {
+        store: p.ledger.clone(),
+        send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
+        escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
+        logs: CloudWatchLogsSearch::new(
+            aws_sdk_cloudwatchlogs::Client::new(&sdk),
+            p.stack.log_group(SUCCESS),
+            p.stack.log_group(FAILURE),
+        ),
+        registry: p.registry.clone(),
+        clock: p.clock.clone(),
+        config: p.escalation.config.clone(),
+    };
+    p.clock.advance(Duration::minutes(16));
+    let run = throttled.run(std::time::Instant::now() + std::time::Duration::from_secs(45)).await.expect("run");
+    assert_eq!(run.escalated, 2, "both escalations went out: {run:?}");
+    assert!(run.complete && run.reconcile_deferred >= 1, "{run:?}");
+    assert!(logs_proxy.injected() >= 1);
+    assert_eq!(p.record(&key).await.status.reconcile_attempts, 0, "a throttled search is not a search");
+    assert_eq!(p.escalations().await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_the_candidates_and_links_one_with_an_audited_reason() {
+    use tocsin::services::reconcile::{ManualError, candidates, link};
+    let (p, _proxy, key, id) = unknown_outcome("recon-8", "+14155550178").await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550178", true, claimed + Duration::seconds(3)).await;
+    carrier_writes(&p, SUCCESS, "look-alike", "+14155550178", true, claimed + Duration::seconds(30)).await;
+    assert_eq!(p.run_escalation().await.ambiguous, 1);
+    let margin = p.escalation.config.reconcile_margin;
+    let listed = candidates(&p.ledger, &p.escalation.logs, &key, margin).await.expect("candidates");
+    assert_eq!(listed.len(), 2);
+    let refused =
+        link(&p.ledger, &p.registry, &p.escalation.logs, &key, &id, "alice@ops", " ", margin, p.clock.now_utc()).await;
+    assert!(matches!(refused, Err(ManualError::NoReason)));
+    let state = link(
+        &p.ledger,
+        &p.registry,
+        &p.escalation.logs,
+        &key,
+        &id,
+        "alice@ops",
+        "carrier confirmed by phone",
+        margin,
+        p.clock.now_utc(),
+    )
+    .await
+    .expect("linked");
+    assert_eq!(state, State::Delivered);
+    let audited = p.timeline(&key).await.into_iter().any(|o| {
+        matches!(o.kind, ObservationKind::Operator { ref operator, ref reason, .. } if operator == "alice@ops" && reason.contains("confirmed"))
+    });
+    assert!(audited, "who and why are recorded");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
