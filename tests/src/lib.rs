@@ -66,6 +66,8 @@ pub type EscalationFn = escalation::Escalator<
 
 pub struct Pipeline {
     pub emulator: Emulator,
+    /// The fault proxy the functions talk through, when `Options::fault_seed` was given.
+    pub proxy: Option<tocsin_harness::fault_proxy::FaultProxy>,
     pub stack: Stack,
     pub clock: TestClock,
     pub intake: IntakeFn,
@@ -73,6 +75,8 @@ pub struct Pipeline {
     pub status: StatusFn,
     pub escalation: EscalationFn,
     pub ledger: DynamoLedger,
+    /// The ledger read straight from the emulator (never through the fault proxy).
+    pub inspect: DynamoLedger,
     sender_config: SenderConfig,
     failed_receipts: Mutex<Vec<String>>,
     pub registry: DynamoRegistry,
@@ -96,21 +100,38 @@ pub struct Options {
     pub env: Vec<(&'static str, &'static str)>,
     /// Send SNS traffic to this endpoint instead of the emulator (a fault proxy in front of it).
     pub sns_endpoint: Option<String>,
+    /// Put a fault proxy (with this seed) between every function and the emulator; the harness's
+    /// own reads and the carrier's writes still go straight to the emulator.
+    pub fault_seed: Option<u64>,
 }
 
 impl Pipeline {
     pub async fn start() -> Self {
-        Self::start_with(Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], sns_endpoint: None }).await
+        Self::start_with(Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], ..Default::default() }).await
     }
 
     pub async fn start_with(options: Options) -> Self {
         capture_metrics();
         let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
-        let sdk = emulator.sdk_config().await;
-        let stack = Stack::provision(&sdk, "tocsin-local").await.unwrap_or_else(|e| panic!("provision: {e}"));
+        let direct = emulator.sdk_config().await;
+        let stack = Stack::provision(&direct, "tocsin-local").await.unwrap_or_else(|e| panic!("provision: {e}"));
+        let proxy = match options.fault_seed {
+            Some(seed) => Some(
+                tocsin_harness::fault_proxy::FaultProxy::start(&emulator.endpoint(), seed)
+                    .await
+                    .unwrap_or_else(|e| panic!("proxy: {e}")),
+            ),
+            None => None,
+        };
+        // What the functions use: through the proxy when there is one.
+        let sdk = match &proxy {
+            Some(pr) => Emulator::sdk_config_for(&pr.endpoint()).await,
+            None => direct.clone(),
+        };
         let clock = TestClock::starting_now();
         let ddb = aws_sdk_dynamodb::Client::new(&sdk);
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let fn_sqs = aws_sdk_sqs::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::new(&direct);
         let ov = options.env.as_slice();
 
         let intake_cfg =
@@ -124,14 +145,15 @@ impl Pipeline {
 
         let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table);
         let registry = DynamoRegistry::new(ddb.clone(), &sender_cfg.recipients_table);
+        let direct_ddb = aws_sdk_dynamodb::Client::new(&direct);
         let sns_sdk = match &options.sns_endpoint {
             Some(ep) => Emulator::sdk_config_for(ep).await,
             None => sdk.clone(),
         };
         let intake = intake::Intake {
             store: ledger.clone(),
-            queue: SqsSendQueue::new(sqs.clone(), &intake_cfg.send_queue_url),
-            rejects: SqsRejectSink::new(sqs.clone(), &intake_cfg.rejects_queue_url),
+            queue: SqsSendQueue::new(fn_sqs.clone(), &intake_cfg.send_queue_url),
+            rejects: SqsRejectSink::new(fn_sqs.clone(), &intake_cfg.rejects_queue_url),
             clock: clock.clone(),
             catalog: Catalog::builtin(),
             config: intake_cfg,
@@ -140,7 +162,7 @@ impl Pipeline {
             ledger.clone(),
             registry.clone(),
             SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
-            SqsSendQueue::new(sqs.clone(), &sender_cfg.send_queue_url),
+            SqsSendQueue::new(fn_sqs.clone(), &sender_cfg.send_queue_url),
             clock.clone(),
             sender_cfg.clone(),
         );
@@ -152,8 +174,8 @@ impl Pipeline {
         };
         let escalation = escalation::Escalator {
             store: ledger.clone(),
-            send_queue: SqsSendQueue::new(sqs.clone(), &esc_cfg.send_queue_url),
-            escalations: SqsEscalationQueue::new(sqs.clone(), &esc_cfg.escalation_queue_url),
+            send_queue: SqsSendQueue::new(fn_sqs.clone(), &esc_cfg.send_queue_url),
+            escalations: SqsEscalationQueue::new(fn_sqs.clone(), &esc_cfg.escalation_queue_url),
             logs: CloudWatchLogsSearch::new(
                 aws_sdk_cloudwatchlogs::Client::new(&sdk),
                 &esc_cfg.sms_success_log_group,
@@ -164,7 +186,9 @@ impl Pipeline {
             config: esc_cfg,
         };
         Pipeline {
-            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&direct),
+            inspect: DynamoLedger::new(direct_ddb, stack.table("LedgerTable")),
+            proxy,
             emulator,
             stack,
             clock,
@@ -398,11 +422,11 @@ impl Pipeline {
     }
 
     pub async fn record(&self, key: &IdempotencyKey) -> IntentRecord {
-        self.ledger.get(key).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no intent {key}"))
+        self.inspect.get(key).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no intent {key}"))
     }
 
     pub async fn timeline(&self, key: &IdempotencyKey) -> Vec<Observation> {
-        self.ledger.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
+        self.inspect.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Items in the ledger table (intents, observations, indexes): 0 means nothing was written.

@@ -176,7 +176,7 @@ async fn a_silent_intent_becomes_delay_suspected_then_expired_unknown_after_73_h
 async fn work_is_paged_and_stops_before_the_time_budget_leaving_the_rest_due() {
     let p = Pipeline::start_with(Options {
         env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SWEEP_PAGE_SIZE", "7")],
-        sns_endpoint: None,
+        ..Default::default()
     })
     .await;
     accepted(&p, "paged", 20).await;

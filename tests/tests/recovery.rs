@@ -1,0 +1,161 @@
+//! The recovery scenarios every release must pass (`../shared/design/invariants.md`), each through
+//! real emulator calls, with faults injected by the proxy where the scenario needs one.
+
+use chrono::Duration;
+use serde_json::Value;
+use tocsin::adapters::sqs::{SqsRejectSink, SqsSendQueue};
+use tocsin::domain::State;
+use tocsin::domain::template::Catalog;
+use tocsin_harness::Emulator;
+use tocsin_harness::events::{http_api_post, sns_delivery_record};
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Pipeline, alert, key_of};
+
+async fn sms(p: &Pipeline) -> usize {
+    p.emulator.sent_sms().await.expect("sms").len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_1_the_client_loses_the_connection_before_intake_answers_and_retries_one_intent_one_sms() {
+    let p = Pipeline::start().await;
+    // Intake's enqueue reaches SQS but its answer is lost: intake cannot confirm, the caller
+    // hears nothing useful (or nothing at all) and retries.
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 1).await.expect("proxy");
+    proxy.add_rule(Rule::once("AmazonSQS.SendMessage", Fault::DropResponse));
+    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let flaky_intake = intake::Intake {
+        store: p.ledger.clone(),
+        queue: SqsSendQueue::new(sqs.clone(), &p.stack.queue("SendQueue").url),
+        rejects: SqsRejectSink::new(sqs, &p.stack.queue("IntakeRejectsQueue").url),
+        clock: p.clock.clone(),
+        config: p.intake.config.clone(),
+        catalog: Catalog::builtin(),
+    };
+    let req = alert("scenario-1", "+14155550181");
+    // Intake finishes its work, but the caller's connection is gone: the answer never arrives.
+    let _lost = flaky_intake.handle(http_api_post(&req.to_string())).await.expect("answered");
+    assert_eq!(proxy.injected(), 1);
+    assert_eq!(p.queue_depth("SendQueue").await, 2, "the SDK's retry of the lost SendMessage left a duplicate");
+    let (status, body) = p.submit(&req).await;
+    assert_eq!((status, body["replay"].as_bool()), (200, Some(true)));
+    p.run_sender().await;
+    p.run_sender().await;
+    assert_eq!(sms(&p).await, 1, "one SMS although the queue held the request twice");
+    assert_eq!(p.ledger_item_count().await, 4, "one intent (+ its queued and accepted observations, message index)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_2_intake_stored_the_intent_but_its_answer_was_lost_the_same_event_returns_it_and_no_second_sms() {
+    let p = Pipeline::start().await;
+    let req = alert("scenario-2", "+14155550182");
+    let _lost_answer = p.submit(&req).await;
+    p.run_sender().await;
+    let (status, body) = p.submit(&req).await;
+    assert_eq!(status, 200);
+    assert_eq!((body["replay"].as_bool(), body["state"].as_str()), (Some(true), Some("accepted")));
+    p.run_sender().await;
+    assert_eq!(sms(&p).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_3_a_lost_publish_answer_is_send_unknown_never_resent_and_reconciled_or_escalated() {
+    let p = Pipeline::start().await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 3).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::times("SNS.Publish", Fault::DropResponse, 2));
+    let (_, a) = p.submit(&alert("scenario-3a", "+14155550183")).await;
+    let (_, b) = p.submit(&alert("scenario-3b", "+14155550184")).await;
+    p.run_sender().await;
+    let (ka, kb) = (key_of(&a), key_of(&b));
+    assert_eq!(p.record(&ka).await.status.state, State::SendUnknown);
+    assert_eq!(p.record(&kb).await.status.state, State::SendUnknown);
+    // Redeliveries and replays do not send again.
+    p.enqueue_again(&ka).await;
+    p.submit(&alert("scenario-3b", "+14155550184")).await;
+    p.run_sender().await;
+    assert_eq!(sms(&p).await, 2);
+    // A's delivery log arrives: reconciled. B's never does: escalated at its deadline.
+    let sent = p.emulator.sent_sms().await.expect("sms");
+    let a_id = sent.iter().find(|m| m.phone_number == "+14155550183").map(|m| m.message_id.clone()).expect("a");
+    let claimed = p.record(&ka).await.status.claimed_at.expect("claimed");
+    let record = sns_delivery_record(
+        &a_id,
+        "+14155550183",
+        true,
+        "Message has been accepted by phone carrier",
+        claimed + Duration::seconds(2),
+    );
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    assert_eq!(p.run_escalation().await.reconciled, 1);
+    assert_eq!(p.record(&ka).await.status.state, State::Delivered);
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
+    let esc = p.escalations().await;
+    assert_eq!(esc.iter().map(|(m, _)| m.idempotency_key.clone()).collect::<Vec<_>>(), vec![kb.to_string()]);
+    assert_eq!(sms(&p).await, 2, "never a third SMS");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_4_a_failed_alert_is_isolated_and_the_paging_alarm_would_fire_within_the_allowed_time() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("scenario-4", "+14155550185")).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    p.carrier_reports(&id, "+14155550185", false, "Phone carrier is currently unreachable/unavailable").await;
+    p.run_status().await;
+    // Isolated: the next sweep (every minute) puts it on the escalation queue, without waiting
+    // for the deadline.
+    assert_eq!(p.run_escalation().await.escalated, 1);
+    assert_eq!(p.queue_depth("EscalationQueue").await, 1, "ApproximateNumberOfMessages ≥ 1");
+    // The alarm watching that queue pages on the first message, within one evaluation period.
+    let template = tocsin_harness::stack::load_template().expect("template");
+    let alarm = template
+        .get("Resources")
+        .and_then(|r| r.get("EscalationWaitingAlarm"))
+        .and_then(|a| a.get("Properties"))
+        .expect("alarm");
+    let n = |k: &str| alarm.get(k).and_then(|v| v.as_u64()).unwrap_or(u64::MAX);
+    assert_eq!(alarm.get("MetricName").and_then(|v| v.as_str()), Some("ApproximateNumberOfMessagesVisible"));
+    assert_eq!(alarm.get("ComparisonOperator").and_then(|v| v.as_str()), Some("GreaterThanOrEqualToThreshold"));
+    assert_eq!(n("Threshold"), 1);
+    assert!(n("Period") * n("EvaluationPeriods") <= 120, "fires within two minutes of the message");
+    let actions = format!("{:?}", alarm.get("AlarmActions"));
+    assert!(actions.contains("AlarmTopic"), "{actions}");
+    let age = template.get("Resources").and_then(|r| r.get("EscalationAgeAlarm")).expect("age alarm");
+    assert_eq!(
+        age.get("Properties").and_then(|p| p.get("MetricName")).and_then(|v| v.as_str()),
+        Some("ApproximateAgeOfOldestMessage")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_6_recovery_after_the_deadline_sends_nothing_automatically_and_goes_to_a_human() {
+    let p = Pipeline::start().await;
+    let mut queued = alert("scenario-6-queued", "+14155550186");
+    queued["deadline"] = Value::from("5m");
+    p.submit(&queued).await;
+    // Another intent never reached the queue (its enqueue failed) before the outage.
+    let broken = intake::Intake {
+        store: p.ledger.clone(),
+        queue: SqsSendQueue::new(p.sqs.clone(), format!("{}/123456789012/gone", p.emulator.endpoint())),
+        rejects: SqsRejectSink::new(p.sqs.clone(), &p.stack.queue("IntakeRejectsQueue").url),
+        clock: p.clock.clone(),
+        config: p.intake.config.clone(),
+        catalog: Catalog::builtin(),
+    };
+    let mut forgotten = alert("scenario-6-forgotten", "+14155550187");
+    forgotten["deadline"] = Value::from("5m");
+    broken.handle(http_api_post(&forgotten.to_string())).await.expect("answered");
+    // The outage ends after both deadlines.
+    p.clock.advance(Duration::minutes(10));
+    p.run_sender().await;
+    let run = p.run_escalation().await;
+    assert_eq!((run.escalated, run.re_enqueued), (2, 0), "nothing re-enqueued past its deadline: {run:?}");
+    p.run_sender().await;
+    assert_eq!(sms(&p).await, 0, "no late SMS");
+    let reasons: Vec<String> = p.escalations().await.into_iter().map(|(m, _)| m.reason).collect();
+    assert!(reasons.iter().any(|r| r.contains("picked up after its deadline")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("never sent")), "{reasons:?}");
+}
