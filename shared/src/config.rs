@@ -124,6 +124,7 @@ fn sweep_policy(env: &mut Env) -> SweepPolicy {
     SweepPolicy {
         delay_suspected_after: env.duration("TOCSIN_DELAY_SUSPECTED_AFTER"),
         reenqueue_grace: env.duration("TOCSIN_REENQUEUE_GRACE"),
+        requeue_after: env.duration("TOCSIN_REQUEUE_AFTER"),
     }
 }
 

@@ -59,6 +59,8 @@ pub struct StatusPatch {
     pub escalation: Option<Escalation>,
     pub add_conflict: bool,
     pub last_error: Option<String>,
+    /// The intent went (back) on the send queue at this time.
+    pub enqueued_at: Option<DateTime<Utc>>,
     /// Reconciliation bookkeeping: (searches so far, next search, state).
     pub reconcile: Option<(u32, Option<DateTime<Utc>>, ReconcileState)>,
 }

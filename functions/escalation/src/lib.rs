@@ -147,16 +147,18 @@ where
             match action {
                 Action::ReEnqueue => {
                     self.send_queue.enqueue(&key).await?;
-                    let t = self.simple(
+                    let mut t = self.simple(
                         &record,
-                        vec![State::Received],
+                        vec![record.status.state],
                         State::Queued,
                         format!("enqueue:sweep:{run_id}"),
                         ObservationKind::Enqueued { by: format!("sweep {run_id}") },
                         now,
                     );
+                    t.patch.enqueued_at = Some(now);
                     if self.apply(t, &mut record).await? {
                         record.status.state = State::Queued;
+                        record.status.enqueued_at = Some(now);
                     }
                     summary.re_enqueued += 1;
                 }

@@ -174,7 +174,7 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             key: record.intent.key.clone(),
             from: vec![State::Received],
             attempt_id: None,
-            patch: StatusPatch { state: Some(State::Queued), ..Default::default() },
+            patch: StatusPatch { state: Some(State::Queued), enqueued_at: Some(now), ..Default::default() },
             observation: Observation::new(
                 format!("enqueue:{by}:{}", now.timestamp_millis()),
                 now,

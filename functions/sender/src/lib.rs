@@ -375,6 +375,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                 clear_claim: true,
                 increment_attempts: counts,
                 last_error: Some(error.into()),
+                enqueued_at: Some(now),
                 ..Default::default()
             },
             now,

@@ -43,6 +43,15 @@ impl From<StatusError> for lambda_runtime::Diagnostic {
     }
 }
 
+/// Decodes a CloudWatch Logs subscription invocation (`{"awslogs":{"data": base64(gzip(JSON))}}`)
+/// as the runtime hands it over. Pure: the fuzz target calls it on arbitrary bytes.
+pub fn decode(invocation: &[u8]) -> Result<aws_lambda_events::cloudwatch_logs::LogData, StatusError> {
+    // The crate's decoder reads borrowed keys, so it must read from bytes, not from a `Value`.
+    let logs: LogsEvent =
+        serde_json::from_slice(invocation).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
+    Ok(logs.aws_logs.data)
+}
+
 /// What happened to one log event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventOutcome {
@@ -77,11 +86,8 @@ pub struct StatusHandler<S, R, C> {
 
 impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
     pub async fn handle(&self, event: Value) -> Result<Summary, StatusError> {
-        // The crate's decoder reads borrowed keys: deserialize from bytes, as the runtime does.
         let bytes = serde_json::to_vec(&event).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
-        let logs: LogsEvent =
-            serde_json::from_slice(&bytes).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
-        let data = logs.aws_logs.data;
+        let data = decode(&bytes)?;
         let mut summary = Summary::default();
         if data.message_type == "CONTROL_MESSAGE" {
             summary.control_message = true;

@@ -101,6 +101,7 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             last_error: get_s(item, "last_error").map(str::to_owned),
             reconcile_attempts: get_u32(item, "reconcile_attempts"),
             reconcile_next_at: get_time(item, "reconcile_next_at"),
+            enqueued_at: get_time(item, "enqueued_at"),
             reconcile_state: match get_s(item, "reconcile_state") {
                 Some("ambiguous") => ReconcileState::Ambiguous,
                 _ => ReconcileState::Pending,
@@ -363,6 +364,9 @@ impl IntentStore for DynamoLedger {
         if let Some(err) = &p.last_error {
             x.set("last_error", s(err.as_str()));
         }
+        if let Some(t) = p.enqueued_at {
+            x.set("enqueued_at", s(ts(t)));
+        }
         if let Some((attempts, next, state)) = &p.reconcile {
             x.set("reconcile_attempts", n(attempts));
             match next {
@@ -371,11 +375,15 @@ impl IntentStore for DynamoLedger {
             }
             x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
         }
-        // Only open attempts (sending, send_unknown) stay in the open-attempts index.
-        if let Some(st) = p.state
-            && !matches!(st, State::Sending | State::SendUnknown)
-        {
-            x.remove("open_recipient");
+        // Only open attempts (sending, send_unknown) are in the open-attempts index.
+        match p.state {
+            Some(State::Sending) => {
+                x.set.push("#open_recipient = #recipient_e164".into());
+                x.names.insert("#open_recipient".into(), "open_recipient".into());
+                x.names.insert("#recipient_e164".into(), "recipient_e164".into());
+            }
+            Some(State::SendUnknown) | None => {}
+            Some(_) => x.remove("open_recipient"),
         }
         x.set("updated_at", s(ts(now)));
         x.next_check(t.next_check);

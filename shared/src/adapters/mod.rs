@@ -3,6 +3,7 @@
 
 pub mod cloudwatch_logs;
 pub mod dynamodb;
+pub mod operator;
 pub mod registry;
 pub mod sns;
 pub mod sqs;

@@ -166,6 +166,9 @@ pub struct Status {
     pub reconcile_next_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub reconcile_state: ReconcileState,
+    /// When the intent was last put on the send queue (intake, a release for retry, the sweep).
+    #[serde(default)]
+    pub enqueued_at: Option<DateTime<Utc>>,
 }
 
 impl Status {
@@ -185,6 +188,7 @@ impl Status {
             reconcile_attempts: 0,
             reconcile_next_at: None,
             reconcile_state: ReconcileState::Pending,
+            enqueued_at: None,
         }
     }
 }

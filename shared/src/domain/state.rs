@@ -242,4 +242,87 @@ mod tests {
             prop_assert_eq!(fold(start, &all), first.target());
         }
     }
+
+    /// A model of the ledger: observations stored once per log event id, the state folded over
+    /// them in arrival order, contradictions counted.
+    fn ledger(start: State, arrivals: &[(u8, Receipt)]) -> (State, std::collections::BTreeSet<u8>, u32) {
+        let mut stored = std::collections::BTreeSet::new();
+        let mut state = start;
+        let mut conflicts = 0;
+        for (id, r) in arrivals {
+            if !stored.insert(*id) {
+                continue; // the same log event again: stored once, applied once
+            }
+            match apply_receipt(state, *r) {
+                ReceiptEffect::Moved { from, to } => {
+                    assert!(to.rank() >= from.rank());
+                    state = to;
+                }
+                ReceiptEffect::Conflicting => conflicts += 1,
+                _ => {}
+            }
+        }
+        (state, stored, conflicts)
+    }
+
+    /// Log events in arrival order: (log event id, what the record says).
+    type Arrivals = Vec<(u8, Receipt)>;
+
+    /// Distinct log events, then the same events shuffled with some delivered again.
+    fn arrivals() -> impl Strategy<Value = (Arrivals, Arrivals)> {
+        proptest::collection::vec(any_receipt(), 1..6).prop_flat_map(|rs| {
+            let canonical: Vec<(u8, Receipt)> = rs.into_iter().enumerate().map(|(i, r)| (i as u8, r)).collect();
+            let c = canonical.clone();
+            (Just(canonical), proptest::collection::vec(proptest::sample::select(c), 0..6)).prop_flat_map(
+                |(canonical, dups)| {
+                    let mut noisy = canonical.clone();
+                    noisy.extend(dups);
+                    (Just(canonical), Just(noisy).prop_shuffle())
+                },
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_order_or_duplication_of_agreeing_records_ends_as_the_canonical_order(
+            start in proptest::sample::select(ALL_STATES.to_vec()),
+            r in any_receipt(),
+            n in 1usize..6,
+            dups in proptest::collection::vec(0u8..6, 0..6),
+            seed in any::<u64>(),
+        ) {
+            let canonical: Vec<(u8, Receipt)> = (0..n as u8).map(|i| (i, r)).collect();
+            let mut noisy = canonical.clone();
+            noisy.extend(dups.into_iter().filter(|d| (*d as usize) < n).map(|d| (d, r)));
+            // A deterministic shuffle from the seed.
+            let mut x = seed | 1;
+            for i in (1..noisy.len()).rev() {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                noisy.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            prop_assert_eq!(ledger(start, &noisy), ledger(start, &canonical));
+        }
+
+        #[test]
+        fn the_stored_observations_never_depend_on_order_and_the_state_never_regresses(
+            start in proptest::sample::select(ALL_STATES.to_vec()),
+            (canonical, noisy) in arrivals(),
+        ) {
+            let (state_c, stored_c, _) = ledger(start, &canonical);
+            let (state_n, stored_n, conflicts_n) = ledger(start, &noisy);
+            prop_assert_eq!(&stored_c, &stored_n, "every log event stored once, whatever the order");
+            prop_assert!(state_n.rank() >= start.rank() && state_c.rank() >= start.rank());
+            if State::AWAITING_RECEIPT.contains(&start) {
+                // The first record to arrive decides; every later contradiction is counted.
+                let first = noisy.first().map(|(_, r)| r.target());
+                prop_assert_eq!(Some(state_n), first);
+                let mut seen = std::collections::BTreeSet::new();
+                let contradictions = noisy.iter().filter(|(id, r)| seen.insert(*id) && r.target() != state_n).count() as u32;
+                prop_assert_eq!(conflicts_n, contradictions);
+            } else {
+                prop_assert_eq!(state_n, start);
+            }
+        }
+    }
 }

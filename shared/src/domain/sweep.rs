@@ -23,6 +23,20 @@ pub struct SweepPolicy {
     pub delay_suspected_after: Duration,
     /// Left in `received` this long (enqueue likely failed) → re-enqueue.
     pub reenqueue_grace: Duration,
+    /// Left in `queued` this long since it was last enqueued, unclaimed (its message was lost,
+    /// e.g. acknowledged by a duplicate delivery while a retry was pending) → re-enqueue. Longer
+    /// than the longest retry backoff; a duplicate message is harmless (the claim).
+    pub requeue_after: Duration,
+}
+
+/// When a not-yet-sent intent should be put on the queue again if nothing picked it up.
+fn requeue_due(record: &IntentRecord, policy: &SweepPolicy) -> Option<DateTime<Utc>> {
+    let s = &record.status;
+    match s.state {
+        State::Received => Some(record.intent.created_at + chrono(policy.reenqueue_grace)),
+        State::Queued => Some(s.enqueued_at.unwrap_or(record.intent.created_at) + chrono(policy.requeue_after)),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +109,9 @@ pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -
     let mut actions = Vec::new();
     let mut state = s.state;
     match state {
-        State::Received if now >= i.created_at + chrono(policy.reenqueue_grace) && now < i.deadline => {
+        State::Received | State::Queued
+            if requeue_due(record, policy).is_some_and(|d| now >= d) && now < i.deadline =>
+        {
             actions.push(Action::ReEnqueue);
         }
         State::Sending if s.lease_until.is_some_and(|l| l <= now) => {
@@ -135,6 +151,7 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
         State::Received => {
             times.push((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace)))
         }
+        State::Queued => times.extend(requeue_due(record, policy)),
         State::Sending => times.extend(s.lease_until),
         State::Accepted => {
             let a = s.accepted_at.unwrap_or(i.created_at);
@@ -161,7 +178,11 @@ mod tests {
     }
 
     fn policy() -> SweepPolicy {
-        SweepPolicy { delay_suspected_after: Duration::from_secs(600), reenqueue_grace: Duration::from_secs(120) }
+        SweepPolicy {
+            delay_suspected_after: Duration::from_secs(600),
+            reenqueue_grace: Duration::from_secs(120),
+            requeue_after: Duration::from_secs(600),
+        }
     }
 
     fn record(state: State) -> IntentRecord {
@@ -239,6 +260,19 @@ mod tests {
         assert_eq!(decide(&r, t0() + mins(1), &policy()), vec![]);
         assert_eq!(decide(&r, t0() + mins(3), &policy()), vec![Action::LeaseExpired]);
         assert_eq!(next_check(&r, t0(), &policy()), Some(t0() + mins(2)));
+    }
+
+    #[test]
+    fn a_queued_intent_nobody_claimed_since_its_last_enqueue_is_re_enqueued() {
+        let mut r = record(State::Queued);
+        r.status.enqueued_at = Some(t0() + mins(1));
+        assert_eq!(decide(&r, t0() + mins(10), &policy()), vec![]);
+        assert_eq!(decide(&r, t0() + mins(11), &policy()), vec![Action::ReEnqueue]);
+        assert_eq!(next_check(&r, t0(), &policy()), Some(t0() + mins(11)));
+        assert!(
+            decide(&r, t0() + mins(31), &policy()).iter().all(|a| *a != Action::ReEnqueue),
+            "never past the deadline"
+        );
     }
 
     #[test]

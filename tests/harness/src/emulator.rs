@@ -161,7 +161,12 @@ impl Emulator {
 
     /// SDK configuration pointed at `endpoint` (this emulator, or a fault proxy in front of it).
     pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
+        // The SDK's standard retries, with a short backoff: faults are injected by the thousand.
+        let retry = aws_config::retry::RetryConfig::standard()
+            .with_initial_backoff(std::time::Duration::from_millis(10))
+            .with_max_backoff(std::time::Duration::from_millis(200));
         aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(retry)
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

@@ -1,0 +1,517 @@
+//! SMS account preferences as code: the CloudFormation custom resource `Custom::SmsPreferences`.
+//!
+//! CloudFormation has no resource for the account's SNS SMS preferences, yet tocsin depends on
+//! them: without a `DeliveryStatusIAMRole` and a success sampling rate of 100 the status function
+//! never learns whether an SMS arrived. On Create and Update this function calls
+//! `SetSMSAttributes` (delivery-status role, sampling rate 100, `Transactional`, and the monthly
+//! spend limit when one is given); every invocation ends with an answer to CloudFormation's
+//! pre-signed `ResponseURL` — on success, on failure and on a malformed event — so a stack
+//! operation never waits an hour for a silent resource.
+//!
+//! Delete leaves the preferences in place and answers SUCCESS. They are account-wide (per region),
+//! may be shared with other stacks or applications, and SNS has no way to "unset" them: a delete
+//! that reset them would silently switch off someone else's delivery logs or spend limit, and a
+//! delete that could fail would block the stack's removal.
+
+pub mod adapters;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::cloudformation::{
+    CloudFormationCustomResourceRequest, CloudFormationCustomResourceResponse,
+    CloudFormationCustomResourceResponseStatus,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tocsin::config::{ConfigError, Env};
+use tokio::time::Instant;
+
+/// The only sampling rate tocsin can work with: below 100, some deliveries are never logged.
+pub const SUCCESS_SAMPLING_RATE: &str = "100";
+/// Alerts are transactional: SNS optimises them for reliability rather than cost.
+pub const DEFAULT_SMS_TYPE: &str = "Transactional";
+/// A custom resource response is at most 4 KiB; the reason is kept well below.
+const MAX_REASON_CHARS: usize = 1500;
+
+/// The resource's properties, as CloudFormation passes them (every value a string).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+pub struct SmsPreferencesProperties {
+    /// The function's ARN; CloudFormation copies it into the properties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_token: Option<String>,
+    /// The role SNS assumes to write the delivery-status logs.
+    #[serde(rename = "DeliveryStatusIAMRole")]
+    pub delivery_status_iam_role: String,
+    /// Whole US dollars per month; absent or empty leaves the account's limit as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly_spend_limit: Option<String>,
+}
+
+/// A CloudFormation custom resource request carrying these properties (the old properties of an
+/// Update are not used, so any shape is accepted there).
+pub type Request = CloudFormationCustomResourceRequest<Value, SmsPreferencesProperties>;
+pub type Response = CloudFormationCustomResourceResponse;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidProperties {
+    #[error("DeliveryStatusIAMRole must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>), got {0:?}")]
+    RoleArn(String),
+    #[error(
+        "MonthlySpendLimit must be a whole number of US dollars (or empty to leave the account's limit unchanged), got {0:?}"
+    )]
+    SpendLimit(String),
+}
+
+/// The preferences to set, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preferences {
+    pub delivery_status_iam_role: String,
+    pub monthly_spend_limit_usd: Option<u64>,
+}
+
+impl Preferences {
+    pub fn from_properties(p: &SmsPreferencesProperties) -> Result<Self, InvalidProperties> {
+        let role = p.delivery_status_iam_role.trim();
+        if !is_role_arn(role) {
+            return Err(InvalidProperties::RoleArn(p.delivery_status_iam_role.clone()));
+        }
+        let limit = match p.monthly_spend_limit.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(raw) if raw.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(raw.parse().map_err(|_| InvalidProperties::SpendLimit(raw.to_owned()))?)
+            }
+            Some(raw) => return Err(InvalidProperties::SpendLimit(raw.to_owned())),
+        };
+        Ok(Preferences { delivery_status_iam_role: role.to_owned(), monthly_spend_limit_usd: limit })
+    }
+
+    /// The `SetSMSAttributes` attributes. Without a spend limit the attribute is left out, so the
+    /// account keeps the limit it has.
+    pub fn attributes(&self) -> BTreeMap<String, String> {
+        let mut a = BTreeMap::from([
+            ("DeliveryStatusIAMRole".to_owned(), self.delivery_status_iam_role.clone()),
+            ("DeliveryStatusSuccessSamplingRate".to_owned(), SUCCESS_SAMPLING_RATE.to_owned()),
+            ("DefaultSMSType".to_owned(), DEFAULT_SMS_TYPE.to_owned()),
+        ]);
+        if let Some(limit) = self.monthly_spend_limit_usd {
+            a.insert("MonthlySpendLimit".to_owned(), limit.to_string());
+        }
+        a
+    }
+}
+
+/// `arn:<partition>:iam::<12 digits>:role/<path and name>`.
+fn is_role_arn(s: &str) -> bool {
+    let parts: Vec<&str> = s.splitn(6, ':').collect();
+    matches!(
+        parts.as_slice(),
+        ["arn", partition, "iam", "", account, resource]
+            if partition.starts_with("aws")
+                && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && resource.strip_prefix("role/").is_some_and(|name| !name.is_empty())
+    )
+}
+
+/// Why `SetSMSAttributes` did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    /// Throttling, 5xx, timeouts, connection failures: the call is idempotent, so worth another try.
+    #[error("{0}")]
+    Transient(String),
+    /// Refused for good (invalid parameter, not authorised).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Why an answer did not reach the `ResponseURL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    #[error("the HTTP client could not be built: {0}")]
+    Client(String),
+    #[error("the PUT did not complete: {0}")]
+    Transport(String),
+    #[error("the PUT was answered with HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+}
+
+/// Port: the account's SMS attributes.
+pub trait SmsAttributes: Send + Sync {
+    fn set_sms_attributes(
+        &self,
+        attributes: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), SetError>> + Send;
+}
+
+/// Port: CloudFormation's pre-signed response URL.
+pub trait ResponseUrl: Send + Sync {
+    fn put(&self, url: &str, body: Vec<u8>) -> impl Future<Output = Result<(), ResponseError>> + Send;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SmsPreferencesError {
+    #[error("the event has no ResponseURL, so CloudFormation cannot be answered (not a custom resource request?)")]
+    Unanswerable,
+    #[error("the answer could not be encoded: {0}")]
+    Encode(String),
+    #[error("the answer did not reach CloudFormation after {attempts} attempt(s): {last}")]
+    ResponseNotDelivered { attempts: u32, last: ResponseError },
+}
+
+impl From<SmsPreferencesError> for lambda_runtime::Diagnostic {
+    fn from(e: SmsPreferencesError) -> Self {
+        let error_type = match e {
+            SmsPreferencesError::Unanswerable => "tocsin.sms_preferences.Unanswerable",
+            SmsPreferencesError::Encode(_) => "tocsin.sms_preferences.Encode",
+            SmsPreferencesError::ResponseNotDelivered { .. } => "tocsin.sms_preferences.ResponseNotDelivered",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}
+
+/// Bounds on the retries, so an answer always goes out before the function's timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// `SetSMSAttributes` attempts in all.
+    pub max_attempts: u32,
+    /// Pause before the second attempt, doubled after each; above 1 s because the quota of
+    /// `SetSMSAttributes` is one call per second.
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+    /// Time kept at the end of the invocation for answering CloudFormation: no `SetSMSAttributes`
+    /// retry starts inside it.
+    pub answer_reserve: Duration,
+    /// PUT attempts to the `ResponseURL`, and the pause between them.
+    pub answer_attempts: u32,
+    pub answer_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 4,
+            first_delay: Duration::from_millis(1100),
+            max_delay: Duration::from_secs(4),
+            answer_reserve: Duration::from_secs(15),
+            answer_attempts: 3,
+            answer_delay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What the Lambda service says about this invocation.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub deadline: Instant,
+    pub log_stream: Option<String>,
+}
+
+impl Invocation {
+    pub fn from_context(ctx: &lambda_runtime::Context) -> Self {
+        let remaining = ctx.deadline().duration_since(SystemTime::now()).unwrap_or_default();
+        let log_stream = Some(ctx.env_config.log_stream.clone()).filter(|s| !s.is_empty());
+        Invocation { deadline: Instant::now() + remaining, log_stream }
+    }
+
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Invocation { deadline: Instant::now() + timeout, log_stream: None }
+    }
+}
+
+/// The function's configuration: only the region, which names the resource.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub region: String,
+}
+
+impl Config {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let region = env.required("AWS_REGION");
+        std::mem::replace(env, Env::from_map(HashMap::new())).finish()?;
+        Ok(Config { region })
+    }
+
+    /// Stable across updates, so CloudFormation never sees a replacement: one set of account
+    /// preferences per region.
+    pub fn physical_id(&self) -> String {
+        format!("tocsin-sms-preferences-{}", self.region)
+    }
+}
+
+/// The fields an answer echoes, read leniently so even a malformed event can be answered.
+#[derive(Debug, Clone, Default)]
+struct Envelope {
+    request_type: Option<String>,
+    response_url: Option<String>,
+    stack_id: Option<String>,
+    request_id: Option<String>,
+    logical_resource_id: Option<String>,
+    physical_resource_id: Option<String>,
+}
+
+impl Envelope {
+    fn of(event: &Value) -> Self {
+        let field = |k: &str| event.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+        Envelope {
+            request_type: field("RequestType"),
+            response_url: field("ResponseURL"),
+            stack_id: field("StackId"),
+            request_id: field("RequestId"),
+            logical_resource_id: field("LogicalResourceId"),
+            physical_resource_id: field("PhysicalResourceId"),
+        }
+    }
+}
+
+/// What was made of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Decision {
+    Applied(BTreeMap<String, String>),
+    LeftInPlace,
+    Failed(String),
+}
+
+pub struct SmsPreferences<A, R> {
+    pub sns: A,
+    pub responder: R,
+    /// `tocsin-sms-preferences-<region>` (see [`Config::physical_id`]).
+    pub physical_id: String,
+    pub retry: RetryPolicy,
+}
+
+impl<A: SmsAttributes, R: ResponseUrl> SmsPreferences<A, R> {
+    /// The Lambda entry point. Returns the answer sent to CloudFormation; an error only when no
+    /// answer could be delivered (Lambda then retries the asynchronous invocation).
+    pub async fn handle(&self, event: Value, invocation: &Invocation) -> Result<Response, SmsPreferencesError> {
+        let envelope = Envelope::of(&event);
+        let Some(url) = envelope.response_url.clone() else {
+            tracing::error!(request_type = ?envelope.request_type, "event without a ResponseURL; nothing to answer");
+            return Err(SmsPreferencesError::Unanswerable);
+        };
+        let decision = self.decide(event, &envelope, invocation).await;
+        let response = self.response(&envelope, &decision, invocation);
+        // The ResponseURL is a pre-signed credential: it is never logged.
+        tracing::info!(
+            request_type = ?envelope.request_type,
+            stack_id = ?envelope.stack_id,
+            request_id = ?envelope.request_id,
+            logical_resource_id = ?envelope.logical_resource_id,
+            status = ?response.status,
+            reason = ?response.reason,
+            "answering CloudFormation"
+        );
+        let body = serde_json::to_vec(&response).map_err(|e| SmsPreferencesError::Encode(e.to_string()))?;
+        self.answer(&url, body, invocation).await?;
+        Ok(response)
+    }
+
+    async fn decide(&self, event: Value, envelope: &Envelope, invocation: &Invocation) -> Decision {
+        // First, before anything can fail: a Delete always succeeds, whatever else the event holds.
+        if envelope.request_type.as_deref() == Some("Delete") {
+            return Decision::LeftInPlace;
+        }
+        let request: Request = match serde_json::from_value(event) {
+            Ok(r) => r,
+            Err(e) => return Decision::Failed(format!("malformed custom resource request: {e}")),
+        };
+        let properties = match request {
+            Request::Create(c) => c.resource_properties,
+            Request::Update(u) => u.resource_properties,
+            Request::Delete(_) => return Decision::LeftInPlace,
+            _ => return Decision::Failed("unsupported RequestType".into()),
+        };
+        let preferences = match Preferences::from_properties(&properties) {
+            Ok(p) => p,
+            Err(e) => return Decision::Failed(e.to_string()),
+        };
+        let attributes = preferences.attributes();
+        match self.set_with_retry(&attributes, invocation).await {
+            Ok(()) => Decision::Applied(attributes),
+            Err(reason) => Decision::Failed(reason),
+        }
+    }
+
+    async fn set_with_retry(
+        &self,
+        attributes: &BTreeMap<String, String>,
+        invocation: &Invocation,
+    ) -> Result<(), String> {
+        let mut delay = self.retry.first_delay;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.sns.set_sms_attributes(attributes).await {
+                Ok(()) => return Ok(()),
+                Err(SetError::Refused(m)) => return Err(format!("SetSMSAttributes refused: {m}")),
+                Err(SetError::Transient(m)) => {
+                    let out_of_time = Instant::now() + delay + self.retry.answer_reserve > invocation.deadline;
+                    if attempt >= self.retry.max_attempts || out_of_time {
+                        return Err(format!("SetSMSAttributes failed after {attempt} attempt(s); last error: {m}"));
+                    }
+                    tracing::warn!(attempt, error = %m, retry_in_ms = delay.as_millis() as u64, "SetSMSAttributes failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.retry.max_delay);
+                }
+            }
+        }
+    }
+
+    fn response(&self, envelope: &Envelope, decision: &Decision, invocation: &Invocation) -> Response {
+        let mut r = Response::default();
+        // Create has none yet; Update and Delete keep the one CloudFormation holds, so an answer
+        // never turns into a replacement.
+        r.physical_resource_id = envelope.physical_resource_id.clone().unwrap_or_else(|| self.physical_id.clone());
+        r.stack_id = envelope.stack_id.clone().unwrap_or_default();
+        r.request_id = envelope.request_id.clone().unwrap_or_default();
+        r.logical_resource_id = envelope.logical_resource_id.clone().unwrap_or_default();
+        match decision {
+            Decision::Applied(attributes) => {
+                r.status = CloudFormationCustomResourceResponseStatus::Success;
+                let names: Vec<&str> = attributes.keys().map(String::as_str).collect();
+                r.reason = Some(format!("SMS preferences set: {}", names.join(", ")));
+                r.data = attributes.clone().into_iter().collect();
+            }
+            Decision::LeftInPlace => {
+                r.status = CloudFormationCustomResourceResponseStatus::Success;
+                r.reason =
+                    Some("account SMS preferences left in place: they are account-wide and may be shared".into());
+            }
+            Decision::Failed(reason) => {
+                r.status = CloudFormationCustomResourceResponseStatus::Failed;
+                let mut text = truncate(reason, MAX_REASON_CHARS);
+                if let Some(stream) = &invocation.log_stream {
+                    text.push_str(&format!(" (details in CloudWatch log stream {stream})"));
+                }
+                r.reason = Some(text);
+            }
+        }
+        r
+    }
+
+    async fn answer(&self, url: &str, body: Vec<u8>, invocation: &Invocation) -> Result<(), SmsPreferencesError> {
+        let attempts = self.retry.answer_attempts.max(1);
+        let mut made = 0;
+        loop {
+            made += 1;
+            let err = match self.responder.put(url, body.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            tracing::warn!(attempt = made, error = %err, "answer to CloudFormation not delivered");
+            let pause = self.retry.answer_delay * made;
+            if made >= attempts || Instant::now() + pause >= invocation.deadline {
+                return Err(SmsPreferencesError::ResponseNotDelivered { attempts: made, last: err });
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(role: &str, limit: Option<&str>) -> SmsPreferencesProperties {
+        SmsPreferencesProperties {
+            service_token: None,
+            delivery_status_iam_role: role.into(),
+            monthly_spend_limit: limit.map(Into::into),
+        }
+    }
+
+    const ROLE: &str = "arn:aws:iam::123456789012:role/tocsin-dev-SmsDeliveryStatusRole-1A2B3C";
+
+    #[test]
+    fn preferences_always_sample_every_success_and_send_transactional() {
+        let p = Preferences::from_properties(&props(ROLE, None)).expect("valid");
+        let a = p.attributes();
+        assert_eq!(a.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
+        assert_eq!(a.get("DefaultSMSType").map(String::as_str), Some("Transactional"));
+        assert_eq!(a.get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE));
+        assert!(!a.contains_key("MonthlySpendLimit"), "no limit given: the account's limit is left alone");
+    }
+
+    #[test]
+    fn an_empty_spend_limit_leaves_the_limit_unchanged_and_a_number_sets_it() {
+        let empty = Preferences::from_properties(&props(ROLE, Some(" "))).expect("valid");
+        assert_eq!(empty.monthly_spend_limit_usd, None);
+        let set = Preferences::from_properties(&props(ROLE, Some("250"))).expect("valid");
+        assert_eq!(set.attributes().get("MonthlySpendLimit").map(String::as_str), Some("250"));
+    }
+
+    #[test]
+    fn a_spend_limit_that_is_not_whole_dollars_is_refused() {
+        for bad in ["12.50", "-5", "ten", "1e3", "99999999999999999999999"] {
+            assert_eq!(
+                Preferences::from_properties(&props(ROLE, Some(bad))),
+                Err(InvalidProperties::SpendLimit(bad.into())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_iam_role_arns_are_accepted_as_the_delivery_status_role() {
+        for good in [ROLE, "arn:aws-us-gov:iam::123456789012:role/path/name", "arn:aws-cn:iam::123456789012:role/x"] {
+            assert!(is_role_arn(good), "{good}");
+        }
+        for bad in [
+            "",
+            "tocsin-role",
+            "arn:aws:iam::123456789012:user/alice",
+            "arn:aws:iam::12345:role/x",
+            "arn:aws:iam::123456789012:role/",
+            "arn:aws:sns:us-east-1:123456789012:role/x",
+        ] {
+            assert!(!is_role_arn(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_properties_are_refused_so_a_typo_is_not_silently_ignored() {
+        let v = serde_json::json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendlimit": "5"});
+        assert!(serde_json::from_value::<SmsPreferencesProperties>(v).is_err());
+    }
+
+    #[test]
+    fn the_sample_events_are_cloudformation_requests_with_these_properties() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events/sms-preferences");
+        let mut kinds = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("events dir") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("read");
+            let request: Request = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let (kind, props) = match &request {
+                Request::Create(c) => ("Create", &c.resource_properties),
+                Request::Update(u) => ("Update", &u.resource_properties),
+                Request::Delete(d) => ("Delete", &d.resource_properties),
+                _ => panic!("unexpected request type"),
+            };
+            Preferences::from_properties(props).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let round_trip: Request =
+                serde_json::from_value(serde_json::to_value(&request).expect("encode")).expect("decode");
+            assert_eq!(round_trip, request);
+            kinds.push(kind);
+        }
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["Create", "Delete", "Update"]);
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_character_boundary() {
+        let s = "é".repeat(2000);
+        let t = truncate(&s, MAX_REASON_CHARS);
+        assert_eq!(t.chars().count(), MAX_REASON_CHARS + 1);
+        assert_eq!(truncate("short", 10), "short");
+    }
+}

@@ -1,0 +1,26 @@
+//! The SMS preferences custom resource: configuration, clients, adapters, then the runtime loop.
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use serde_json::Value;
+use sms_preferences::adapters::{HttpResponder, SnsSmsAttributes};
+use sms_preferences::{Config, Invocation, RetryPolicy, SmsPreferences};
+use tocsin::config::Env;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tocsin::telemetry::init();
+    let config = Config::from_env(&mut Env::from_process())?;
+    let aws = aws_config::load_from_env().await;
+    let preferences = SmsPreferences {
+        sns: SnsSmsAttributes::new(&aws),
+        responder: HttpResponder::new()?,
+        physical_id: config.physical_id(),
+        retry: RetryPolicy::default(),
+    };
+    let preferences = &preferences;
+    run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let invocation = Invocation::from_context(&event.context);
+        preferences.handle(event.payload, &invocation).await
+    }))
+    .await
+}

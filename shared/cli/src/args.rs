@@ -1,0 +1,171 @@
+//! The command line, as clap parses it.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tocsin::domain::State;
+
+/// tocsin's operator tool: look at alert intents, suppressed recipients and escalations; re-enable
+/// a recipient or resend an alert, both audited with your AWS identity.
+///
+/// It reaches AWS (or a local emulator) through the standard AWS environment: credentials and
+/// region from the usual chain (AWS_PROFILE, AWS_REGION, …), AWS_ENDPOINT_URL for an emulator.
+#[derive(Debug, Parser)]
+#[command(name = "tocsin", version, about, long_about, propagate_version = true)]
+pub struct Cli {
+    /// The deployed stack's name: tables and queues are `<stack>-ledger`, `<stack>-recipients`,
+    /// `<stack>-send` and `<stack>-escalations`.
+    #[arg(long, env = "TOCSIN_STACK", global = true, value_parser = stack_name)]
+    pub stack: Option<String>,
+
+    /// Print JSON (one document on stdout) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One intent and its full timeline, oldest first.
+    Show {
+        /// The idempotency key (64 hex characters), or a unique prefix of at least 8.
+        key: String,
+    },
+    /// Recent intents, newest first.
+    List {
+        /// Only intents in this state (received, queued, sending, accepted, send_unknown,
+        /// delay_suspected, delivered, failed, suppressed, stale, expired_unknown).
+        #[arg(long, value_parser = state)]
+        state: Option<State>,
+        /// At most this many intents.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        limit: u32,
+    },
+    /// Suppressed recipients, since when and why (numbers masked).
+    Suppressed {
+        /// Show the numbers in clear (E.164), e.g. to call someone. Handle the output with care.
+        #[arg(long)]
+        reveal: bool,
+    },
+    /// Lifts a recipient's suppression; who (your AWS identity), why and when are recorded.
+    ReEnable {
+        /// The number, in E.164 (e.g. +14155550100).
+        number: String,
+        /// Why the number may be used again (e.g. "confirmed by phone: opted back in").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
+    /// Sends an intent again, once, after an unknown outcome or a failure. See `tocsin resend --help`.
+    #[command(long_about = RESEND_HELP)]
+    Resend(ResendArgs),
+    /// Reads escalations from the escalation queue; leaves them there unless `--ack`.
+    Escalations {
+        /// Read at most this many messages.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max: u32,
+        /// Acknowledge: delete every message shown (nothing else is recorded). Without it they
+        /// are released at once for others to read.
+        #[arg(long)]
+        ack: bool,
+    },
+}
+
+const RESEND_HELP: &str = "Sends an intent again, once, after an unknown outcome or a failure.
+
+Allowed from send_unknown, failed, stale and expired_unknown. Refused while the automation owns \
+the intent (received, queued, sending), once SNS took it (accepted, delay_suspected: wait for the \
+receipt), after delivered, and while the recipient is suppressed (re-enable first).
+
+The resend takes the same claim as the sender, so it cannot race the automation or another \
+operator into a second SMS; your AWS identity and the reason are recorded in the timeline. SNS is \
+called once, without retries: if it throttles, nothing was sent, the intent is marked failed and \
+you may run the command again.";
+
+#[derive(Debug, Args)]
+pub struct ResendArgs {
+    /// The idempotency key (64 hex characters), or a unique prefix of at least 8.
+    pub key: String,
+    /// Why it is resent (recorded in the intent's timeline).
+    #[arg(long, required = true, value_parser = reason)]
+    pub reason: String,
+    /// Bound on the SNS publish; past it the outcome is unknown (never retried). Same variable as
+    /// the sender's.
+    #[arg(long, env = "TOCSIN_PUBLISH_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub publish_timeout: Duration,
+    /// How long the resend holds its claim; if the command dies, the sweep marks the intent
+    /// send_unknown after it. Must exceed the publish timeout. Same variable as the sender's.
+    #[arg(long, env = "TOCSIN_CLAIM_LEASE", default_value = "2m", value_parser = duration)]
+    pub lease: Duration,
+    /// Origination number when the intent names none (the deployment's default, if it has one).
+    #[arg(long, env = "TOCSIN_SMS_ORIGINATION_NUMBER")]
+    pub origination_number: Option<String>,
+    /// Sender ID when the intent names none (the deployment's default, if it has one).
+    #[arg(long, env = "TOCSIN_SMS_SENDER_ID")]
+    pub sender_id: Option<String>,
+    /// Maximum price in USD when the intent names none (the deployment's default, if it has one).
+    #[arg(long, env = "TOCSIN_SMS_MAX_PRICE_USD")]
+    pub max_price_usd: Option<String>,
+}
+
+fn duration(raw: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(raw) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be longer than zero".into()),
+        Err(e) => Err(format!("not a duration like \"10s\" or \"2m\": {e}")),
+    }
+}
+
+fn state(raw: &str) -> Result<State, String> {
+    raw.parse::<State>().map_err(|e| {
+        let all: Vec<&str> = tocsin::domain::state::ALL_STATES.iter().map(|s| s.as_str()).collect();
+        format!("{e}; one of: {}", all.join(", "))
+    })
+}
+
+fn reason(raw: &str) -> Result<String, String> {
+    let r = raw.trim();
+    if r.is_empty() { Err("a reason must say something".into()) } else { Ok(r.to_owned()) }
+}
+
+fn stack_name(raw: &str) -> Result<String, String> {
+    let ok = !raw.is_empty()
+        && raw.len() <= 128
+        && raw.starts_with(|c: char| c.is_ascii_alphabetic())
+        && raw.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err("a CloudFormation stack name: letters, digits and '-', starting with a letter".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn resend_and_re_enable_require_a_reason() {
+        assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "re-enable", "+14155550100"]).is_err());
+        assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123"]).is_err());
+        assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123", "--reason", "  "]).is_err());
+        assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123", "--reason", "x"]).is_ok());
+    }
+
+    #[test]
+    fn states_and_durations_are_checked_when_parsing() {
+        assert!(Cli::try_parse_from(["tocsin", "list", "--state", "send_unknown"]).is_ok());
+        assert!(Cli::try_parse_from(["tocsin", "list", "--state", "lost"]).is_err());
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
+        assert!(duration("soon").is_err());
+        assert!(stack_name("tocsin-prod").is_ok());
+        assert!(stack_name("bad name").is_err());
+    }
+}

@@ -1,0 +1,102 @@
+//! One module per command, and what they share: finding an intent by key and its masked view.
+
+pub mod escalations;
+pub mod list;
+pub mod re_enable;
+pub mod resend;
+pub mod show;
+pub mod suppressed;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tocsin::domain::intent::Escalation;
+use tocsin::domain::{IdempotencyKey, IntentRecord, State};
+use tocsin::ports::IntentStore;
+
+use crate::context::Context;
+use crate::error::{CliError, CliResult};
+use crate::progress::Spinner;
+
+/// The shortest key prefix accepted in place of a full key.
+pub const MIN_PREFIX: usize = 8;
+
+/// Reads a full key as is; resolves a unique prefix (≥ 8 hex characters) by scanning the ledger.
+pub async fn resolve_key(ctx: &Context, raw: &str) -> CliResult<IdempotencyKey> {
+    let raw = raw.trim();
+    if let Ok(key) = IdempotencyKey::parse(raw) {
+        return Ok(key);
+    }
+    let is_prefix =
+        (MIN_PREFIX..64).contains(&raw.len()) && raw.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !is_prefix {
+        return Err(CliError::Usage(format!(
+            "'{raw}' is not an idempotency key: give the 64 lowercase hex characters, or a unique prefix of at least {MIN_PREFIX}"
+        )));
+    }
+    let spinner = Spinner::start(format!("looking for keys starting with {raw}…"));
+    let all = ctx.ledger.list(None, usize::MAX).await.map_err(CliError::port("scanning the ledger for the key"))?;
+    spinner.done();
+    let mut matching: Vec<IdempotencyKey> =
+        all.into_iter().map(|r| r.intent.key).filter(|k| k.as_str().starts_with(raw)).collect();
+    match matching.len() {
+        0 => Err(CliError::NotFound(format!("{raw}…"))),
+        1 => Ok(matching.remove(0)),
+        n => Err(CliError::Usage(format!("{n} intents have keys starting with {raw}: give more characters"))),
+    }
+}
+
+/// Reads an intent or says clearly that there is none.
+pub async fn load(ctx: &Context, key: &IdempotencyKey) -> CliResult<IntentRecord> {
+    ctx.ledger
+        .get(key)
+        .await
+        .map_err(CliError::port(format!("reading intent {key}")))?
+        .ok_or_else(|| CliError::NotFound(key.to_string()))
+}
+
+/// An intent as the CLI shows it: no message body, no variables, the recipient masked.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntentView {
+    pub key: String,
+    pub event_id: String,
+    pub template: String,
+    pub recipient: String,
+    pub origin: &'static str,
+    pub created_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    pub state: State,
+    pub attempts: u32,
+    pub sns_message_id: Option<String>,
+    pub accepted_at: Option<DateTime<Utc>>,
+    pub final_at: Option<DateTime<Utc>>,
+    pub attempt_id: Option<String>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub escalation: Option<Escalation>,
+    pub conflicts: u32,
+    pub last_error: Option<String>,
+}
+
+impl From<&IntentRecord> for IntentView {
+    fn from(r: &IntentRecord) -> Self {
+        let (i, s) = (&r.intent, &r.status);
+        IntentView {
+            key: i.key.to_string(),
+            event_id: i.event_id.clone(),
+            template: i.template.to_string(),
+            recipient: i.recipient.masked(),
+            origin: i.origin.as_str(),
+            created_at: i.created_at,
+            deadline: i.deadline,
+            state: s.state,
+            attempts: s.attempts,
+            sns_message_id: s.sns_message_id.clone(),
+            accepted_at: s.accepted_at,
+            final_at: s.final_at,
+            attempt_id: s.attempt_id.clone(),
+            lease_until: s.lease_until,
+            escalation: s.escalation.clone(),
+            conflicts: s.conflicts,
+            last_error: s.last_error.clone(),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! `tocsin`, the operator CLI: reads the ledger, the recipient registry and the escalation queue
+//! of one deployed stack, and performs the two audited operator actions (re-enable a recipient,
+//! resend an intent) through the same adapters and conditional writes as the functions.
+//!
+//! It reaches AWS — or a local emulator — only through the standard AWS environment; there is no
+//! local code path. See `README.md` next to this crate.
+
+pub mod args;
+pub mod commands;
+pub mod context;
+pub mod error;
+pub mod output;
+pub mod progress;
+
+use args::Command;
+use context::Context;
+use error::{CliError, CliResult, exit};
+
+/// Runs one command; the exit code of a command that completed.
+pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
+    match command {
+        Command::Show { key } => commands::show::run(ctx, key).await.map(|()| exit::OK),
+        Command::List { state, limit } => commands::list::run(ctx, *state, *limit).await.map(|()| exit::OK),
+        Command::Suppressed { reveal } => commands::suppressed::run(ctx, *reveal).await.map(|()| exit::OK),
+        Command::ReEnable { number, reason } => commands::re_enable::run(ctx, number, reason).await.map(|()| exit::OK),
+        Command::Resend(a) => commands::resend::run(ctx, a)
+            .await
+            .map(|outcome| if outcome.accepted() { exit::OK } else { exit::NOT_ACCEPTED }),
+        Command::Escalations { max, ack } => commands::escalations::run(ctx, *max, *ack).await.map(|()| exit::OK),
+    }
+}
+
+/// Reports an error: always in words on stderr; with `--json` also as a JSON document on stdout.
+pub fn report(e: &CliError, json: bool) {
+    eprintln!("tocsin: {e}");
+    if json {
+        let doc = serde_json::json!({"error": {"kind": e.kind(), "message": e.to_string()}});
+        let _ = output::json(&doc);
+    }
+}

@@ -1,0 +1,497 @@
+//! The operator CLI: the real `tocsin` binary against the emulator, next to the real pipeline
+//! (intake, sender, status, escalation handlers). The binary sees only the standard AWS variables
+//! (`Emulator::aws_env`) and `--stack tocsin-local`; every effect is read back from the emulator.
+//!
+//! The pipeline's test clock is never advanced here, so the CLI's wall clock and the pipeline's
+//! agree; no assertion depends on a deadline passing.
+
+use serde_json::Value;
+use tocsin::adapters::registry::RegistryEvent;
+use tocsin::domain::observation::ObservationKind;
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::RecipientRegistry;
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Pipeline, alert, key_of};
+
+const STACK: &str = "tocsin-local";
+
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+}
+
+/// Runs the real binary with only the emulator's AWS environment (no other variable leaks in).
+/// The command is built before the future starts, so concurrent runs borrow nothing.
+fn tocsin(p: &Pipeline, args: &[&str]) -> impl std::future::Future<Output = Run> + use<> {
+    tocsin_via(p, &p.emulator.endpoint(), args)
+}
+
+/// Runs the binary with its AWS endpoint at `endpoint` (a fault proxy in front of the emulator).
+fn tocsin_via(p: &Pipeline, endpoint: &str, args: &[&str]) -> impl std::future::Future<Output = Run> + use<> {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tocsin"));
+    cmd.env_clear()
+        .envs(p.emulator.aws_env())
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(["--stack", STACK])
+        .args(args);
+    async move {
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await.expect("join").expect("run tocsin");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+async fn sms_count(p: &Pipeline) -> usize {
+    p.emulator.sent_sms().await.expect("sms list").len()
+}
+
+/// Submits and sends one alert: accepted by SNS. Returns its key and SNS message id.
+async fn accepted(p: &Pipeline, event: &str, number: &str) -> (IdempotencyKey, String) {
+    let (_, body) = p.submit(&alert(event, number)).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    (key, id)
+}
+
+/// An alert whose carrier reports the number opted out: the intent fails, the number is suppressed.
+async fn opted_out(p: &Pipeline, event: &str, number: &str) -> IdempotencyKey {
+    let (key, id) = accepted(p, event, number).await;
+    p.carrier_reports(&id, number, false, "Phone number is opted out").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Failed);
+    key
+}
+
+/// A pipeline whose sender reaches SNS through a fault proxy (kept alive with it), and an intent in
+/// `send_unknown`: the proxy forwarded the publish (one SMS went out) and dropped the answer.
+async fn send_unknown(event: &str, number: &str) -> (Pipeline, FaultProxy, IdempotencyKey) {
+    let p = Pipeline::start().await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 11).await.expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    let (_, body) = p.submit(&alert(event, number)).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    assert_eq!(sms_count(&p).await, 1, "the dropped publish did reach SNS");
+    (p, proxy, key)
+}
+
+async fn caller_arn(p: &Pipeline) -> String {
+    let sts = aws_sdk_sts::Client::new(&p.emulator.sdk_config().await);
+    sts.get_caller_identity().send().await.expect("sts").arn.expect("arn")
+}
+
+fn operator_observations(timeline: &[tocsin::domain::observation::Observation]) -> Vec<(String, String, String)> {
+    timeline
+        .iter()
+        .filter_map(|o| match &o.kind {
+            ObservationKind::Operator { operator, action, reason } => {
+                Some((operator.clone(), action.clone(), reason.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
+    let p = Pipeline::start().await;
+    let number = "+14155550120";
+    let (key, msg_id) = accepted(&p, "show-1", number).await;
+
+    let table = tocsin(&p, &["show", key.as_str()]).await;
+    assert_eq!(table.code, 0, "{table:?}");
+    for expected in ["show-1", "disk_full@v1", "+1******0120", "accepted", msg_id.as_str(), "enqueued by intake"] {
+        assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
+    }
+    assert!(!table.stdout.contains(number) && !table.stderr.contains(number), "the number leaked:\n{}", table.stdout);
+
+    let doc = tocsin(&p, &["--json", "show", key.as_str()]).await.json();
+    assert_eq!(doc["intent"]["key"], key.as_str());
+    assert_eq!(doc["intent"]["state"], "accepted");
+    assert_eq!(doc["intent"]["recipient"], "+1******0120");
+    assert_eq!(doc["intent"]["sns_message_id"], msg_id.as_str());
+    let timeline = doc["timeline"].as_array().expect("timeline");
+    let stored = p.timeline(&key).await;
+    assert_eq!(timeline.len(), stored.len());
+    let states: Vec<&str> = timeline.iter().filter_map(|o| o["state_after"].as_str()).collect();
+    assert_eq!(states.last(), Some(&"accepted"), "oldest first: {states:?}");
+    assert!(timeline.iter().all(|o| o["summary"].is_string() && o["at"].is_string()));
+    assert!(!doc.to_string().contains(number));
+
+    // A unique prefix finds it too.
+    let short = tocsin(&p, &["--json", "show", key.short()]).await.json();
+    assert_eq!(short["intent"]["key"], key.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_of_an_unknown_key_exits_1_with_a_clear_message() {
+    let p = Pipeline::start().await;
+    let missing = "ab".repeat(32);
+    let r = tocsin(&p, &["show", &missing]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("no intent with key {missing}")), "{r:?}");
+    assert!(r.stdout.is_empty());
+
+    let j = tocsin(&p, &["--json", "show", &missing]).await;
+    assert_eq!((j.code, j.json()["error"]["kind"].as_str()), (1, Some("not_found")));
+
+    let bad = tocsin(&p, &["show", "not-a-key"]).await;
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("not an idempotency key"), "{bad:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_recent_intents_newest_first_and_filters_by_state() {
+    let p = Pipeline::start().await;
+    let (sent, _) = accepted(&p, "list-1", "+14155550121").await;
+    let (_, b) = p.submit(&alert("list-2", "+14155550122")).await;
+    let (_, c) = p.submit(&alert("list-3", "+14155550123")).await;
+    let (b, c) = (key_of(&b), key_of(&c));
+
+    let queued = tocsin(&p, &["--json", "list", "--state", "queued"]).await.json();
+    let keys: Vec<&str> = queued.as_array().expect("array").iter().filter_map(|i| i["key"].as_str()).collect();
+    assert_eq!(keys, vec![c.as_str(), b.as_str()], "only queued, newest first");
+
+    let accepted = tocsin(&p, &["--json", "list", "--state", "accepted"]).await.json();
+    assert_eq!(accepted.as_array().map(Vec::len), Some(1));
+    assert_eq!(accepted[0]["key"], sent.as_str());
+
+    let one = tocsin(&p, &["--json", "list", "--limit", "1"]).await.json();
+    assert_eq!(one.as_array().map(|a| a.len()), Some(1));
+    assert_eq!(one[0]["key"], c.as_str());
+
+    let table = tocsin(&p, &["list"]).await;
+    assert_eq!(table.code, 0, "{table:?}");
+    for k in [&sent, &b, &c] {
+        assert!(table.stdout.contains(k.as_str()), "{}", table.stdout);
+    }
+    assert!(table.stdout.contains("+1******0122") && !table.stdout.contains("+14155550122"));
+
+    let none = tocsin(&p, &["list", "--state", "delivered"]).await;
+    assert_eq!(none.code, 0);
+    assert!(none.stdout.contains("no delivered intents"), "{none:?}");
+
+    let bad = tocsin(&p, &["list", "--state", "lost"]).await;
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("send_unknown"), "lists the states: {bad:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suppressed_recipients_are_masked_unless_revealed() {
+    let p = Pipeline::start().await;
+    let number = "+14155550124";
+    opted_out(&p, "suppressed-1", number).await;
+
+    let masked = tocsin(&p, &["suppressed"]).await;
+    assert_eq!(masked.code, 0, "{masked:?}");
+    assert!(masked.stdout.contains("+1******0124"), "{}", masked.stdout);
+    assert!(masked.stdout.contains("Phone number is opted out"));
+    assert!(!masked.stdout.contains(number), "the number in clear without --reveal:\n{}", masked.stdout);
+
+    let doc = tocsin(&p, &["--json", "suppressed"]).await.json();
+    assert_eq!(doc[0]["recipient"], "+1******0124");
+    assert_eq!(doc[0]["reason"], "Phone number is opted out");
+    assert!(doc[0]["since"].is_string());
+
+    let revealed = tocsin(&p, &["suppressed", "--reveal"]).await;
+    assert!(revealed.stdout.contains(number), "{}", revealed.stdout);
+    let doc = tocsin(&p, &["--json", "suppressed", "--reveal"]).await.json();
+    assert_eq!(doc[0]["recipient"], number);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_enable_requires_a_reason_and_records_the_operator_arn_from_sts() {
+    let p = Pipeline::start().await;
+    let number = "+14155550125";
+    opted_out(&p, "reenable-1", number).await;
+    let phone = PhoneNumber::parse(number).expect("valid");
+
+    let no_reason = tocsin(&p, &["re-enable", number]).await;
+    assert_eq!(no_reason.code, 2, "{no_reason:?}");
+    assert!(no_reason.stderr.contains("--reason"), "{no_reason:?}");
+    let blank = tocsin(&p, &["re-enable", number, "--reason", "   "]).await;
+    assert_eq!(blank.code, 2, "{blank:?}");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "still suppressed");
+
+    let r = tocsin(&p, &["re-enable", number, "--reason", "confirmed by phone: opted back in"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let arn = caller_arn(&p).await;
+    assert!(arn.starts_with("arn:aws:"), "{arn}");
+    assert!(r.stdout.contains("re-enabled") && r.stdout.contains(&arn), "{}", r.stdout);
+    assert!(r.stdout.contains("suppressed") && r.stdout.contains("Phone number is opted out"), "the trail is shown");
+    assert!(!r.stdout.contains(number), "{}", r.stdout);
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none());
+    let history = p.registry.history(&phone).await.expect("history");
+    assert!(
+        matches!(history.last(), Some(RegistryEvent::ReEnabled { operator, reason, .. })
+            if *operator == arn && reason == "confirmed by phone: opted back in"),
+        "{history:?}"
+    );
+
+    let again = tocsin(&p, &["--json", "re-enable", number, "--reason", "again"]).await;
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(again.stderr.contains("+1******0125 is not suppressed"), "{again:?}");
+    assert_eq!(p.registry.history(&phone).await.expect("history").len(), history.len(), "nothing recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_is_refused_while_the_automation_owns_the_intent() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("owned-1", "+14155550126")).await;
+    let key = key_of(&body);
+    assert_eq!(p.record(&key).await.status.state, State::Queued);
+
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "impatient"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("the automation owns it (state queued)"), "{r:?}");
+    assert_eq!(sms_count(&p).await, 0);
+    assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refusal records nothing");
+
+    // The automation goes on as if nothing happened.
+    p.run_sender().await;
+    assert_eq!(sms_count(&p).await, 1);
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_is_refused_once_sns_accepted_and_after_delivery() {
+    let p = Pipeline::start().await;
+    let number = "+14155550127";
+    let (key, msg_id) = accepted(&p, "taken-1", number).await;
+
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "no receipt yet"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("SNS already took it") && r.stderr.contains(&msg_id), "{r:?}");
+    assert!(r.stderr.contains("Wait for the delivery receipt"), "{r:?}");
+
+    p.carrier_reports(&msg_id, number, true, "Message has been accepted by phone carrier").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    let r = tocsin(&p, &["--json", "resend", key.as_str(), "--reason", "just in case"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("it was delivered"), "{r:?}");
+    assert_eq!(r.json()["error"]["kind"], "refused");
+
+    assert_eq!(sms_count(&p).await, 1, "nothing more was sent");
+    assert!(operator_observations(&p.timeline(&key).await).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_after_send_unknown_sends_exactly_one_more_sms_and_records_who_and_why() {
+    let number = "+14155550128";
+    let (p, _proxy, key) = send_unknown("unknown-1", number).await;
+
+    let r = tocsin(&p, &["--json", "resend", key.as_str(), "--reason", "called: not received"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(sms_count(&p).await, 2, "exactly one more SMS");
+    let doc = r.json();
+    assert_eq!((doc["outcome"].as_str(), doc["state"].as_str()), (Some("accepted"), Some("accepted")));
+    let attempt_id = doc["attempt_id"].as_str().expect("attempt id");
+    assert!(attempt_id.starts_with("operator:"), "{attempt_id}");
+
+    let record = p.record(&key).await;
+    let msg_id = record.status.sns_message_id.clone().expect("message id recorded");
+    assert_eq!(doc["sns_message_id"], msg_id.as_str());
+    assert_eq!((record.status.state, record.status.attempts), (State::Accepted, 2));
+    assert_eq!(record.status.attempt_id, None, "the claim is released");
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!((sms[1].message_id.as_str(), sms[1].phone_number.as_str()), (msg_id.as_str(), number));
+
+    let timeline = p.timeline(&key).await;
+    let arn = caller_arn(&p).await;
+    assert_eq!(
+        operator_observations(&timeline),
+        vec![(arn.clone(), "resend".to_owned(), "called: not received".to_owned())]
+    );
+    assert!(timeline.iter().any(|o| matches!(&o.kind,
+        ObservationKind::Accepted { attempt_id: a, sns_message_id } if a == attempt_id && *sns_message_id == msg_id)));
+
+    // SNS has it now: a second resend is refused, and the receipt matches the resent message.
+    let again = tocsin(&p, &["resend", key.as_str(), "--reason", "twice"]).await;
+    assert_eq!(again.code, 1, "{again:?}");
+    assert_eq!(sms_count(&p).await, 2);
+    p.carrier_reports(&msg_id, number, true, "Message has been accepted by phone carrier").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+
+    let shown = tocsin(&p, &["show", key.as_str()]).await;
+    assert!(shown.stdout.contains("resend (called: not received)"), "{}", shown.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_resend_sends_nothing_marks_the_intent_failed_and_may_be_run_again() {
+    let (p, _sender_proxy, key) = send_unknown("throttled-resend-1", "+14155550134").await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 12).await.expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::sns_throttling()));
+
+    let r = tocsin_via(&p, &proxy.endpoint(), &["resend", key.as_str(), "--reason", "first try"]).await;
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stdout.contains("nothing was sent") && r.stdout.contains("run the same command again"), "{r:?}");
+    assert_eq!(sms_count(&p).await, 1, "throttled: SNS sent nothing");
+    let record = p.record(&key).await;
+    assert_eq!((record.status.state, record.status.attempt_id.as_deref()), (State::Failed, None));
+    assert!(record.status.last_error.as_deref().unwrap_or_default().contains("retryable"), "{record:?}");
+
+    let again = tocsin_via(&p, &proxy.endpoint(), &["resend", key.as_str(), "--reason", "second try"]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(sms_count(&p).await, 2);
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    assert_eq!(operator_observations(&p.timeline(&key).await).len(), 2, "both attempts are on the record");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_whose_answer_is_lost_becomes_send_unknown_again_and_is_not_retried() {
+    let (p, _sender_proxy, key) = send_unknown("lost-resend-1", "+14155550135").await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 13).await.expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+
+    let r = tocsin_via(&p, &proxy.endpoint(), &["--json", "resend", key.as_str(), "--reason", "lost"]).await;
+    assert_eq!(r.code, 4, "{r:?}");
+    let doc = r.json();
+    assert_eq!((doc["outcome"].as_str(), doc["state"].as_str()), (Some("unknown"), Some("send_unknown")));
+    assert!(doc["message"].as_str().unwrap_or_default().contains("Do not resend blindly"), "{doc}");
+    assert_eq!(sms_count(&p).await, 2, "the publish reached SNS once, and was not retried");
+    let record = p.record(&key).await;
+    assert_eq!((record.status.state, record.status.attempts, record.status.attempt_id), (State::SendUnknown, 2, None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_racing_the_automation_sends_nothing() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("race-1", "+14155550129")).await;
+    let key = key_of(&body);
+    let (cli, _) = tokio::join!(tocsin(&p, &["resend", key.as_str(), "--reason", "racing"]), p.run_sender());
+    assert_eq!(cli.code, 1, "the operator never claims a queued intent: {cli:?}");
+    assert_eq!(sms_count(&p).await, 1, "only the sender's SMS");
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    assert!(operator_observations(&p.timeline(&key).await).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_5_an_operator_resend_racing_an_automatic_retry_publishes_one_sms() {
+    let (p, _proxy, key) = send_unknown("redelivered-1", "+14155550130").await;
+    p.enqueue_again(&key).await;
+    let (cli, _) =
+        tokio::join!(tocsin(&p, &["resend", key.as_str(), "--reason", "operator and retry"]), p.run_sender());
+    assert_eq!(cli.code, 0, "{cli:?}");
+    assert_eq!(sms_count(&p).await, 2, "the first (unknown) publish and the operator's: no third");
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_resending_at_once_send_one_sms() {
+    let (p, _proxy, key) = send_unknown("two-ops-1", "+14155550131").await;
+    let (a, b) = tokio::join!(
+        tocsin(&p, &["resend", key.as_str(), "--reason", "alice"]),
+        tocsin(&p, &["resend", key.as_str(), "--reason", "bob"])
+    );
+    let mut codes = vec![a.code, b.code];
+    codes.sort();
+    assert_eq!(codes, vec![0, 1], "one claims, the other is refused: {a:?} {b:?}");
+    assert_eq!(sms_count(&p).await, 2);
+    assert_eq!(operator_observations(&p.timeline(&key).await).len(), 1, "only the claim that won is recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_is_refused_for_a_suppressed_recipient_until_it_is_re_enabled() {
+    let p = Pipeline::start().await;
+    let number = "+14155550132";
+    let key = opted_out(&p, "resend-suppressed-1", number).await;
+
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "try again"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("+1******0132 is suppressed") && r.stderr.contains("re-enable"), "{r:?}");
+    assert!(!r.stderr.contains(number));
+    assert_eq!(sms_count(&p).await, 1);
+    assert_eq!(p.record(&key).await.status.state, State::Failed, "untouched");
+
+    assert_eq!(tocsin(&p, &["re-enable", number, "--reason", "opted back in"]).await.code, 0);
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "re-enabled, sending again"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("SNS accepted it"), "{}", r.stdout);
+    assert_eq!(sms_count(&p).await, 2);
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalations_are_shown_and_left_on_the_queue_unless_acknowledged() {
+    let p = Pipeline::start().await;
+    let number = "+14155550133";
+    let key = opted_out(&p, "escalate-1", number).await;
+    p.run_escalation().await;
+    assert_eq!(p.queue_depth("EscalationQueue").await, 1);
+
+    let shown = tocsin(&p, &["escalations"]).await;
+    assert_eq!(shown.code, 0, "{shown:?}");
+    for expected in [&key.as_str()[..12], "escalate-1", "+1******0133", "failed", "delivery failed"] {
+        assert!(shown.stdout.contains(expected), "missing {expected:?} in\n{}", shown.stdout);
+    }
+    assert!(!shown.stdout.contains(number));
+    assert!(shown.stdout.contains("left on the queue"));
+
+    // Released at once: the next reader sees it immediately.
+    let doc = tocsin(&p, &["--json", "escalations"]).await.json();
+    let list = doc["escalations"].as_array().expect("escalations");
+    assert_eq!(list.len(), 1, "{doc}");
+    assert_eq!((list[0]["idempotency_key"].as_str(), list[0]["state"].as_str()), (Some(key.as_str()), Some("failed")));
+    assert_eq!(doc["acknowledged"], false);
+    assert_eq!(p.queue_depth("EscalationQueue").await, 1);
+
+    let acked = tocsin(&p, &["--json", "escalations", "--ack"]).await;
+    assert_eq!(acked.code, 0, "{acked:?}");
+    assert_eq!(acked.json()["acknowledged"], true);
+    assert_eq!(acked.json()["escalations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(p.queue_depth("EscalationQueue").await, 0, "acknowledged = deleted");
+
+    let empty = tocsin(&p, &["escalations"]).await;
+    assert_eq!(empty.code, 0);
+    assert!(empty.stdout.contains("no escalations waiting"), "{empty:?}");
+    // Acknowledging records nothing in the ledger.
+    assert!(operator_observations(&p.timeline(&key).await).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stack_is_required_and_may_come_from_the_environment() {
+    let p = Pipeline::start().await;
+    let out = tokio::task::spawn_blocking({
+        let env = p.emulator.aws_env();
+        move || std::process::Command::new(env!("CARGO_BIN_EXE_tocsin")).env_clear().envs(env).args(["list"]).output()
+    })
+    .await
+    .expect("join")
+    .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--stack"));
+
+    let out = tokio::task::spawn_blocking({
+        let env = p.emulator.aws_env();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_tocsin"))
+                .env_clear()
+                .envs(env)
+                .env("TOCSIN_STACK", STACK)
+                .args(["--json", "list"])
+                .output()
+        }
+    })
+    .await
+    .expect("join")
+    .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+}
