@@ -70,6 +70,19 @@ pub enum Command {
         #[arg(long)]
         ack: bool,
     },
+    /// Shows the delivery-status records that could settle an unknown outcome; links one by hand.
+    Reconcile {
+        key: String,
+        /// The SNS message id to tie to the intent (from the listing).
+        #[arg(long, requires = "reason")]
+        link: Option<String>,
+        /// Why this message is the intent's SMS (required with --link; recorded with your identity).
+        #[arg(long, value_parser = reason)]
+        reason: Option<String>,
+        /// The attempt's search window after its claim.
+        #[arg(long, env = "TOCSIN_RECONCILE_MARGIN", default_value = "15m", value_parser = duration)]
+        margin: Duration,
+    },
 }
 
 const RESEND_HELP: &str = "Sends an intent again, once, after an unknown outcome or a failure.

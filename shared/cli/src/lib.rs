@@ -27,6 +27,9 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
             .await
             .map(|outcome| if outcome.accepted() { exit::OK } else { exit::NOT_ACCEPTED }),
         Command::Escalations { max, ack } => commands::escalations::run(ctx, *max, *ack).await.map(|()| exit::OK),
+        Command::Reconcile { key, link, reason, margin } => {
+            commands::reconcile::run(ctx, key, link.as_deref(), reason.as_deref(), *margin).await.map(|()| exit::OK)
+        }
     }
 }
 

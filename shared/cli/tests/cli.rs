@@ -495,3 +495,55 @@ async fn the_stack_is_required_and_may_come_from_the_environment() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_receipt_for_the_message_before_a_resend_does_not_move_the_resent_intent() {
+    let p = Pipeline::start().await;
+    let (key, first) = accepted(&p, "resent-late-1", "+14155550139").await;
+    p.carrier_reports(&first, "+14155550139", false, "Phone is currently unreachable/unavailable").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Failed);
+    let cli = tocsin(&p, &["resend", key.as_str(), "--reason", "phone back on"]).await;
+    assert_eq!(cli.code, 0, "{cli:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Accepted);
+    assert_ne!(r.status.sns_message_id.as_deref(), Some(first.as_str()), "a new message");
+    // Another record about the first message arrives late: stored, but it says nothing about
+    // the resent one.
+    p.carrier_reports(&first, "+14155550139", false, "Unknown error attempting to reach phone").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_lists_the_candidate_records_and_links_one_with_a_reason() {
+    let (p, _proxy, key) = send_unknown("reconcile-cli-1", "+14155550141").await;
+    let first = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    for (id, secs) in [(first.as_str(), 3), ("look-alike-message", 30)] {
+        let record = tocsin_harness::events::sns_delivery_record(
+            id,
+            "+14155550141",
+            true,
+            "Message has been accepted by phone carrier",
+            claimed + chrono::Duration::seconds(secs),
+        );
+        p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    }
+    let listing = tocsin(&p, &["reconcile", key.as_str()]).await;
+    assert_eq!(listing.code, 0, "{listing:?}");
+    assert!(listing.stdout.contains(&first) && listing.stdout.contains("look-alike-message"), "{}", listing.stdout);
+    assert!(!listing.stdout.contains("+14155550141"), "the number stays masked");
+    let json = tocsin(&p, &["--json", "reconcile", key.as_str()]).await;
+    let docs: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(docs.as_array().map(Vec::len), Some(2));
+    let no_reason = tocsin(&p, &["reconcile", key.as_str(), "--link", &first]).await;
+    assert_eq!(no_reason.code, 2, "--link needs --reason");
+    let linked =
+        tocsin(&p, &["reconcile", key.as_str(), "--link", &first, "--reason", "timestamps match the attempt"]).await;
+    assert_eq!(linked.code, 0, "{linked:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    let ops = operator_observations(&p.timeline(&key).await);
+    assert!(ops.iter().any(|(_, action, reason)| action.contains(&first) && reason.contains("timestamps")), "{ops:?}");
+    assert_eq!(sms_count(&p).await, 1, "reconciling never sends");
+}

@@ -102,7 +102,12 @@ async fn apply_observation<S: IntentStore>(
             return Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() });
         };
         let state = current.status.state;
+        // A record for an earlier attempt's message (the intent was resent since) is evidence
+        // about that message, not about the current attempt: stored, never applied.
+        let earlier_attempt =
+            current.status.sns_message_id.as_deref().is_some_and(|current_id| current_id != record.message_id);
         let effect = match (record.status.receipt(), link) {
+            (Some(_), _) if earlier_attempt => ReceiptEffect::Late,
             (Some(r), Link::Indexed) => apply_receipt(state, r),
             (Some(r), Link::Reconciled) => apply_linked_receipt(state, r),
             (None, _) => ReceiptEffect::Unrecognised,

@@ -3,6 +3,7 @@
 pub mod escalations;
 pub mod list;
 pub mod re_enable;
+pub mod reconcile;
 pub mod resend;
 pub mod show;
 pub mod suppressed;
