@@ -392,6 +392,10 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         }
         let mut m = Metrics::new("sender");
         m.add("retry_attempt", f64::from(attempts), Unit::Count);
+        if error.contains("Throttl") {
+            // SNS said "Rate exceeded": the flow-control signal the dashboard graphs.
+            m.count("throttled", 1);
+        }
         m.flush();
         Outcome::Retry
     }
