@@ -219,6 +219,19 @@ impl Pipeline {
         self
     }
 
+    /// The same intake, enqueueing through `sqs` to `send_queue_url` (a queue that does not exist,
+    /// a client behind a fault proxy): for the enqueue-failure scenarios.
+    pub fn intake_enqueueing_to(&self, sqs: aws_sdk_sqs::Client, send_queue_url: &str) -> IntakeFn {
+        intake::Intake {
+            store: self.ledger.clone(),
+            queue: SqsSendQueue::new(sqs.clone(), send_queue_url),
+            rejects: SqsRejectSink::new(sqs, &self.stack.queue("IntakeRejectsQueue").url),
+            clock: self.clock.clone(),
+            config: self.intake.config.clone(),
+            catalog: Catalog::builtin(),
+        }
+    }
+
     /// Puts another send request for `key` on the queue (a redelivery, a duplicate producer).
     pub async fn enqueue_again(&self, key: &IdempotencyKey) {
         use tocsin::ports::SendQueue;

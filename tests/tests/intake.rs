@@ -2,9 +2,7 @@
 //! input that changes nothing. Real emulator calls throughout.
 
 use serde_json::{Value, json};
-use tocsin::adapters::sqs::{SqsRejectSink, SqsSendQueue};
 use tocsin::domain::State;
-use tocsin::domain::template::Catalog;
 use tocsin_harness::events::http_api_post;
 use tocsin_tests::{Pipeline, alert, key_of};
 
@@ -53,14 +51,8 @@ async fn the_same_event_with_a_different_payload_is_a_conflict_and_the_original_
 async fn a_replay_after_a_failed_enqueue_re_enqueues_and_the_alert_is_sent_once() {
     let p = Pipeline::start().await;
     // The same intake, but its queue does not exist: the put lands, the enqueue fails.
-    let broken = intake::Intake {
-        store: p.ledger.clone(),
-        queue: SqsSendQueue::new(p.sqs.clone(), format!("{}/123456789012/no-such-queue", p.emulator.endpoint())),
-        rejects: SqsRejectSink::new(p.sqs.clone(), &p.stack.queue("IntakeRejectsQueue").url),
-        clock: p.clock.clone(),
-        config: p.intake.config.clone(),
-        catalog: Catalog::builtin(),
-    };
+    let broken =
+        p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
     let req = alert("enqueue-fails-1", "+14155550132");
     let resp = broken.handle(http_api_post(&req.to_string())).await.expect("answers");
     assert_eq!(resp["statusCode"], 503);
@@ -79,14 +71,8 @@ async fn a_replay_after_a_failed_enqueue_re_enqueues_and_the_alert_is_sent_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_intent_the_enqueue_forgot_is_re_enqueued_by_the_sweep_after_the_grace_period() {
     let p = Pipeline::start().await;
-    let broken = intake::Intake {
-        store: p.ledger.clone(),
-        queue: SqsSendQueue::new(p.sqs.clone(), format!("{}/123456789012/no-such-queue", p.emulator.endpoint())),
-        rejects: SqsRejectSink::new(p.sqs.clone(), &p.stack.queue("IntakeRejectsQueue").url),
-        clock: p.clock.clone(),
-        config: p.intake.config.clone(),
-        catalog: Catalog::builtin(),
-    };
+    let broken =
+        p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
     let resp = broken.handle(http_api_post(&alert("forgotten-1", "+14155550133").to_string())).await.expect("answers");
     assert_eq!(resp["statusCode"], 503);
     assert_eq!(p.run_escalation().await.re_enqueued, 0, "not before the grace period");

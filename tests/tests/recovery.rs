@@ -3,9 +3,7 @@
 
 use chrono::Duration;
 use serde_json::Value;
-use tocsin::adapters::sqs::{SqsRejectSink, SqsSendQueue};
 use tocsin::domain::State;
-use tocsin::domain::template::Catalog;
 use tocsin_harness::Emulator;
 use tocsin_harness::events::{http_api_post, sns_delivery_record};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
@@ -24,14 +22,7 @@ async fn scenario_1_the_client_loses_the_connection_before_intake_answers_and_re
     proxy.add_rule(Rule::once("AmazonSQS.SendMessage", Fault::DropResponse));
     let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let flaky_intake = intake::Intake {
-        store: p.ledger.clone(),
-        queue: SqsSendQueue::new(sqs.clone(), &p.stack.queue("SendQueue").url),
-        rejects: SqsRejectSink::new(sqs, &p.stack.queue("IntakeRejectsQueue").url),
-        clock: p.clock.clone(),
-        config: p.intake.config.clone(),
-        catalog: Catalog::builtin(),
-    };
+    let flaky_intake = p.intake_enqueueing_to(sqs.clone(), &p.stack.queue("SendQueue").url);
     let req = alert("scenario-1", "+14155550181");
     // Intake finishes its work, but the caller's connection is gone: the answer never arrives.
     let _lost = flaky_intake.handle(http_api_post(&req.to_string())).await.expect("answered");
@@ -137,14 +128,7 @@ async fn scenario_6_recovery_after_the_deadline_sends_nothing_automatically_and_
     queued["deadline"] = Value::from("5m");
     p.submit(&queued).await;
     // Another intent never reached the queue (its enqueue failed) before the outage.
-    let broken = intake::Intake {
-        store: p.ledger.clone(),
-        queue: SqsSendQueue::new(p.sqs.clone(), format!("{}/123456789012/gone", p.emulator.endpoint())),
-        rejects: SqsRejectSink::new(p.sqs.clone(), &p.stack.queue("IntakeRejectsQueue").url),
-        clock: p.clock.clone(),
-        config: p.intake.config.clone(),
-        catalog: Catalog::builtin(),
-    };
+    let broken = p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/gone", p.emulator.endpoint()));
     let mut forgotten = alert("scenario-6-forgotten", "+14155550187");
     forgotten["deadline"] = Value::from("5m");
     broken.handle(http_api_post(&forgotten.to_string())).await.expect("answered");

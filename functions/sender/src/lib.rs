@@ -14,7 +14,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tocsin::adapters::sqs::SendRequest;
 use tocsin::config::SenderConfig;
 use tocsin::domain::State;
-use tocsin::domain::intent::{IntentRecord, SmsOptions};
+use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
@@ -258,7 +258,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         for _ in 0..intent.segments.segments.max(1) {
             self.limiter.until_ready().await;
         }
-        let options = merge(&intent.sms, &self.config.sms_defaults);
+        let options = intent.sms.or_defaults(&self.config.sms_defaults);
         let outcome = self
             .gateway
             .publish(SmsMessage { to: &intent.recipient, body: intent.body.expose(), options: &options })
@@ -410,18 +410,10 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
     Duration::from_millis(if hi > lo { rand::random_range(lo..=hi) } else { lo })
 }
 
-/// Per-request settings win over the deployment's defaults.
-fn merge(request: &SmsOptions, defaults: &SmsOptions) -> SmsOptions {
-    SmsOptions {
-        sender_id: request.sender_id.clone().or_else(|| defaults.sender_id.clone()),
-        origination_number: request.origination_number.clone().or_else(|| defaults.origination_number.clone()),
-        max_price_usd: request.max_price_usd.clone().or_else(|| defaults.max_price_usd.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tocsin::domain::intent::SmsOptions;
 
     #[test]
     fn backoff_grows_exponentially_within_its_bounds() {
@@ -443,7 +435,7 @@ mod tests {
             max_price_usd: Some("0.5".into()),
         };
         let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
-        let m = merge(&r, &d);
+        let m = r.or_defaults(&d);
         assert_eq!(m.sender_id.as_deref(), Some("OPS"));
         assert_eq!(m.max_price_usd.as_deref(), Some("0.5"));
     }

@@ -68,6 +68,17 @@ pub struct SmsOptions {
     pub max_price_usd: Option<String>,
 }
 
+impl SmsOptions {
+    /// The request's own settings, each falling back to the deployment's default.
+    pub fn or_defaults(&self, defaults: &SmsOptions) -> SmsOptions {
+        SmsOptions {
+            sender_id: self.sender_id.clone().or_else(|| defaults.sender_id.clone()),
+            origination_number: self.origination_number.clone().or_else(|| defaults.origination_number.clone()),
+            max_price_usd: self.max_price_usd.clone().or_else(|| defaults.max_price_usd.clone()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Intent {
     pub key: IdempotencyKey,

@@ -114,7 +114,7 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
 
     // Claimed: this command alone may publish now, once.
     let gateway = SnsGateway::new(&ctx.sdk, args.publish_timeout);
-    let options = merge(&record.intent.sms, &defaults);
+    let options = record.intent.sms.or_defaults(&defaults);
     let published = gateway
         .publish(SmsMessage { to: &record.intent.recipient, body: record.intent.body.expose(), options: &options })
         .await;
@@ -318,15 +318,6 @@ fn sms_defaults(args: &ResendArgs) -> CliResult<SmsOptions> {
     })
 }
 
-/// The intent's own settings win over the defaults, as in the sender.
-fn merge(request: &SmsOptions, defaults: &SmsOptions) -> SmsOptions {
-    SmsOptions {
-        sender_id: request.sender_id.clone().or_else(|| defaults.sender_id.clone()),
-        origination_number: request.origination_number.clone().or_else(|| defaults.origination_number.clone()),
-        max_price_usd: request.max_price_usd.clone().or_else(|| defaults.max_price_usd.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,7 +330,7 @@ mod tests {
             max_price_usd: Some("0.5".into()),
         };
         let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
-        let m = merge(&r, &d);
+        let m = r.or_defaults(&d);
         assert_eq!((m.sender_id.as_deref(), m.max_price_usd.as_deref()), (Some("OPS"), Some("0.5")));
     }
 }
