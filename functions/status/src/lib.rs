@@ -213,7 +213,11 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         };
         let margin = chrono::Duration::from_std(self.config.reconcile_margin).unwrap_or(chrono::Duration::zero());
         let skew = chrono::Duration::from_std(SKEW).unwrap_or(chrono::Duration::zero());
-        let open = self.store.open_attempts_to(&destination, at - margin, at + skew).await?;
+        // The record's own timestamp is untrusted input: never let it overflow the calendar.
+        let (Some(from), Some(to)) = (at.checked_sub_signed(margin), at.checked_add_signed(skew)) else {
+            return Ok(None);
+        };
+        let open = self.store.open_attempts_to(&destination, from, to).await?;
         match open.as_slice() {
             [one] => {
                 tracing::info!(key = one.intent.key.short(), sns_message_id = %record.message_id, "orphan record matched to an open attempt");

@@ -417,10 +417,19 @@ fn parse_deadline(s: &str, now: DateTime<Utc>, limits: &Limits) -> DeadlineResul
         let at = abs.with_timezone(&Utc);
         (at, at.to_rfc3339_opts(SecondsFormat::Millis, true))
     } else if let Ok(d) = humantime::parse_duration(s) {
-        let Ok(delta) = chrono::Duration::from_std(d) else {
-            return Err((ErrorCode::DeadlineTooFar, "'deadline' is too far away".into()));
+        // Bounded before any arithmetic: a huge duration must not overflow the calendar.
+        let too_far = || {
+            (
+                ErrorCode::DeadlineTooFar,
+                format!("'deadline' must be at most {} ahead", humantime::format_duration(limits.max_deadline)),
+            )
         };
-        (now + delta, s.trim().to_owned())
+        if d > limits.max_deadline {
+            return Err(too_far());
+        }
+        let at =
+            chrono::Duration::from_std(d).ok().and_then(|delta| now.checked_add_signed(delta)).ok_or_else(too_far)?;
+        (at, s.trim().to_owned())
     } else {
         return Err((
             ErrorCode::InvalidFormat,
@@ -589,6 +598,11 @@ mod tests {
         assert_eq!(codes(v.clone()), vec![("deadline".into(), ErrorCode::DeadlineTooSoon)]);
         v["deadline"] = json!("30days");
         assert_eq!(codes(v.clone()), vec![("deadline".into(), ErrorCode::DeadlineTooFar)]);
+        // Found by the fuzzer: a duration past the end of the calendar used to overflow (panic).
+        v["deadline"] = json!("122200012220005m");
+        assert_eq!(codes(v.clone()), vec![("deadline".into(), ErrorCode::DeadlineTooFar)]);
+        v["deadline"] = json!("9999999999999999999s");
+        assert_ne!(codes(v.clone()), vec![]);
         v["deadline"] = json!("tomorrow-ish");
         assert_eq!(codes(v.clone()), vec![("deadline".into(), ErrorCode::InvalidFormat)]);
         v["deadline"] = json!("2026-11-29T13:00:00+01:00");

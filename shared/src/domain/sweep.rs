@@ -66,8 +66,10 @@ fn reconcile_due_at(record: &IntentRecord, state: State) -> Option<DateTime<Utc>
     (due < claimed + chrono(RECEIPT_WINDOW)).then_some(due)
 }
 
+/// Converts a configured duration; capped at a century so that adding it to an instant can
+/// never overflow the calendar (and panic), whatever the configuration says.
 fn chrono(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX).min(chrono::Duration::days(36_500))
 }
 
 /// The one-line reason on-call reads in the escalation message.
