@@ -413,7 +413,6 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tocsin::domain::intent::SmsOptions;
 
     #[test]
     fn backoff_grows_exponentially_within_its_bounds() {
@@ -425,18 +424,5 @@ mod tests {
             assert!(d >= base && d <= cap, "attempt {attempt}: {d:?}");
         }
         assert_eq!(backoff(1, base, max), base);
-    }
-
-    #[test]
-    fn request_sms_settings_override_defaults() {
-        let d = SmsOptions {
-            sender_id: Some("TOCSIN".into()),
-            origination_number: None,
-            max_price_usd: Some("0.5".into()),
-        };
-        let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
-        let m = r.or_defaults(&d);
-        assert_eq!(m.sender_id.as_deref(), Some("OPS"));
-        assert_eq!(m.max_price_usd.as_deref(), Some("0.5"));
     }
 }

@@ -215,3 +215,22 @@ pub struct IntentRecord {
     pub intent: Intent,
     pub status: Status,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requests_own_sms_settings_win_over_the_deployment_defaults() {
+        let defaults = SmsOptions {
+            sender_id: Some("TOCSIN".into()),
+            origination_number: None,
+            max_price_usd: Some("0.5".into()),
+        };
+        let request = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
+        let merged = request.or_defaults(&defaults);
+        assert_eq!(merged.sender_id.as_deref(), Some("OPS"));
+        assert_eq!(merged.max_price_usd.as_deref(), Some("0.5"));
+        assert_eq!(merged.origination_number, None);
+    }
+}

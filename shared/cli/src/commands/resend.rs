@@ -317,20 +317,3 @@ fn sms_defaults(args: &ResendArgs) -> CliResult<SmsOptions> {
         max_price_usd: args.max_price_usd.clone().filter(|s| !s.trim().is_empty()),
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_intents_own_sms_settings_win_over_the_defaults() {
-        let d = SmsOptions {
-            sender_id: Some("TOCSIN".into()),
-            origination_number: None,
-            max_price_usd: Some("0.5".into()),
-        };
-        let r = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
-        let m = r.or_defaults(&d);
-        assert_eq!((m.sender_id.as_deref(), m.max_price_usd.as_deref()), (Some("OPS"), Some("0.5")));
-    }
-}
