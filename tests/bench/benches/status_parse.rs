@@ -1,0 +1,48 @@
+//! Status parsing throughput, CPU only: one CloudWatch Logs subscription invocation of
+//! `RECORDS_PER_PAYLOAD` SNS delivery-status records through base64 + gunzip + JSON
+//! (`status::decode`), then each record through `parse_record` and `classify`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tocsin::domain::delivery::parse_record;
+use tocsin::domain::provider::classify;
+use tocsin_bench::workload::{RECORDS_PER_PAYLOAD, delivery_lines, envelope};
+
+/// Records decoded, parsed and classified (all of them, for a well-formed payload).
+fn decode_parse_classify(invocation: &[u8]) -> usize {
+    let Ok(data) = status::decode(invocation) else { return 0 };
+    data.log_events
+        .iter()
+        .filter_map(|e| parse_record(&e.message).ok())
+        .map(|r| classify(r.provider_response.as_deref()))
+        .filter(|c| black_box(c).recognised)
+        .count()
+}
+
+fn bench(c: &mut Criterion) {
+    let lines = delivery_lines(RECORDS_PER_PAYLOAD, chrono::Utc::now());
+    let group = "sns/us-east-1/123456789012/DirectPublishToPhoneNumber";
+    let invocation = envelope(group, &lines).to_string().into_bytes();
+    let handled = decode_parse_classify(&invocation);
+    if handled != RECORDS_PER_PAYLOAD {
+        eprintln!("the bench payload did not parse: {handled} of {RECORDS_PER_PAYLOAD} records classified");
+        std::process::exit(1);
+    }
+    let (bench_group, bench_name) = tocsin_bench::cpu::STATUS_BENCH;
+    let mut g = c.benchmark_group(bench_group);
+    g.throughput(Throughput::Elements(RECORDS_PER_PAYLOAD as u64));
+    g.bench_function(bench_name, |b| b.iter(|| decode_parse_classify(black_box(&invocation))));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(6));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,156 @@
+//! Measurement 4: AWS API calls per alert on the happy path (intake → sender → carrier record →
+//! status → delivered), counted with the emulator's request recorder around each function's
+//! handler, the real handlers and adapters in-process (`tocsin_tests::Pipeline`).
+//!
+//! Calls made by the harness where AWS itself acts are excluded from the per-function counts and
+//! listed apart: the SQS event source mapping's ReceiveMessage/DeleteMessage (billed to the
+//! account, made by Lambda, not by tocsin's code), SNS writing the delivery record to CloudWatch
+//! Logs, and the subscription reading it (`Logs_…` calls in the status phase).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use tocsin_harness::events::sqs_event;
+use tocsin_tests::{Pipeline, alert, key_of};
+
+use crate::{BenchError, Result};
+
+/// The target: AWS calls made by tocsin's functions per alert.
+pub const TARGET_CALLS: usize = 8;
+
+#[derive(Debug, Clone, Default)]
+pub struct Phase {
+    pub function: &'static str,
+    /// Operation → calls, made by the function.
+    pub ops: BTreeMap<String, usize>,
+    /// Items written by the phase's `TransactWriteItems` calls (for write-unit estimates).
+    pub transact_items: usize,
+    /// Handler wall time for this alert (in-process, against the emulator).
+    pub handler: Duration,
+}
+
+impl Phase {
+    pub fn calls(&self) -> usize {
+        self.ops.values().sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiCalls {
+    pub phases: Vec<Phase>,
+    pub final_state: String,
+}
+
+impl ApiCalls {
+    pub fn total(&self) -> usize {
+        self.phases.iter().map(Phase::calls).sum()
+    }
+    /// Calls of one operation over all phases.
+    pub fn count(&self, pred: impl Fn(&str) -> bool) -> usize {
+        self.phases.iter().flat_map(|p| p.ops.iter()).filter(|(o, _)| pred(o)).map(|(_, n)| n).sum()
+    }
+}
+
+fn tally(ops: Vec<String>, keep: impl Fn(&str) -> bool) -> BTreeMap<String, usize> {
+    ops.into_iter().filter(|o| keep(o)).fold(BTreeMap::new(), |mut m, o| {
+        *m.entry(o).or_insert(0) += 1;
+        m
+    })
+}
+
+/// Items in every `TransactWriteItems` of the last recording (read from the recorder's log).
+async fn transact_items(endpoint: &str) -> Result<usize> {
+    let text = reqwest::get(format!("{endpoint}/moto-api/recorder/download-recording"))
+        .await
+        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?
+        .text()
+        .await
+        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?;
+    let mut items = 0;
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let target = v
+            .get("headers")
+            .and_then(|h| h.as_object())
+            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str()));
+        if target != Some("DynamoDB_20120810.TransactWriteItems") {
+            continue;
+        }
+        let body = v.get("body").and_then(|b| b.as_str()).unwrap_or_default();
+        let raw = if v.get("body_encoded").and_then(|b| b.as_bool()).unwrap_or(false) {
+            base64::engine::general_purpose::STANDARD.decode(body).ok().and_then(|b| String::from_utf8(b).ok())
+        } else {
+            Some(body.to_owned())
+        };
+        let n = raw
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
+            .and_then(|b| b.get("TransactItems").and_then(|t| t.as_array()).map(Vec::len))
+            .unwrap_or(0);
+        items += n;
+    }
+    Ok(items)
+}
+
+async fn recorded<F: std::future::Future>(
+    p: &Pipeline,
+    function: &'static str,
+    keep: impl Fn(&str) -> bool,
+    f: F,
+) -> Result<(Phase, F::Output)> {
+    p.emulator.start_recording().await?;
+    let started = Instant::now();
+    let out = f.await;
+    let handler = started.elapsed();
+    let ops = p.emulator.stop_recording().await?;
+    let transact_items = transact_items(&p.emulator.endpoint()).await?;
+    Ok((Phase { function, ops: tally(ops, keep), transact_items, handler }, out))
+}
+
+/// One alert through the whole happy path; `label` keeps event ids unique.
+async fn one_alert(p: &Pipeline, label: &str, recipient: &str) -> Result<ApiCalls> {
+    let all = |_: &str| true;
+    let (intake, (code, body)) = recorded(p, "intake", all, p.submit(&alert(label, recipient))).await?;
+    if code != 201 {
+        return Err(BenchError::Process(format!("intake answered {code}: {body}")));
+    }
+    let key = key_of(&body);
+
+    let queue = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&queue.url, 10).await;
+    let event = sqs_event(&queue.arn, &msgs);
+    let (sender, resp) = recorded(p, "sender", all, p.sender.handle(event)).await?;
+    if !resp.batch_item_failures.is_empty() {
+        return Err(BenchError::Process(format!("sender reported failures: {:?}", resp.batch_item_failures)));
+    }
+    // The event source mapping deletes the handled message (not counted as a function call).
+    for m in &msgs {
+        p.sqs
+            .delete_message()
+            .queue_url(&queue.url)
+            .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+            .send()
+            .await
+            .map_err(|e| BenchError::Aws("DeleteMessage", e.to_string()))?;
+    }
+
+    let message_id = p
+        .record(&key)
+        .await
+        .status
+        .sns_message_id
+        .ok_or_else(|| BenchError::Process("the sender recorded no SNS message id".into()))?;
+    p.carrier_reports(&message_id, recipient, true, "Message has been accepted by phone carrier").await;
+    // `Logs_…` are the harness reading the log group in place of the subscription.
+    let (status, _) = recorded(p, "status", |o| !o.starts_with("Logs_"), p.run_status()).await?;
+
+    let final_state = format!("{:?}", p.record(&key).await.status.state);
+    Ok(ApiCalls { phases: vec![intake, sender, status], final_state })
+}
+
+/// A warm-up alert (connections, emulator caches), then the measured one.
+pub async fn measure() -> Result<ApiCalls> {
+    let p = Pipeline::start().await;
+    one_alert(&p, "calls-warmup", "+14155553000").await?;
+    one_alert(&p, "calls-measured", "+14155553001").await
+}

@@ -1,0 +1,87 @@
+//! `cargo run -p tocsin-bench --release --bin bench`: runs every measurement and writes
+//! BENCHMARKS.md at the workspace root (rewritten after each section, so an interrupted run still
+//! leaves what it measured).
+
+use std::process::ExitCode;
+
+use tocsin_bench::report::Report;
+use tocsin_bench::{api_calls, binaries, cold_start, cpu, machine, rss, size, sweep_reads};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn sizes() -> Vec<usize> {
+    std::env::var("TOCSIN_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 10_000, 50_000])
+}
+
+/// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, rss, calls, sweep) selects
+/// sections; all by default.
+fn enabled(section: &str) -> bool {
+    std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
+}
+
+fn write(report: &Report) -> std::io::Result<()> {
+    let path = tocsin_harness::workspace_root().join("BENCHMARKS.md");
+    std::fs::write(&path, report.render())?;
+    eprintln!("bench: wrote {}", path.display());
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> std::io::Result<()> {
+    let mut report =
+        Report { machine: Some(machine::describe()), runs: env_usize("TOCSIN_BENCH_RUNS", 10), ..Default::default() };
+
+    if enabled("build") {
+        eprintln!("bench: building release binaries");
+        report.build = Some(binaries::build_all());
+    }
+    if enabled("cpu") {
+        eprintln!("bench: criterion benches (CPU only, one core)");
+        report.criterion = Some(cpu::run_criterion());
+        report.status_parse = Some(cpu::read(cpu::STATUS_BENCH));
+        report.intake_cpu = Some(cpu::read(cpu::INTAKE_BENCH));
+        write(&report)?;
+    }
+    if enabled("size") {
+        eprintln!("bench: deployment size");
+        report.sizes = Some(size::measure());
+        write(&report)?;
+    }
+    if enabled("cold") {
+        eprintln!("bench: cold start ({} runs per function)", report.runs);
+        report.cold = Some(cold_start::measure(report.runs).await);
+        write(&report)?;
+    }
+    if enabled("calls") {
+        eprintln!("bench: AWS API calls per alert");
+        report.calls = Some(api_calls::measure().await);
+        write(&report)?;
+    }
+    if enabled("rss") {
+        eprintln!("bench: peak RSS");
+        report.rss = Some(rss::measure().await);
+        write(&report)?;
+    }
+    if enabled("sweep") {
+        let sizes = sizes();
+        eprintln!("bench: escalation reads at {sizes:?} delivered intents");
+        report.sweeps = Some(sweep_reads::measure(&sizes).await);
+        write(&report)?;
+    }
+    Ok(())
+}

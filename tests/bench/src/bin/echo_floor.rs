@@ -1,0 +1,10 @@
+//! The floor for cold-start comparisons: a bare `lambda_runtime` function that echoes its event
+//! (no configuration, no SDK clients, no telemetry).
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    run(service_fn(|event: LambdaEvent<Value>| async move { Ok::<Value, Error>(event.payload) })).await
+}

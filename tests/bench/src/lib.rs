@@ -1,0 +1,26 @@
+//! The tocsin benchmark suite. One command runs every measurement and writes `BENCHMARKS.md`:
+//!
+//! ```text
+//! cargo run -p tocsin-bench --release --bin bench
+//! ```
+//!
+//! One module per measurement; each returns its figures (or an error that the report prints in
+//! place of the table), so one failing measurement never hides the others.
+
+pub mod api_calls;
+pub mod binaries;
+pub mod cold_start;
+pub mod cost;
+pub mod cpu;
+pub mod error;
+pub mod function;
+pub mod machine;
+pub mod probe;
+pub mod report;
+pub mod rss;
+pub mod size;
+pub mod stats;
+pub mod sweep_reads;
+pub mod workload;
+
+pub use error::{BenchError, Result};

@@ -1,0 +1,121 @@
+//! Measurement 2: peak RSS (`VmHWM`) of the sender binary handling a batch of 10 SQS records
+//! (10 real intents seeded through intake), and of the status binary handling a ~1 MB
+//! subscription event.
+
+use std::time::{Duration, Instant};
+
+use tocsin_harness::events::sqs_event;
+use tocsin_harness::runtime_api::Invocation;
+use tocsin_tests::{Pipeline, alert};
+
+use crate::binaries::release_binary;
+use crate::function::run_once;
+use crate::workload::{delivery_lines, envelope, envelope_of_size};
+use crate::{BenchError, Result};
+
+/// The target, in KiB (16 MB).
+pub const TARGET_KIB: u64 = 16 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct PeakRss {
+    pub function: String,
+    pub workload: String,
+    pub peak_rss_kib: u64,
+    pub invocation: Duration,
+    pub outcome: String,
+}
+
+fn env_for(p: &Pipeline, logical_id: &str, overrides: &[(&str, &str)]) -> Result<Vec<(String, String)>> {
+    let mut env = p.stack.function_env(logical_id)?;
+    for (k, v) in overrides {
+        env.insert((*k).to_owned(), (*v).to_owned());
+    }
+    let mut env: Vec<(String, String)> = env.into_iter().collect();
+    env.extend(p.emulator.aws_env());
+    Ok(env)
+}
+
+fn outcome(answer: Option<&Invocation>, timeout: Duration) -> String {
+    match answer {
+        Some(Invocation::Response(v)) => format!("response {}", crate::report::truncate(&v.to_string(), 160)),
+        Some(Invocation::Error(v)) => format!("error {}", crate::report::truncate(&v.to_string(), 160)),
+        None => format!(
+            "no answer within {} s (emulator-bound: every record is several serialized moto calls); VmHWM read then, mid-batch",
+            timeout.as_secs()
+        ),
+    }
+}
+
+/// How long the status binary may work through the ~1 MB event against the emulator
+/// (`TOCSIN_BENCH_STATUS_TIMEOUT`, seconds; default 240).
+fn status_timeout() -> Duration {
+    Duration::from_secs(std::env::var("TOCSIN_BENCH_STATUS_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(240))
+}
+
+async fn sender(p: &Pipeline) -> Result<PeakRss> {
+    for i in 0..10 {
+        let (code, body) = p.submit(&alert(&format!("rss-{i}"), &format!("+1415555{:04}", 2000 + i))).await;
+        if code != 201 {
+            return Err(BenchError::Process(format!("intake answered {code}: {body}")));
+        }
+    }
+    let queue = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&queue.url, 10).await;
+    if msgs.len() != 10 {
+        return Err(BenchError::Process(format!("expected 10 queued send requests, found {}", msgs.len())));
+    }
+    let event = serde_json::to_value(sqs_event(&queue.arn, &msgs))?;
+    let env = env_for(p, "SenderFunction", &[])?;
+    let timeout = Duration::from_secs(120);
+    let run = run_once(&release_binary("sender")?, &env, "sender", event, timeout).await?;
+    let sent = p.emulator.sent_sms().await?.len();
+    Ok(PeakRss {
+        function: "sender".into(),
+        workload: format!("SQS batch of 10 records (10 intents seeded through intake); {sent} SMS published"),
+        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing("sender VmHWM".into()))?,
+        invocation: run.to_first_response.saturating_sub(run.to_first_next),
+        outcome: outcome(run.answer.as_ref(), timeout),
+    })
+}
+
+/// The status binary on one subscription event of `records` delivery records (or of ~`bytes`).
+async fn status(p: &Pipeline, size: Workload) -> Result<PeakRss> {
+    let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
+    let at = chrono::Utc::now();
+    let (event, records) = match size {
+        Workload::Bytes(b) => envelope_of_size(&group, b, at),
+        Workload::Records(n) => (envelope(&group, &delivery_lines(n, at)), n),
+    };
+    let bytes = event.to_string().len();
+    // The records name SNS message ids no intent has: each is looked up and kept as an orphan.
+    // The template's 2 s orphan wait (a sleep) is set to 0 so the run measures memory, not sleeps.
+    let env = env_for(p, "StatusFunction", &[("TOCSIN_ORPHAN_WAIT", "0s")])?;
+    let timeout = status_timeout();
+    let started = Instant::now();
+    let run = run_once(&release_binary("status")?, &env, "status", event, timeout).await?;
+    Ok(PeakRss {
+        function: match size {
+            Workload::Bytes(_) => "status (~1 MB event)".into(),
+            Workload::Records(n) => format!("status ({n} records)"),
+        },
+        workload: format!(
+            "subscription event of {:.3} MB (gzip + base64 of {records} SNS delivery records), TOCSIN_ORPHAN_WAIT=0s",
+            bytes as f64 / 1e6
+        ),
+        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing("status VmHWM".into()))?,
+        invocation: run.to_first_response.saturating_sub(run.to_first_next).min(started.elapsed()),
+        outcome: outcome(run.answer.as_ref(), timeout),
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Workload {
+    Bytes(usize),
+    Records(usize),
+}
+
+/// Both measurements on one pipeline (one emulator and stack).
+pub async fn measure() -> Vec<Result<PeakRss>> {
+    let p = Pipeline::start().await;
+    vec![sender(&p).await, status(&p, Workload::Records(500)).await, status(&p, Workload::Bytes(1_000_000)).await]
+}
