@@ -78,6 +78,18 @@ pub struct Transition {
     pub next_check: NextCheck,
     /// Write the SNS message id → intent index in the same transaction.
     pub index_message: Option<(String, PhoneNumber)>,
+    /// Further facts the change was decided on; the write is refused if one no longer holds.
+    pub expect: Expect,
+}
+
+/// Conditions on the intent beyond its state, for a change decided on a presumed record (one not
+/// read first): if the intent differs, the transition is refused with the current record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expect {
+    /// The intent's current SNS message id is this one.
+    pub sns_message_id: Option<String>,
+    /// The intent has not been escalated.
+    pub not_escalated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

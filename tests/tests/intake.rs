@@ -346,9 +346,15 @@ async fn rest_api_http_api_and_eventbridge_events_as_aws_writes_them_are_accepte
     assert_eq!(p.intake.handle(eb.clone()).await.expect("accepted"), Value::Null);
     assert_eq!(p.queue_depth("SendQueue").await, 3);
     assert_eq!(p.queue_depth("IntakeRejectsQueue").await, 0);
-    // The same event from another path is a replay, not a second alert.
+    // The same event again is a replay, not a second alert. Not claimed yet, it goes on the queue
+    // once more (its first enqueue may have failed) and is marked `queued`; the sender's claim
+    // turns the extra message away, and later replays add nothing.
+    p.intake.handle(eb.clone()).await.expect("replay");
+    assert_eq!(p.queue_depth("SendQueue").await, 4);
     p.intake.handle(eb).await.expect("replay");
-    assert_eq!(p.queue_depth("SendQueue").await, 3);
+    assert_eq!(p.queue_depth("SendQueue").await, 4);
+    p.run_sender().await;
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 3, "one SMS per alert");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
     let (s3, b3) = p.submit(&alert("deploy-44-disk", "+14155550103")).await;
     assert_eq!((s1, s2, s3), (201, 201, 201), "{b1} {b2} {b3}");
     let (k1, k2, k3) = (key_of(&b1), key_of(&b2), key_of(&b3));
-    assert_eq!(p.record(&k1).await.status.state, State::Queued);
+    assert_eq!(p.record(&k1).await.status.state, State::Received, "on the queue, not yet claimed");
 
     p.run_sender().await;
     let sms = p.emulator.sent_sms().await.expect("sent list");
@@ -57,4 +57,55 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
     assert!(p.escalations().await.is_empty());
     assert_eq!(p.emulator.sent_sms().await.expect("sent").len(), 3, "no SMS was ever sent twice");
     assert!(p.record(&k1).await.status.escalation.is_none());
+}
+
+/// The AWS calls tocsin's own code makes for one alert on the happy path (issue 8: at most 8).
+/// Calls AWS makes on the functions' behalf are left out: the SQS event source mapping's
+/// ReceiveMessage/DeleteMessage and the log subscription (`Logs_…`, the harness reading the group).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_status() {
+    let p = Pipeline::start().await;
+    let own = |ops: Vec<String>| {
+        let mut ops: Vec<String> = ops
+            .into_iter()
+            .filter(|o| !o.starts_with("Logs_") && !o.ends_with(".ReceiveMessage") && !o.ends_with(".DeleteMessage"))
+            .collect();
+        ops.sort();
+        ops
+    };
+
+    p.emulator.start_recording().await.expect("recording");
+    let (code, body) = p.submit(&alert("calls-1", "+14155550140")).await;
+    let intake = own(p.emulator.stop_recording().await.expect("recording"));
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(intake, ["AmazonSQS.SendMessage", "DynamoDB_20120810.PutItem"], "conditional put, enqueue");
+
+    let key = key_of(&body);
+    p.emulator.start_recording().await.expect("recording");
+    p.run_sender().await;
+    let sender = own(p.emulator.stop_recording().await.expect("recording"));
+    assert_eq!(
+        sender,
+        [
+            "DynamoDB_20120810.GetItem",            // recipient registry
+            "DynamoDB_20120810.TransactWriteItems", // accepted + message-id index + observation
+            "DynamoDB_20120810.UpdateItem",         // claim
+            "SNS.Publish"
+        ]
+    );
+
+    let message_id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    p.carrier_reports(&message_id, "+14155550140", true, "Message has been accepted by phone carrier").await;
+    p.emulator.start_recording().await.expect("recording");
+    p.run_status().await;
+    let status = own(p.emulator.stop_recording().await.expect("recording"));
+    assert_eq!(
+        status,
+        [
+            "DynamoDB_20120810.GetItem",            // message-id index
+            "DynamoDB_20120810.TransactWriteItems"  // observation + delivered, on the presumed state
+        ]
+    );
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    assert_eq!(intake.len() + sender.len() + status.len(), 8);
 }

@@ -126,7 +126,7 @@ async fn out_of_order_records_keep_the_first_final_state() {
     .await;
     let r = p.record(&key).await;
     assert_eq!((r.status.state, r.status.conflicts), (State::Failed, 1));
-    assert_eq!(p.timeline(&key).await.len(), 4, "queued, accepted, and both records");
+    assert_eq!(p.timeline(&key).await.len(), 3, "accepted, and both records");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,6 +154,56 @@ async fn a_late_delivery_after_escalation_is_recorded_without_un_escalating() {
     assert!(late, "shown as late");
     p.run_escalation().await;
     assert!(p.escalations().await.is_empty(), "not escalated again");
+}
+
+/// Status decides on the state an indexed receipt almost always finds (accepted with that message
+/// id, not escalated) without reading it; the write's conditions catch every other case. Here the
+/// intent was escalated while still `accepted`: the presumption is wrong only in that fact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_for_an_alert_escalated_while_still_accepted_is_recorded_as_late() {
+    let p = Pipeline::start().await;
+    let mut short = alert("late-accepted-1", "+14155550147");
+    short["deadline"] = json!("5m");
+    let (_, body) = p.submit(&short).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    p.clock.advance(Duration::minutes(6));
+    p.run_escalation().await;
+    let escalated = p.record(&key).await;
+    assert_eq!(escalated.status.state, State::Accepted, "no delay warning yet");
+    assert!(escalated.status.escalation.is_some());
+
+    let s = feed(
+        &p,
+        SUCCESS_GROUP,
+        &[line("7101", record(&p, &id, "+14155550147", true, "Message has been accepted by phone carrier"))],
+    )
+    .await;
+    assert_eq!(s.delivered, 1, "{s:?}");
+    let late = p
+        .timeline(&key)
+        .await
+        .into_iter()
+        .any(|o| matches!(o.kind, ObservationKind::DeliveryStatus { late: true, .. }));
+    assert!(late, "decided on the escalated record, not on the presumption");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+}
+
+/// The handler decodes the payload as a stream through a bounded window; a batch many times the
+/// window is handled whole, in one invocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_many_times_the_decoding_window_is_handled_whole() {
+    let p = Pipeline::start().await;
+    let (key, id) = sent(&p, "window-1", "+14155550148").await;
+    let mut lines: Vec<LogLine> = (0..300).map(|i| line(&format!("80{i:03}"), format!("not a record {i}"))).collect();
+    lines.insert(
+        150,
+        line("81000", record(&p, &id, "+14155550148", true, "Message has been accepted by phone carrier")),
+    );
+    let s = feed(&p, SUCCESS_GROUP, &lines).await;
+    assert_eq!((s.events, s.unparseable, s.delivered), (301, 300, 1), "{s:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,10 +234,25 @@ async fn a_payload_that_is_not_base64_gzip_json_fails_the_invocation_and_writes_
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     std::io::Write::write_all(&mut gz, b"{not json").expect("gzip");
     let not_json = gz.finish().expect("gzip");
+    // Whole records first, then the payload breaks off: the good records are not applied either
+    // (the handler checks the whole payload before it handles any record).
+    let records: Vec<LogLine> = (0..3)
+        .map(|i| {
+            line(
+                &format!("9100{i}"),
+                record(&p, &format!("0000000{i}-aaaa-bbbb-cccc-dddddddddddd"), "+14155550149", true, "ok"),
+            )
+        })
+        .collect();
+    let text = logs_payload(SUCCESS_GROUP, "DATA_MESSAGE", &records).to_string();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &text.as_bytes()[..text.len() - 40]).expect("gzip");
+    let cut_short = gz.finish().expect("gzip");
     for bad in [
         json!({"awslogs": {"data": "%%% not base64 %%%"}}),
         json!({"awslogs": {"data": b64(b"plain text, not gzip")}}),
         json!({"awslogs": {"data": b64(&not_json)}}),
+        json!({"awslogs": {"data": b64(&cut_short)}}),
         json!({"Records": []}),
     ] {
         let err = p.status.handle(bad.clone()).await.expect_err("malformed");

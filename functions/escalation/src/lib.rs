@@ -370,6 +370,7 @@ where
             ),
             next_check: NextCheck::Keep,
             index_message: None,
+            expect: Default::default(),
         }
     }
 
@@ -392,6 +393,7 @@ where
             observation: Observation::new(id, now, kind).with_state(to),
             next_check: NextCheck::Keep,
             index_message: None,
+            expect: Default::default(),
         }
     }
 
@@ -461,6 +463,7 @@ where
             ),
             next_check: NextCheck::Keep,
             index_message: None,
+            expect: Default::default(),
         };
         self.store.transition(t).await?;
         tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");

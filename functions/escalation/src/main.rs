@@ -11,7 +11,7 @@ use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig};
 use tocsin::ports::SystemClock;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = EscalationConfig::from_env(&mut Env::from_process())?;

@@ -2,9 +2,12 @@
 //! intent per business event, and answers every caller precisely.
 //!
 //! The order of work is what makes it safe: validate (nothing written on failure) → conditional
-//! put of the intent (`received`) → enqueue → mark `queued`. A crash or SQS error after the put
-//! leaves the intent `received`; a replay of the request or the sweep re-enqueues it, and the
-//! sender's claim makes the extra message harmless.
+//! put of the intent (`received`) → enqueue. Two calls, nothing more: the intent stays `received`
+//! until a sender claims it (the claim accepts `received`). A crash or SQS error after the put
+//! loses nothing either: the caller is answered 503 and its retry (a replay) enqueues again, and
+//! the sweep re-enqueues a `received` intent nobody claimed within `TOCSIN_REENQUEUE_GRACE`; the
+//! sender's claim makes any extra message harmless. A replay that finds the intent `received`
+//! enqueues it and marks it `queued`, so later replays do not enqueue again.
 
 pub mod http;
 
@@ -143,8 +146,10 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
         let first_check = next_check(&record, now, &self.config.sweep).unwrap_or(record.intent.deadline);
         match self.store.put_new(&record, first_check).await {
             Err(e) => Submitted::Unavailable(e),
-            Ok(PutOutcome::Created) => match self.enqueue(&record, "intake").await {
-                Ok(r) => Submitted::Created(Box::new(r)),
+            // No write confirms the enqueue: on the happy path it would be a third call per alert
+            // that only moves the sweep's re-enqueue from the grace period to TOCSIN_REQUEUE_AFTER.
+            Ok(PutOutcome::Created) => match self.queue.enqueue(&record.intent.key).await {
+                Ok(()) => Submitted::Created(Box::new(record)),
                 Err(e) => Submitted::Unavailable(e),
             },
             Ok(PutOutcome::Exists(stored)) => {
@@ -153,7 +158,8 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
                     return Submitted::Conflict { key: stored.intent.key.to_string(), fields };
                 }
                 if stored.status.state == State::Received {
-                    // The first enqueue never confirmed: this replay finishes the job.
+                    // Not claimed yet: the first enqueue may have failed. Enqueue again (harmless if
+                    // it did not) and mark it, so further replays do not.
                     return match self.enqueue(&stored, "replay").await {
                         Ok(r) => Submitted::Replayed(Box::new(r)),
                         Err(e) => Submitted::Unavailable(e),
@@ -183,6 +189,7 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             .with_state(State::Queued),
             next_check: next,
             index_message: None,
+            expect: Default::default(),
         };
         match self.store.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => Ok(queued),

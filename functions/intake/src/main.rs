@@ -8,7 +8,7 @@ use tocsin::config::{Env, IntakeConfig};
 use tocsin::domain::template::Catalog;
 use tocsin::ports::SystemClock;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = IntakeConfig::from_env(&mut Env::from_process())?;

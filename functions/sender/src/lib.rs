@@ -203,6 +203,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             observation: Observation::new(format!("attempt:{attempt_id}:{tag}"), now, kind).with_state(to),
             next_check: next,
             index_message: None,
+            expect: Default::default(),
         }
     }
 

@@ -9,7 +9,7 @@ use tocsin::adapters::sqs::SqsSendQueue;
 use tocsin::config::{Env, SenderConfig};
 use tocsin::ports::SystemClock;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = SenderConfig::from_env(&mut Env::from_process())?;

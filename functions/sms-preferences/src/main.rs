@@ -6,7 +6,7 @@ use sms_preferences::adapters::{HttpResponder, SnsSmsAttributes};
 use sms_preferences::{Config, Invocation, RetryPolicy, SmsPreferences};
 use tocsin::config::Env;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = Config::from_env(&mut Env::from_process())?;

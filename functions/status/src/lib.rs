@@ -7,8 +7,9 @@
 //! skipped; a dependency failure fails the invocation so Lambda retries it, and the retry finds
 //! the already-stored observations and does not apply them twice.
 
-use aws_lambda_events::cloudwatch_logs::{LogEntry, LogsEvent};
+use aws_lambda_events::cloudwatch_logs::LogEntry;
 use futures::StreamExt;
+use payload::{Payload, Piece};
 use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
@@ -43,13 +44,21 @@ impl From<StatusError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// Decodes a CloudWatch Logs subscription invocation (`{"awslogs":{"data": base64(gzip(JSON))}}`)
-/// as the runtime hands it over. Pure: the fuzz target calls it on arbitrary bytes.
-pub fn decode(invocation: &[u8]) -> Result<aws_lambda_events::cloudwatch_logs::LogData, StatusError> {
-    // The crate's decoder reads borrowed keys, so it must read from bytes, not from a `Value`.
-    let logs: LogsEvent =
-        serde_json::from_slice(invocation).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
-    Ok(logs.aws_logs.data)
+pub mod payload;
+
+/// Decodes a whole CloudWatch Logs subscription invocation
+/// (`{"awslogs":{"data": base64(gzip(JSON))}}`) as the runtime hands it over. Pure: the fuzz
+/// target calls it on arbitrary bytes. The handler streams instead ([`payload::decode_each`]).
+pub fn decode(invocation: &[u8]) -> Result<Payload, StatusError> {
+    let event: Value = serde_json::from_slice(invocation).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
+    payload::decode_all(data_of(&event)?).map_err(|e| StatusError::MalformedPayload(e.to_string()))
+}
+
+fn data_of(event: &Value) -> Result<&str, StatusError> {
+    event
+        .pointer("/awslogs/data")
+        .and_then(Value::as_str)
+        .ok_or_else(|| StatusError::MalformedPayload("no `awslogs.data` string".into()))
 }
 
 /// What happened to one log event.
@@ -85,37 +94,71 @@ pub struct StatusHandler<S, R, C> {
 }
 
 impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
-    pub async fn handle(&self, event: Value) -> Result<Summary, StatusError> {
-        let bytes = serde_json::to_vec(&event).map_err(|e| StatusError::MalformedPayload(e.to_string()))?;
-        let data = decode(&bytes)?;
+    pub async fn handle(&self, mut event: Value) -> Result<Summary, StatusError> {
+        data_of(&event)?;
+        let data = event.pointer_mut("/awslogs/data").map(Value::take).and_then(|v| match v {
+            Value::String(s) => Some(s),
+            _ => None,
+        });
+        let data = data.ok_or_else(|| StatusError::MalformedPayload("no `awslogs.data` string".into()))?;
+        // Decoding is synchronous work on a stream: it runs on a blocking thread and hands the log
+        // events over a bounded channel, so only a window of the batch is in memory at once. A
+        // first pass checks the whole payload, so a malformed one is refused before any record of
+        // it is applied (decoding is cheap next to one DynamoDB call per record).
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(CONCURRENCY * 4);
+        let decoder = tokio::task::spawn_blocking(move || {
+            payload::decode_each(&data, |_| true)?;
+            payload::decode_each(&data, |p| tx.blocking_send(p).is_ok())
+        });
+        let header = match rx.recv().await {
+            Some(Piece::Header(h)) => Some(h),
+            _ => None,
+        };
         let mut summary = Summary::default();
-        if data.message_type == "CONTROL_MESSAGE" {
-            summary.control_message = true;
-            return Ok(summary);
-        }
-        summary.events = data.log_events.len();
-        let group = data.log_group.as_str();
-        let results: Vec<(Result<EventOutcome, PortError>, bool)> = futures::stream::iter(data.log_events.iter())
-            .map(|e| self.process(group, e))
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
         let mut errors = Vec::new();
-        for (r, suppressed) in results {
-            summary.suppressed += usize::from(suppressed);
-            match r {
-                Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => summary.delivered += 1,
-                Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
-                Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
-                Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
-                Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
-                Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
-                Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
-                Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
-                Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
-                Err(e) => errors.push(e),
+        if let Some(header) = &header {
+            if header.is_control() {
+                summary.control_message = true;
+                drop(rx);
+            } else {
+                let group = header.log_group.as_str();
+                let events = futures::stream::unfold(rx, |mut rx| async move {
+                    loop {
+                        if let Piece::Event(e) = rx.recv().await? {
+                            return Some((e, rx));
+                        }
+                    }
+                });
+                let mut results = std::pin::pin!(events.map(|e| self.process(group, e)).buffer_unordered(CONCURRENCY));
+                while let Some((r, suppressed)) = results.next().await {
+                    summary.events += 1;
+                    summary.suppressed += usize::from(suppressed);
+                    match r {
+                        Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => {
+                            summary.delivered += 1
+                        }
+                        Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
+                        Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
+                        Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
+                        Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
+                        Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
+                        Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
+                        Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
+                        Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
+                        Err(e) => errors.push(e),
+                    }
+                }
             }
         }
+        match decoder.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(StatusError::MalformedPayload(e.to_string())),
+            Err(e) => return Err(StatusError::MalformedPayload(format!("the decoder stopped: {e}"))),
+        }
+        if summary.control_message {
+            return Ok(summary);
+        }
+        let group = header.as_ref().map_or("", |h| h.log_group.as_str());
         let mut m = Metrics::new("status");
         for (name, v) in [
             ("delivered", summary.delivered),
@@ -146,7 +189,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
     }
 
     /// Returns the outcome and whether the recipient was suppressed.
-    async fn process(&self, log_group: &str, entry: &LogEntry) -> (Result<EventOutcome, PortError>, bool) {
+    async fn process(&self, log_group: &str, entry: LogEntry) -> (Result<EventOutcome, PortError>, bool) {
         let record = match parse_record(&entry.message) {
             Ok(r) => r,
             Err(e) => {
@@ -161,7 +204,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         };
         let (key, recipient, link) = match found {
             Some((key, recipient)) => (key, recipient, Link::Indexed),
-            None => match self.open_attempt_for(&record, entry).await {
+            None => match self.open_attempt_for(&record, &entry).await {
                 Ok(Some((key, recipient))) => (key, recipient, Link::Reconciled),
                 Ok(None) => {
                     let orphan = OrphanRecord {

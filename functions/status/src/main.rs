@@ -7,7 +7,7 @@ use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::config::{Env, StatusConfig};
 use tocsin::ports::SystemClock;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = StatusConfig::from_env(&mut Env::from_process())?;

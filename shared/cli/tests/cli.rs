@@ -115,7 +115,7 @@ async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
 
     let table = tocsin(&p, &["show", key.as_str()]).await;
     assert_eq!(table.code, 0, "{table:?}");
-    for expected in ["show-1", "disk_full@v1", "+1******0120", "accepted", msg_id.as_str(), "enqueued by intake"] {
+    for expected in ["show-1", "disk_full@v1", "+1******0120", "accepted", msg_id.as_str(), "accepted by SNS"] {
         assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
     }
     assert!(!table.stdout.contains(number) && !table.stderr.contains(number), "the number leaked:\n{}", table.stdout);
@@ -163,9 +163,9 @@ async fn list_shows_recent_intents_newest_first_and_filters_by_state() {
     let (_, c) = p.submit(&alert("list-3", "+14155550123")).await;
     let (b, c) = (key_of(&b), key_of(&c));
 
-    let queued = tocsin(&p, &["--json", "list", "--state", "queued"]).await.json();
-    let keys: Vec<&str> = queued.as_array().expect("array").iter().filter_map(|i| i["key"].as_str()).collect();
-    assert_eq!(keys, vec![c.as_str(), b.as_str()], "only queued, newest first");
+    let waiting = tocsin(&p, &["--json", "list", "--state", "received"]).await.json();
+    let keys: Vec<&str> = waiting.as_array().expect("array").iter().filter_map(|i| i["key"].as_str()).collect();
+    assert_eq!(keys, vec![c.as_str(), b.as_str()], "only the unclaimed ones, newest first");
 
     let accepted = tocsin(&p, &["--json", "list", "--state", "accepted"]).await.json();
     assert_eq!(accepted.as_array().map(Vec::len), Some(1));
@@ -254,11 +254,11 @@ async fn resend_is_refused_while_the_automation_owns_the_intent() {
     let p = Pipeline::start().await;
     let (_, body) = p.submit(&alert("owned-1", "+14155550126")).await;
     let key = key_of(&body);
-    assert_eq!(p.record(&key).await.status.state, State::Queued);
+    assert_eq!(p.record(&key).await.status.state, State::Received);
 
     let r = tocsin(&p, &["resend", key.as_str(), "--reason", "impatient"]).await;
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("the automation owns it (state queued)"), "{r:?}");
+    assert!(r.stderr.contains("the automation owns it (state received)"), "{r:?}");
     assert_eq!(sms_count(&p).await, 0);
     assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refusal records nothing");
 

@@ -1,5 +1,5 @@
 //! The ledger table in DynamoDB: intents, their observations, the SNS message-id index, orphaned
-//! delivery records. Item layout (documented in `docs/data-model.md`):
+//! delivery records. Item layout (documented in README.md, "Data model"):
 //!
 //! | item | pk | sk |
 //! |---|---|---|
@@ -387,7 +387,16 @@ impl IntentStore for DynamoLedger {
         }
         x.set("updated_at", s(ts(now)));
         x.next_check(t.next_check);
-        let condition = x.condition(&t.from, t.attempt_id.as_deref());
+        let mut condition = x.condition(&t.from, t.attempt_id.as_deref());
+        if let Some(mid) = &t.expect.sns_message_id {
+            x.names.insert("#cmid".into(), "sns_message_id".into());
+            x.values.insert(":cmid".into(), s(mid.as_str()));
+            condition.push_str(" AND #cmid = :cmid");
+        }
+        if t.expect.not_escalated {
+            x.names.insert("#cesc".into(), "escalated_at".into());
+            condition.push_str(" AND attribute_not_exists(#cesc)");
+        }
 
         let update = Update::builder()
             .table_name(&self.table)

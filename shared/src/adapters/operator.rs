@@ -87,6 +87,7 @@ impl DynamoLedger {
             // A lapsed lease is found by the sweep and becomes send_unknown, as for a sender.
             next_check: NextCheck::At(claim.lease_until),
             index_message: None,
+            expect: Default::default(),
         };
         match self.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {

@@ -6,12 +6,13 @@
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::delivery::DeliveryRecord;
+use crate::domain::intent::IntentRecord;
 use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::provider::{FailureClass, TABLE_VERSION, classify};
 use crate::domain::state::{ReceiptEffect, apply_linked_receipt, apply_receipt};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::{
-    IntentStore, NextCheck, PortError, RecipientRegistry, StatusPatch, SuppressionEvidence, Transition,
+    Expect, IntentStore, NextCheck, PortError, RecipientRegistry, StatusPatch, SuppressionEvidence, Transition,
     TransitionOutcome,
 };
 
@@ -68,7 +69,7 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     let classification = (record.status.receipt() == Some(crate::domain::state::Receipt::Failed))
         .then(|| classify(record.provider_response.as_deref()));
     let class = classification.map(|c| c.class);
-    let applied = apply_observation(store, key, event.clone(), record, class, link, now).await?;
+    let applied = apply_observation(store, key, recipient, event.clone(), record, class, link, now).await?;
     // Suppression runs even when the observation was stored before (a retry after a crash
     // between the two writes): the registry write is idempotent.
     let mut suppressed = false;
@@ -87,9 +88,40 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
 }
 
+/// The facts about the intent a receipt's effect is decided on.
+#[derive(Debug, Clone)]
+struct Basis {
+    state: State,
+    sns_message_id: Option<String>,
+    escalated: bool,
+    /// Presumed, not read: the transition then carries these facts as conditions.
+    presumed: bool,
+}
+
+impl Basis {
+    fn of(record: &IntentRecord) -> Self {
+        Basis {
+            state: record.status.state,
+            sns_message_id: record.status.sns_message_id.clone(),
+            escalated: record.status.escalation.is_some(),
+            presumed: false,
+        }
+    }
+
+    /// What an indexed record's intent almost always is: the sender wrote the message-id index in
+    /// the same transaction that made the intent `accepted` with that message id. Deciding on this
+    /// saves the read; a wrong guess is refused by the write's conditions and costs one read, never
+    /// a wrong change.
+    fn presumed_accepted(message_id: &str) -> Self {
+        Basis { state: State::Accepted, sns_message_id: Some(message_id.to_owned()), escalated: false, presumed: true }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn apply_observation<S: IntentStore>(
     store: &S,
     key: &IdempotencyKey,
+    recipient: &PhoneNumber,
     event: LogEvent<'_>,
     record: &DeliveryRecord,
     class: Option<FailureClass>,
@@ -97,15 +129,22 @@ async fn apply_observation<S: IntentStore>(
     now: DateTime<Utc>,
 ) -> Result<Applied, PortError> {
     let at = record.timestamp.or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single()).unwrap_or(now);
+    let read = || async {
+        match store.get(key).await? {
+            Some(current) => Ok(Basis::of(&current)),
+            None => Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() }),
+        }
+    };
+    let mut basis = match link {
+        Link::Indexed => Basis::presumed_accepted(&record.message_id),
+        // Reconciliation links intents in other states (sending, send_unknown): read them.
+        Link::Reconciled => read().await?,
+    };
     for _ in 0..MAX_RACES {
-        let Some(current) = store.get(key).await? else {
-            return Err(PortError::Corrupt { what: key.to_string(), message: "indexed intent is missing".into() });
-        };
-        let state = current.status.state;
+        let state = basis.state;
         // A record for an earlier attempt's message (the intent was resent since) is evidence
         // about that message, not about the current attempt: stored, never applied.
-        let earlier_attempt =
-            current.status.sns_message_id.as_deref().is_some_and(|current_id| current_id != record.message_id);
+        let earlier_attempt = basis.sns_message_id.as_deref().is_some_and(|current_id| current_id != record.message_id);
         let effect = match (record.status.receipt(), link) {
             (Some(_), _) if earlier_attempt => ReceiptEffect::Late,
             (Some(r), Link::Indexed) => apply_receipt(state, r),
@@ -125,11 +164,11 @@ async fn apply_observation<S: IntentStore>(
                         record.provider_response.as_deref().unwrap_or("delivery failed"),
                         class.map_or("unclassified", FailureClass::as_str)
                     ));
-                    next = if current.status.escalation.is_some() { NextCheck::Remove } else { NextCheck::At(now) };
+                    next = if basis.escalated { NextCheck::Remove } else { NextCheck::At(now) };
                 } else {
                     next = NextCheck::Remove;
                 }
-                if link == Link::Reconciled && current.status.sns_message_id.is_none() {
+                if link == Link::Reconciled && basis.sns_message_id.is_none() {
                     patch.sns_message_id = Some(record.message_id.clone());
                 }
                 vec![from]
@@ -152,12 +191,11 @@ async fn apply_observation<S: IntentStore>(
                 carrier: record.carrier.clone(),
                 dwell_ms: record.dwell_ms,
                 effect,
-                late: current.status.escalation.is_some(),
+                late: basis.escalated,
             },
         )
         .with_state(patch.state.unwrap_or(state));
-        let index_message =
-            (link == Link::Reconciled).then(|| (record.message_id.clone(), current.intent.recipient.clone()));
+        let index_message = (link == Link::Reconciled).then(|| (record.message_id.clone(), recipient.clone()));
         let t = Transition {
             key: key.clone(),
             from,
@@ -166,6 +204,11 @@ async fn apply_observation<S: IntentStore>(
             observation,
             next_check: next,
             index_message,
+            expect: if basis.presumed {
+                Expect { sns_message_id: basis.sns_message_id.clone(), not_escalated: !basis.escalated }
+            } else {
+                Expect::default()
+            },
         };
         match store.transition(t).await? {
             TransitionOutcome::Applied => {
@@ -175,7 +218,7 @@ async fn apply_observation<S: IntentStore>(
                 return Ok(Applied::Effect(effect));
             }
             TransitionOutcome::AlreadyApplied => return Ok(Applied::Duplicate),
-            TransitionOutcome::Refused(_) => continue,
+            TransitionOutcome::Refused(current) => basis = Basis::of(&current),
         }
     }
     Err(PortError::Unavailable {

@@ -124,6 +124,7 @@ pub async fn link<S: IntentStore + MessageIndex, R: RecipientRegistry, L: Delive
             ),
             next_check: NextCheck::Keep,
             index_message: None,
+            expect: Default::default(),
         })
         .await?;
     for c in mine {

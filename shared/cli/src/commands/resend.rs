@@ -267,6 +267,7 @@ async fn record_outcome(
         // deployment's own thresholds (delay suspected, receipt window, escalation).
         next_check: NextCheck::At(now),
         index_message: None,
+        expect: Default::default(),
     };
     if let PublishOutcome::Accepted { message_id } = published {
         t.index_message = Some((message_id.clone(), intent.recipient.clone()));
