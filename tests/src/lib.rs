@@ -403,7 +403,12 @@ impl Pipeline {
 
     /// The schedule firing the escalation sweep (with a generous time budget).
     pub async fn run_escalation(&self) -> escalation::RunSummary {
-        let stop = std::time::Instant::now() + std::time::Duration::from_secs(50);
+        self.run_escalation_within(std::time::Duration::from_secs(50)).await
+    }
+
+    /// One sweep run that stops (as the Lambda does before its timeout) after `budget`.
+    pub async fn run_escalation_within(&self, budget: std::time::Duration) -> escalation::RunSummary {
+        let stop = std::time::Instant::now() + budget;
         self.escalation.run(stop).await.unwrap_or_else(|e| panic!("escalation failed: {e}"))
     }
 

@@ -103,13 +103,11 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         let data = data.ok_or_else(|| StatusError::MalformedPayload("no `awslogs.data` string".into()))?;
         // Decoding is synchronous work on a stream: it runs on a blocking thread and hands the log
         // events over a bounded channel, so only a window of the batch is in memory at once. A
-        // first pass checks the whole payload, so a malformed one is refused before any record of
-        // it is applied (decoding is cheap next to one DynamoDB call per record).
+        // payload that breaks off (never seen from CloudWatch Logs) fails the invocation after the
+        // whole records before the break were applied: they are facts, stored once, and a retry
+        // finds them as duplicates.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(CONCURRENCY * 4);
-        let decoder = tokio::task::spawn_blocking(move || {
-            payload::decode_each(&data, |_| true)?;
-            payload::decode_each(&data, |p| tx.blocking_send(p).is_ok())
-        });
+        let decoder = tokio::task::spawn_blocking(move || payload::decode_each(&data, |p| tx.blocking_send(p).is_ok()));
         let header = match rx.recv().await {
             Some(Piece::Header(h)) => Some(h),
             _ => None,

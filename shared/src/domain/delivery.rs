@@ -4,8 +4,12 @@
 //! come in another shape than the documentation shows (numbers as strings, other timestamp
 //! formats, extra fields): such a field is kept as `None` rather than failing the record.
 
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
-use serde_json::Value;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::state::Receipt;
 
@@ -65,70 +69,233 @@ pub enum RecordError {
     NoStatus,
 }
 
-fn text(v: Option<&Value>) -> Option<String> {
+/// A field's value as SNS may write it: a string or a number; anything else is kept as `Other`
+/// (and read as absent). Strings are borrowed from the log message when they hold no escapes.
+#[derive(Debug, Clone, PartialEq)]
+enum Scalar<'a> {
+    Str(Cow<'a, str>),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor(PhantomData))
+    }
+}
+
+struct ScalarVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
+    type Value = Scalar<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Owned(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::U64(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::I64(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::F64(v))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'a>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+}
+
+/// An object's fields (`notification`, `delivery`), or nothing when the value is not an object.
+#[derive(Debug, Default)]
+struct Section<'a>(Vec<(Cow<'a, str>, Scalar<'a>)>);
+
+impl<'a> Section<'a> {
+    fn get(&self, key: &str) -> Option<&Scalar<'a>> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Section<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SectionVisitor(PhantomData))
+    }
+}
+
+struct SectionVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for SectionVisitor<'a> {
+    type Value = Section<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section<'a>, A::Error> {
+        let mut fields = Vec::with_capacity(12);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            fields.push((key, map.next_value::<Scalar<'de>>()?));
+        }
+        Ok(Section(fields))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Section<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Section::default())
+    }
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Section<'a>, E> {
+        Ok(Section::default())
+    }
+}
+
+/// The three parts of a record this version reads; every other top-level field is skipped.
+#[derive(Debug, Default)]
+struct RawRecord<'a> {
+    notification: Section<'a>,
+    delivery: Section<'a>,
+    status: Option<Scalar<'a>>,
+}
+
+struct RecordVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for RecordVisitor<'a> {
+    type Value = RawRecord<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRecord<'a>, A::Error> {
+        let mut r = RawRecord::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "notification" => r.notification = map.next_value()?,
+                "delivery" => r.delivery = map.next_value()?,
+                "status" => r.status = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+fn text(v: Option<&Scalar<'_>>) -> Option<String> {
     match v? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-        Value::Number(n) => Some(n.to_string()),
+        Scalar::Str(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        Scalar::U64(n) => Some(n.to_string()),
+        Scalar::I64(n) => Some(n.to_string()),
+        Scalar::F64(f) => Some(f.to_string()),
         _ => None,
     }
 }
 
-fn number_f64(v: Option<&Value>) -> Option<f64> {
+fn number_f64(v: Option<&Scalar<'_>>) -> Option<f64> {
     match v? {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+        Scalar::U64(n) => Some(*n as f64),
+        Scalar::I64(n) => Some(*n as f64),
+        Scalar::F64(f) => Some(*f),
+        Scalar::Str(s) => s.trim().parse().ok(),
+        Scalar::Other => None,
     }
     .filter(|f: &f64| f.is_finite() && *f >= 0.0)
 }
 
-fn number_u64(v: Option<&Value>) -> Option<u64> {
+fn number_u64(v: Option<&Scalar<'_>>) -> Option<u64> {
     match v? {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+        Scalar::U64(n) => Some(*n),
+        Scalar::I64(_) | Scalar::Other => None,
+        Scalar::F64(f) => Some(*f).filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64),
+        Scalar::Str(s) => s.trim().parse().ok(),
     }
 }
 
 /// SNS writes `2016-06-28 00:40:34.558` (UTC); accept RFC 3339 and epoch milliseconds too.
-pub fn parse_timestamp(v: &Value) -> Option<DateTime<Utc>> {
+fn timestamp(v: &Scalar<'_>) -> Option<DateTime<Utc>> {
     match v {
-        Value::String(s) => {
-            let s = s.trim();
-            DateTime::parse_from_rfc3339(s)
-                .map(|d| d.with_timezone(&Utc))
-                .ok()
-                .or_else(|| {
-                    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S"]
-                        .iter()
-                        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
-                        .map(|n| Utc.from_utc_datetime(&n))
-                })
-                .or_else(|| s.parse::<i64>().ok().and_then(|ms| Utc.timestamp_millis_opt(ms).single()))
-        }
-        Value::Number(n) => n.as_i64().and_then(|ms| Utc.timestamp_millis_opt(ms).single()),
-        _ => None,
+        Scalar::Str(s) => parse_timestamp(s),
+        Scalar::U64(ms) => i64::try_from(*ms).ok().and_then(|ms| Utc.timestamp_millis_opt(ms).single()),
+        Scalar::I64(ms) => Utc.timestamp_millis_opt(*ms).single(),
+        Scalar::F64(_) | Scalar::Other => None,
     }
 }
 
-/// Parses one CloudWatch Logs message written by SNS.
+/// A timestamp as text: SNS's own format first (the common case), then RFC 3339, then the other
+/// spellings, then epoch milliseconds.
+pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    let s = s.trim();
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        .map(|n| Utc.from_utc_datetime(&n))
+        .or_else(|| DateTime::parse_from_rfc3339(s).map(|d| d.with_timezone(&Utc)).ok())
+        .or_else(|| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|n| Utc.from_utc_datetime(&n)))
+        .or_else(|| s.parse::<i64>().ok().and_then(|ms| Utc.timestamp_millis_opt(ms).single()))
+}
+
+/// Parses one CloudWatch Logs message written by SNS. Reads the message once, into the fields
+/// it needs (no intermediate JSON tree): the status function does this for every record.
 pub fn parse_record(message: &str) -> Result<DeliveryRecord, RecordError> {
-    let v: Value = serde_json::from_str(message.trim()).map_err(|e| RecordError::NotJson(e.to_string()))?;
-    let obj = v.as_object().ok_or(RecordError::NotObject)?;
-    let notification = obj.get("notification").and_then(Value::as_object);
-    let delivery = obj.get("delivery").and_then(Value::as_object);
-    let message_id = notification.and_then(|n| text(n.get("messageId"))).ok_or(RecordError::NoMessageId)?;
-    let status = match text(obj.get("status")) {
+    let message = message.trim();
+    if !message.starts_with('{') {
+        return match serde_json::from_str::<IgnoredAny>(message) {
+            Ok(_) => Err(RecordError::NotObject),
+            Err(e) => Err(RecordError::NotJson(e.to_string())),
+        };
+    }
+    let mut de = serde_json::Deserializer::from_str(message);
+    let raw = de.deserialize_map(RecordVisitor(PhantomData)).map_err(|e| RecordError::NotJson(e.to_string()))?;
+    de.end().map_err(|e| RecordError::NotJson(e.to_string()))?;
+    let message_id = text(raw.notification.get("messageId")).ok_or(RecordError::NoMessageId)?;
+    let status = match text(raw.status.as_ref()) {
         Some(s) if s.eq_ignore_ascii_case("SUCCESS") => DeliveryStatus::Success,
         Some(s) if s.eq_ignore_ascii_case("FAILURE") => DeliveryStatus::Failure,
         Some(s) => DeliveryStatus::Other(s),
         None => return Err(RecordError::NoStatus),
     };
-    let d = |k: &str| delivery.and_then(|d| d.get(k));
+    let d = |k: &str| raw.delivery.get(k);
     Ok(DeliveryRecord {
         message_id,
         status,
-        timestamp: notification.and_then(|n| n.get("timestamp")).and_then(parse_timestamp),
+        timestamp: raw.notification.get("timestamp").and_then(timestamp),
         destination: text(d("destination")),
         provider_response: text(d("providerResponse")),
         carrier: text(d("phoneCarrier")),
@@ -212,5 +379,24 @@ mod tests {
         assert_eq!(parse_record(r#"{"notification":{"messageId":"m"}}"#), Err(RecordError::NoStatus));
         assert!(matches!(parse_record("[ERROR] First test message"), Err(RecordError::NotJson(_))));
         assert_eq!(parse_record("[1]"), Err(RecordError::NotObject));
+    }
+
+    #[test]
+    fn odd_shapes_read_as_absent_and_escapes_are_decoded() {
+        let r = parse_record(
+            r#"{"notification":{"messageId":"m\u002d1","timestamp":1467074434558},"delivery":{"phoneCarrier":"A \"B\" C","mcc":{"x":1},"mnc":[1,2],"dwellTimeMs":-5,"priceInUSD":"NaN","extra":null},"status":"FAILURE","more":{"a":[1,{"b":2}]}}"#,
+        )
+        .expect("parses");
+        assert_eq!(r.message_id, "m-1");
+        assert_eq!(r.carrier.as_deref(), Some(r#"A "B" C"#));
+        assert_eq!((r.mcc, r.mnc, r.dwell_ms, r.price_usd), (None, None, None, None));
+        assert_eq!(r.timestamp.map(|t| t.timestamp_millis()), Some(1_467_074_434_558));
+        let not_sections = parse_record(r#"{"notification":"m","delivery":7,"status":"SUCCESS"}"#);
+        assert_eq!(not_sections, Err(RecordError::NoMessageId));
+        assert!(matches!(
+            parse_record(r#"{"notification":{"messageId":"m"},"status":"SUCCESS"} x"#),
+            Err(RecordError::NotJson(_))
+        ));
+        assert_eq!(parse_record(r#""just a string""#), Err(RecordError::NotObject));
     }
 }

@@ -130,9 +130,12 @@ pub fn classify(provider_response: Option<&str>) -> Classification {
     let Some(resp) = provider_response else {
         return Classification { class: FailureClass::Unknown, recognised: false };
     };
+    // The table's responses, normalised once per process.
+    static NORMALISED: std::sync::LazyLock<Vec<(String, &'static Entry)>> =
+        std::sync::LazyLock::new(|| TABLE.iter().map(|e| (normalise(e.response), e)).collect());
     let n = normalise(resp);
     // Variants seen with only one half of "unreachable/unavailable".
-    let lookup = |needle: &str| TABLE.iter().find(|e| normalise(e.response) == needle);
+    let lookup = |needle: &str| NORMALISED.iter().find(|(response, _)| response == needle).map(|(_, e)| *e);
     let found = lookup(&n).or_else(|| {
         let alt = n
             .replace("currently unreachable", "currently unreachable/unavailable")

@@ -43,25 +43,64 @@ pub fn release_binary(name: &str) -> Result<PathBuf> {
     if p.is_file() { Ok(p) } else { Err(BenchError::Missing(format!("{} (build it with --release)", p.display()))) }
 }
 
-fn cargo_release(args: &[&str]) -> Result<()> {
+fn cargo(args: &[&str]) -> Result<()> {
     let status = Command::new("nice")
-        .args(["-n", "19", "cargo", "build", "--release", "--quiet"])
+        .args(["-n", "19", "cargo"])
         .args(args)
         .current_dir(tocsin_harness::workspace_root())
         .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(BenchError::Process(format!("cargo build --release {args:?}: {status}")))
-    }
+    if status.success() { Ok(()) } else { Err(BenchError::Process(format!("cargo {args:?}: {status}"))) }
 }
 
-/// `nice -n 19 cargo build --release` of the four functions and the floor (a no-op when fresh).
-/// Skipped when `TOCSIN_BENCH_SKIP_BUILD` is set.
-pub fn build_all() -> Result<()> {
+/// The packages built for the measurements, in one cargo invocation so that every binary is built
+/// with the same feature set (a second invocation with another package set would rebuild the SDK).
+const PACKAGES: [&str; 12] =
+    ["-p", "intake", "-p", "sender", "-p", "status", "-p", "escalation", "-p", "sms-preferences", "-p", "tocsin-bench"];
+
+/// Whether `cargo lambda` (cargo-lambda, with zig for cross-compiling) is installed.
+fn cargo_lambda_available() -> bool {
+    Command::new("cargo")
+        .args(["lambda", "--help"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What was built: the host release binaries, and whether the arm64 deployment build ran.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// `None`: built; `Some(why)`: why the arm64 `bootstrap`s were not built by this run.
+    pub arm64_skipped: Option<String>,
+}
+
+/// `nice -n 19 cargo build --release` of the functions and this crate (a no-op when fresh), then,
+/// when cargo-lambda is installed, the deployment build `cargo lambda build --release --arm64`
+/// of the same functions (into `target/lambda/<function>/bootstrap`). Skipped when
+/// `TOCSIN_BENCH_SKIP_BUILD` is set; the arm64 build alone with `TOCSIN_BENCH_SKIP_ARM64`.
+pub fn build_all() -> Result<Built> {
     if std::env::var_os("TOCSIN_BENCH_SKIP_BUILD").is_some() {
-        return Ok(());
+        return Ok(Built { arm64_skipped: Some("TOCSIN_BENCH_SKIP_BUILD is set".into()) });
     }
-    cargo_release(&["-p", "intake", "-p", "sender", "-p", "status", "-p", "escalation"])?;
-    cargo_release(&["-p", "tocsin-bench", "--bin", FLOOR])
+    let mut args = vec!["build", "--release", "--quiet"];
+    args.extend(PACKAGES);
+    cargo(&args)?;
+    if std::env::var_os("TOCSIN_BENCH_SKIP_ARM64").is_some() {
+        return Ok(Built { arm64_skipped: Some("TOCSIN_BENCH_SKIP_ARM64 is set".into()) });
+    }
+    if !cargo_lambda_available() {
+        return Ok(Built {
+            arm64_skipped: Some(
+                "cargo-lambda is not installed (`pip install cargo-lambda ziglang`, \
+                 `rustup target add aarch64-unknown-linux-gnu`)"
+                    .into(),
+            ),
+        });
+    }
+    let mut args = vec!["lambda", "build", "--release", "--arm64"];
+    for f in FUNCTIONS.iter().map(|f| f.binary).chain(["sms-preferences"]) {
+        args.extend(["--bin", f]);
+    }
+    cargo(&args)?;
+    Ok(Built { arm64_skipped: None })
 }

@@ -9,7 +9,7 @@ use tocsin_harness::runtime_api::Invocation;
 use tocsin_harness::{Emulator, Stack};
 
 use crate::binaries::{FLOOR, FUNCTIONS, release_binary};
-use crate::function::{ColdRun, run_once, sample_event};
+use crate::function::{ColdRun, Process, run_process, sample_event};
 use crate::stats::{Summary, summarise};
 use crate::{BenchError, Result};
 
@@ -31,7 +31,12 @@ pub struct FunctionCold {
 pub struct ColdStart {
     pub floor: FunctionCold,
     pub functions: Vec<FunctionCold>,
+    /// The Python peer (`python_peer`), or why it was not measured.
+    pub python_peer: std::result::Result<FunctionCold, String>,
 }
+
+/// The Python peer runs with the sender's environment and is invoked with the sender's event.
+pub const PEER_EVENT: (&str, &str, &str) = ("sender", "SenderFunction", "sqs-send-request.json");
 
 fn describe(answer: &Invocation) -> String {
     let (kind, v) = match answer {
@@ -56,12 +61,22 @@ async fn repeat(
     event: serde_json::Value,
     runs: usize,
 ) -> Result<FunctionCold> {
-    let binary = release_binary(name)?;
+    repeat_process(&Process::binary(&release_binary(name)?), name, event_name, env, event, runs).await
+}
+
+async fn repeat_process(
+    process: &Process,
+    name: &str,
+    event_name: &str,
+    env: &[(String, String)],
+    event: serde_json::Value,
+    runs: usize,
+) -> Result<FunctionCold> {
     // One unmeasured run first: the binary's pages in the page cache, as on a warm Lambda host.
-    run_once(&binary, env, name, event.clone(), TIMEOUT).await?;
+    run_process(process, env, name, event.clone(), TIMEOUT).await?;
     let mut samples: Vec<ColdRun> = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let run = run_once(&binary, env, name, event.clone(), TIMEOUT).await?;
+        let run = run_process(process, env, name, event.clone(), TIMEOUT).await?;
         if run.answer.is_none() {
             return Err(BenchError::Process(format!("{name}: no answer within {TIMEOUT:?}")));
         }
@@ -94,5 +109,21 @@ pub async fn measure(runs: usize) -> Result<ColdStart> {
         let label = format!("events/{}/{}", f.binary, f.event_file);
         functions.push(repeat(f.binary, &label, &env, event, runs).await?);
     }
-    Ok(ColdStart { floor, functions })
+    let python_peer = python_peer(&stack, &aws, runs).await.map_err(|e| e.to_string());
+    Ok(ColdStart { floor, functions, python_peer })
+}
+
+/// `runs` cold starts of the Python peer, with the same stand-in, probe, environment and event
+/// as the sender.
+async fn python_peer(stack: &Stack, aws: &[(String, String)], runs: usize) -> Result<FunctionCold> {
+    let interpreter = crate::python_peer::install().await?;
+    let (dir, logical_id, file) = PEER_EVENT;
+    let mut env: Vec<(String, String)> = stack.function_env(logical_id)?.into_iter().collect();
+    env.extend(aws.iter().cloned());
+    let event = sample_event(dir, file)?;
+    let label = format!("events/{dir}/{file}");
+    let process = crate::python_peer::process(&interpreter, &env);
+    repeat_process(&process, crate::python_peer::FUNCTION_NAME, &label, &env, event, runs)
+        .await
+        .map_err(|e| BenchError::Process(format!("Python peer: {e}")))
 }

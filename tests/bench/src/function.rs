@@ -2,7 +2,7 @@
 //! function's production environment, its Runtime API pointed at the stand-in (through the
 //! [`NextProbe`]), the event already waiting. Times and peak memory are taken from outside.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,31 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
     status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// What to spawn for one function process: a release binary, or an interpreter with its
+/// arguments (the Python peer), optionally in a working directory and with extra variables.
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// Set after the function's environment and the Runtime API's (e.g. `PYTHONPATH`).
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Process {
+    /// A function binary run as Lambda runs a `provided.al2023` bootstrap.
+    pub fn binary(path: &Path) -> Process {
+        Process { program: path.to_owned(), args: Vec::new(), cwd: None, extra_env: Vec::new() }
+    }
+
+    fn describe(&self) -> String {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// Spawns `binary` with `env` (function + AWS environment), hands it `event`, waits up to
 /// `timeout` for its answer, reads its peak RSS, then kills it.
 pub async fn run_once(
@@ -41,17 +66,33 @@ pub async fn run_once(
     event: Value,
     timeout: Duration,
 ) -> Result<ColdRun> {
+    run_process(&Process::binary(binary), env, function_name, event, timeout).await
+}
+
+/// [`run_once`] for any [`Process`].
+pub async fn run_process(
+    process: &Process,
+    env: &[(String, String)],
+    function_name: &str,
+    event: Value,
+    timeout: Duration,
+) -> Result<ColdRun> {
     let api = RuntimeApi::start().await?;
     let probe = NextProbe::start(api.address()).await?;
-    let mut cmd = tokio::process::Command::new(binary);
-    cmd.env_clear()
+    let mut cmd = tokio::process::Command::new(&process.program);
+    cmd.args(&process.args)
+        .env_clear()
         .envs(env.iter().cloned())
         .envs(api.lambda_env(function_name))
         .env("AWS_LAMBDA_RUNTIME_API", probe.address())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(process.extra_env.iter().cloned())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
+    if let Some(dir) = &process.cwd {
+        cmd.current_dir(dir);
+    }
     let spawned = Instant::now();
     let mut child = cmd.spawn()?;
     let answer = tokio::select! {
@@ -59,7 +100,7 @@ pub async fn run_once(
         status = child.wait() => {
             return Err(BenchError::Process(format!(
                 "{} exited before answering ({:?}); init error: {:?}",
-                binary.display(),
+                process.describe(),
                 status.ok(),
                 api.init_error()
             )));
@@ -70,7 +111,7 @@ pub async fn run_once(
     let _ = child.kill().await;
     let first_next = probe
         .first_next()
-        .ok_or_else(|| BenchError::Process(format!("{} answered without a GET /next", binary.display())))?;
+        .ok_or_else(|| BenchError::Process(format!("{} answered without a GET /next", process.describe())))?;
     Ok(ColdRun {
         to_first_next: first_next.duration_since(spawned),
         to_first_response: answered.duration_since(spawned),

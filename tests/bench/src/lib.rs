@@ -16,6 +16,7 @@ pub mod error;
 pub mod function;
 pub mod machine;
 pub mod probe;
+pub mod python_peer;
 pub mod report;
 pub mod rss;
 pub mod size;

@@ -1,6 +1,6 @@
 //! Measurement 2: peak RSS (`VmHWM`) of the sender binary handling a batch of 10 SQS records
 //! (10 real intents seeded through intake), and of the status binary handling a ~1 MB
-//! subscription event.
+//! subscription event; then the Python peer (`python_peer`) on the same two workloads.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use tocsin_harness::runtime_api::Invocation;
 use tocsin_tests::{Pipeline, alert};
 
 use crate::binaries::release_binary;
-use crate::function::run_once;
+use crate::function::{Process, run_process};
 use crate::workload::{delivery_lines, envelope, envelope_of_size};
 use crate::{BenchError, Result};
 
@@ -19,6 +19,8 @@ pub const TARGET_KIB: u64 = 16 * 1024;
 #[derive(Debug, Clone)]
 pub struct PeakRss {
     pub function: String,
+    /// For a Python peer row: the `function` of the Rust row it is compared with.
+    pub peer_of: Option<String>,
     pub workload: String,
     pub peak_rss_kib: u64,
     pub invocation: Duration,
@@ -52,9 +54,10 @@ fn status_timeout() -> Duration {
     Duration::from_secs(std::env::var("TOCSIN_BENCH_STATUS_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(240))
 }
 
-async fn sender(p: &Pipeline) -> Result<PeakRss> {
+/// Submits 10 alerts through intake and returns their 10 send requests as one SQS event.
+async fn send_batch(p: &Pipeline, prefix: &str) -> Result<serde_json::Value> {
     for i in 0..10 {
-        let (code, body) = p.submit(&alert(&format!("rss-{i}"), &format!("+1415555{:04}", 2000 + i))).await;
+        let (code, body) = p.submit(&alert(&format!("{prefix}-{i}"), &format!("+1415555{:04}", 2000 + i))).await;
         if code != 201 {
             return Err(BenchError::Process(format!("intake answered {code}: {body}")));
         }
@@ -64,22 +67,39 @@ async fn sender(p: &Pipeline) -> Result<PeakRss> {
     if msgs.len() != 10 {
         return Err(BenchError::Process(format!("expected 10 queued send requests, found {}", msgs.len())));
     }
-    let event = serde_json::to_value(sqs_event(&queue.arn, &msgs))?;
+    Ok(serde_json::to_value(sqs_event(&queue.arn, &msgs))?)
+}
+
+/// The sender binary, or the Python peer (`peer`: its interpreter), on a batch of 10 fresh send
+/// requests.
+async fn sender(p: &Pipeline, peer: Option<&std::path::Path>) -> Result<PeakRss> {
+    let event = send_batch(p, if peer.is_some() { "rss-peer" } else { "rss" }).await?;
     let env = env_for(p, "SenderFunction", &[])?;
     let timeout = Duration::from_secs(120);
-    let run = run_once(&release_binary("sender")?, &env, "sender", event, timeout).await?;
-    let sent = p.emulator.sent_sms().await?.len();
+    let (process, name) = match peer {
+        Some(python) => (crate::python_peer::process(python, &env), crate::python_peer::FUNCTION_NAME),
+        None => (Process::binary(&release_binary("sender")?), "sender"),
+    };
+    let before = p.emulator.sent_sms().await?.len();
+    let run = run_process(&process, &env, name, event, timeout).await?;
+    let sent = p.emulator.sent_sms().await?.len().saturating_sub(before);
+    let (function, peer_of) = match peer {
+        Some(_) => ("Python peer (sender batch)".to_owned(), Some("sender".to_owned())),
+        None => ("sender".to_owned(), None),
+    };
     Ok(PeakRss {
-        function: "sender".into(),
         workload: format!("SQS batch of 10 records (10 intents seeded through intake); {sent} SMS published"),
-        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing("sender VmHWM".into()))?,
+        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing(format!("{function} VmHWM")))?,
+        function,
+        peer_of,
         invocation: run.to_first_response.saturating_sub(run.to_first_next),
         outcome: outcome(run.answer.as_ref(), timeout),
     })
 }
 
-/// The status binary on one subscription event of `records` delivery records (or of ~`bytes`).
-async fn status(p: &Pipeline, size: Workload) -> Result<PeakRss> {
+/// One subscription event of `records` delivery records (or of ~`bytes`): the event, its record
+/// count and its serialized size.
+fn status_event(p: &Pipeline, size: Workload) -> (serde_json::Value, usize, usize) {
     let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
     let at = chrono::Utc::now();
     let (event, records) = match size {
@@ -87,22 +107,48 @@ async fn status(p: &Pipeline, size: Workload) -> Result<PeakRss> {
         Workload::Records(n) => (envelope(&group, &delivery_lines(n, at)), n),
     };
     let bytes = event.to_string().len();
+    (event, records, bytes)
+}
+
+/// The status binary, or the Python peer (`peer`: its interpreter), on one subscription event.
+async fn status(
+    p: &Pipeline,
+    size: Workload,
+    (event, records, bytes): (serde_json::Value, usize, usize),
+    peer: Option<&std::path::Path>,
+) -> Result<PeakRss> {
     // The records name SNS message ids no intent has: each is looked up and kept as an orphan.
     // The template's 2 s orphan wait (a sleep) is set to 0 so the run measures memory, not sleeps.
     let env = env_for(p, "StatusFunction", &[("TOCSIN_ORPHAN_WAIT", "0s")])?;
     let timeout = status_timeout();
+    let (process, name) = match peer {
+        Some(python) => (crate::python_peer::process(python, &env), crate::python_peer::FUNCTION_NAME),
+        None => (Process::binary(&release_binary("status")?), "status"),
+    };
+    let rust_name = match size {
+        Workload::Bytes(_) => "status (~1 MB event)".to_owned(),
+        Workload::Records(n) => format!("status ({n} records)"),
+    };
+    let (function, peer_of) = match peer {
+        Some(_) => {
+            let what = match size {
+                Workload::Bytes(_) => "~1 MB event".to_owned(),
+                Workload::Records(n) => format!("{n} records"),
+            };
+            (format!("Python peer (status, {what})"), Some(rust_name))
+        }
+        None => (rust_name, None),
+    };
     let started = Instant::now();
-    let run = run_once(&release_binary("status")?, &env, "status", event, timeout).await?;
+    let run = run_process(&process, &env, name, event, timeout).await?;
     Ok(PeakRss {
-        function: match size {
-            Workload::Bytes(_) => "status (~1 MB event)".into(),
-            Workload::Records(n) => format!("status ({n} records)"),
-        },
         workload: format!(
             "subscription event of {:.3} MB (gzip + base64 of {records} SNS delivery records), TOCSIN_ORPHAN_WAIT=0s",
             bytes as f64 / 1e6
         ),
-        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing("status VmHWM".into()))?,
+        peak_rss_kib: run.peak_rss_kib.ok_or_else(|| BenchError::Missing(format!("{function} VmHWM")))?,
+        function,
+        peer_of,
         invocation: run.to_first_response.saturating_sub(run.to_first_next).min(started.elapsed()),
         outcome: outcome(run.answer.as_ref(), timeout),
     })
@@ -114,8 +160,24 @@ enum Workload {
     Records(usize),
 }
 
-/// Both measurements on one pipeline (one emulator and stack).
+/// Both measurements on one pipeline (one emulator and stack), then the Python peer on the same
+/// workloads (a fresh batch of 10 send requests; the very same ~1 MB event).
 pub async fn measure() -> Vec<Result<PeakRss>> {
     let p = Pipeline::start().await;
-    vec![sender(&p).await, status(&p, Workload::Records(500)).await, status(&p, Workload::Bytes(1_000_000)).await]
+    let large = status_event(&p, Workload::Bytes(1_000_000));
+    let mut out = vec![
+        sender(&p, None).await,
+        status(&p, Workload::Records(500), status_event(&p, Workload::Records(500)), None).await,
+        status(&p, Workload::Bytes(1_000_000), large.clone(), None).await,
+    ];
+    let peer = |e: BenchError| BenchError::Process(format!("Python peer: {e}"));
+    match crate::python_peer::install().await {
+        Ok(python) => {
+            out.push(sender(&p, Some(&python)).await.map_err(peer));
+            out.push(status(&p, Workload::Bytes(1_000_000), large, Some(&python)).await.map_err(peer));
+        }
+        // Already says "Python peer install: …".
+        Err(e) => out.push(Err(e)),
+    }
+    out
 }

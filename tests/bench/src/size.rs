@@ -14,12 +14,12 @@ use crate::binaries::{FLOOR, FUNCTIONS, release_binary};
 /// Target for an unzipped binary, in bytes (8 MB).
 pub const TARGET_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Where arm64 `bootstrap`s from `sam build` / `cargo lambda build --arm64` are looked for:
-/// `$TOCSIN_BENCH_ARM64_DIR/<function>/bootstrap`, by default `/tmp/samcheck-target/lambda`.
+/// Where arm64 `bootstrap`s from `cargo lambda build --release --arm64` (what `sam build` runs)
+/// are looked for: `$TOCSIN_BENCH_ARM64_DIR/<function>/bootstrap`, by default `target/lambda`.
 pub fn arm64_dir() -> PathBuf {
     std::env::var_os("TOCSIN_BENCH_ARM64_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| "/tmp/samcheck-target/lambda".into())
+        .unwrap_or_else(|| crate::binaries::target_dir().join("lambda"))
 }
 
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub fn measure() -> Vec<Result<BinarySize>> {
     for name in FUNCTIONS.iter().map(|f| f.binary).chain(["sms-preferences"]) {
         let p = arm64_dir().join(name).join("bootstrap");
         if p.is_file() {
-            out.push(measure_one(name, "aarch64-unknown-linux-gnu (sam build / cargo lambda)", p));
+            out.push(measure_one(name, "aarch64 (cargo lambda --arm64)", p));
         }
     }
     out

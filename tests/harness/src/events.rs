@@ -5,6 +5,7 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use base64::Engine;
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Write;
 
@@ -31,29 +32,43 @@ pub fn sqs_event(queue_arn: &str, messages: &[aws_sdk_sqs::types::Message]) -> S
 }
 
 /// One log event of a subscription payload.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct LogLine {
     pub id: String,
     pub timestamp: i64,
     pub message: String,
 }
 
-/// The decoded subscription payload CloudWatch Logs sends.
-pub fn logs_payload(log_group: &str, message_type: &str, lines: &[LogLine]) -> Value {
-    json!({
-        "messageType": message_type,
-        "owner": crate::stack::ACCOUNT,
-        "logGroup": log_group,
-        "logStream": "sms-delivery",
-        "subscriptionFilters": ["tocsin-status"],
-        "logEvents": lines.iter().map(|l| json!({"id": l.id, "timestamp": l.timestamp, "message": l.message})).collect::<Vec<_>>(),
-    })
+/// The decoded subscription payload, with its fields in the order CloudWatch Logs writes them
+/// (`messageType`, `owner`, `logGroup`, `logStream`, `subscriptionFilters`, `logEvents`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogsPayload<'a> {
+    message_type: &'a str,
+    owner: &'a str,
+    log_group: &'a str,
+    log_stream: &'a str,
+    subscription_filters: [&'a str; 1],
+    log_events: &'a [LogLine],
 }
 
-/// Gzip + base64 of a payload, in the `{"awslogs":{"data":…}}` envelope.
-pub fn logs_envelope(payload: &Value) -> Value {
+/// The decoded subscription payload CloudWatch Logs sends, as JSON text in its field order.
+pub fn logs_payload(log_group: &str, message_type: &str, lines: &[LogLine]) -> String {
+    let payload = LogsPayload {
+        message_type,
+        owner: crate::stack::ACCOUNT,
+        log_group,
+        log_stream: "sms-delivery",
+        subscription_filters: ["tocsin-status"],
+        log_events: lines,
+    };
+    serde_json::to_string(&payload).unwrap_or_default()
+}
+
+/// Gzip + base64 of a payload's JSON text, in the `{"awslogs":{"data":…}}` envelope.
+pub fn logs_envelope(payload: &str) -> Value {
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    let _ = gz.write_all(payload.to_string().as_bytes());
+    let _ = gz.write_all(payload.as_bytes());
     let bytes = gz.finish().unwrap_or_default();
     json!({"awslogs": {"data": base64::engine::general_purpose::STANDARD.encode(bytes)}})
 }

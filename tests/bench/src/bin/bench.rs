@@ -48,7 +48,12 @@ async fn run() -> std::io::Result<()> {
 
     if enabled("build") {
         eprintln!("bench: building release binaries");
-        report.build = Some(binaries::build_all());
+        let built = binaries::build_all();
+        if let Ok(binaries::Built { arm64_skipped: Some(why) }) = &built {
+            eprintln!("bench: arm64 deployment build skipped: {why}");
+        }
+        report.arm64_skipped = built.as_ref().ok().and_then(|b| b.arm64_skipped.clone());
+        report.build = Some(built.map(|_| ()));
     }
     if enabled("cpu") {
         eprintln!("bench: criterion benches (CPU only, one core)");
