@@ -1,9 +1,10 @@
 //! Decoding a CloudWatch Logs subscription payload (`base64(gzip(JSON))`) one log event at a time.
 //!
 //! A payload of up to 1 MB base64 unpacks to roughly ten times as much JSON. Holding the decoded
-//! text and every log event at once would make memory follow the batch size; instead the base64,
-//! the gzip stream and the JSON are read as streams, and each log event is handed over as soon as
-//! it is read. Memory stays at what the caller keeps, whatever the batch size.
+//! text and every log event at once would make memory follow the batch size; instead each log
+//! event is handed over as soon as it is read. The JSON text of a payload up to
+//! [`IN_MEMORY_LIMIT`] is parsed from memory (fast); a larger one is read as a stream (base64 →
+//! gzip → JSON), so memory stays bounded, whatever the batch size.
 
 use std::fmt;
 use std::io::{BufReader, Read};
@@ -51,9 +52,25 @@ pub struct DecodeError(String);
 /// `each` returns false to stop early (the consumer went away). Pieces handed over before an
 /// error in the payload stay handed over: the caller decides what a partial payload means.
 pub fn decode_each(data: &str, mut each: impl FnMut(Piece) -> bool) -> Result<(), DecodeError> {
-    let gzip = MultiGzDecoder::new(DecoderReader::new(data.trim().as_bytes(), &STANDARD));
-    decode_json(BufReader::with_capacity(64 * 1024, gzip), &mut each)
+    let gzip = || MultiGzDecoder::new(DecoderReader::new(data.trim().as_bytes(), &STANDARD));
+    // A payload whose JSON fits in `IN_MEMORY_LIMIT` is parsed from memory (several times faster
+    // than from a reader); a larger one is decompressed again and parsed as a stream, so memory
+    // stays bounded whatever the batch size.
+    let mut text = Vec::new();
+    let read = gzip().take(IN_MEMORY_LIMIT + 1).read_to_end(&mut text);
+    match read {
+        Ok(n) if n as u64 <= IN_MEMORY_LIMIT => decode_json(serde_json::Deserializer::from_slice(&text), &mut each),
+        // Larger than the limit, or broken: stream it (a broken payload fails there, in order).
+        _ => {
+            drop(text);
+            let reader = BufReader::with_capacity(64 * 1024, gzip());
+            decode_json(serde_json::Deserializer::from_reader(reader), &mut each)
+        }
+    }
 }
+
+/// The largest decompressed payload parsed from memory (bytes); larger ones are streamed.
+pub const IN_MEMORY_LIMIT: u64 = 2 * 1024 * 1024;
 
 /// Decodes `data` in full.
 pub fn decode_all(data: &str) -> Result<Payload, DecodeError> {
@@ -70,8 +87,10 @@ pub fn decode_all(data: &str) -> Result<Payload, DecodeError> {
     Ok(Payload { header, log_events })
 }
 
-fn decode_json(reader: impl Read, each: &mut dyn FnMut(Piece) -> bool) -> Result<(), DecodeError> {
-    let mut de = serde_json::Deserializer::from_reader(reader);
+fn decode_json<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    each: &mut dyn FnMut(Piece) -> bool,
+) -> Result<(), DecodeError> {
     de.deserialize_map(PayloadVisitor { each }).map_err(|e| DecodeError(e.to_string()))?;
     de.end().map_err(|e| DecodeError(format!("trailing data: {e}")))
 }
@@ -255,6 +274,21 @@ mod tests {
         })
         .expect("decodes");
         assert_eq!(n, 2, "the header and one event");
+    }
+
+    #[test]
+    fn a_payload_larger_than_the_in_memory_limit_is_streamed_with_the_same_result() {
+        let message = "x".repeat(1000);
+        let n = (IN_MEMORY_LIMIT as usize / 1000) + 10;
+        let events: Vec<String> =
+            (0..n).map(|i| format!(r#"{{"id":"{i}","timestamp":{i},"message":"{message}"}}"#)).collect();
+        let json = format!(r#"{{"messageType":"DATA_MESSAGE","logGroup":"g","logEvents":[{}]}}"#, events.join(","));
+        assert!(json.len() as u64 > IN_MEMORY_LIMIT);
+        let payload = decode_all(&pack(&json)).expect("decodes");
+        assert_eq!(payload.log_events.len(), n);
+        assert_eq!(payload.log_events[n - 1].id, (n - 1).to_string());
+        let cut = pack(&json[..json.len() - 10]);
+        assert!(decode_all(&cut).is_err(), "a broken large payload is an error too");
     }
 
     #[test]

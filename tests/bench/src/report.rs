@@ -378,8 +378,9 @@ impl Report {
                  production init — `aws_config::load_from_env` and the SDK clients (rustls with its crypto provider \
                  and the system's root certificates, the hyper connection pool, endpoint resolvers, one client per \
                  service) and the telemetry subscriber — and the binary's own pages. The functions already run on \
-                 tokio's current-thread runtime, and status decodes the payload as a stream (base64 → gzip → JSON, \
-                 one log event at a time through a bounded channel), so the decompressed batch is never held whole. \
+                 tokio's current-thread runtime, and status decodes a payload whose JSON exceeds 2 MiB as a stream \
+                 (base64 → gzip → JSON, one log event at a time through a bounded channel), so the decompressed \
+                 batch is never held whole. \
                  What the ~1 MB event adds on top: the request body as `lambda_runtime` receives it and the \
                  `awslogs.data` string (about 1 MB each), the decoder's buffers, the records in flight (16 at a time, \
                  each with its SDK requests and responses), and the allocator's arenas for the decoding thread. \
@@ -644,7 +645,9 @@ impl Report {
             "Method: criterion bench `tests/bench/benches/status_parse.rs`, run by this command pinned to one core \
              (`taskset -c 0`). One iteration: a subscription invocation of {} SNS delivery-status records (real \
              format, unique ids): the invocation's JSON envelope, then the handler's streaming decoder \
-             (`status::payload::decode_each`: base64 → gunzip → JSON, one log event at a time), and per record \
+             (`status::payload::decode_each`: base64 → gunzip → JSON, one log event at a time; this payload's \
+             JSON, about 0.5 MB, is under the decoder's 2 MiB in-memory limit and is parsed from memory, while a \
+             larger payload is decompressed again and parsed as a stream), and per record \
              `tocsin::domain::delivery::parse_record` and `tocsin::domain::provider::classify`, with the release \
              profile (`opt-level = \"s\"`). Records/s = \
              records per iteration ÷ median iteration time (criterion's 95 % interval in brackets). Target ≥ 250,000 records/s.\n",
