@@ -9,9 +9,8 @@
 //! keeps parallel runs from racing, a marker file records a finished install, and the venv's name
 //! carries a hash of the requirements so a change of pins installs afresh.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::binaries::target_dir;
 use crate::function::Process;
@@ -45,49 +44,13 @@ fn install_dir() -> PathBuf {
     target_dir().join("tocsin-bench-python")
 }
 
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn run(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().map_err(|e| BenchError::Process(format!("cannot run {cmd:?}: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        Err(BenchError::Process(format!(
-            "{cmd:?} failed: {}: {}",
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-        )))
-    }
-}
-
 /// Installs the peer's pinned dependencies once (wheels only) and returns the venv's Python.
 /// Blocking: call it from `spawn_blocking`.
 pub fn ensure_installed() -> Result<PathBuf> {
-    let dir = install_dir();
-    fs::create_dir_all(&dir)?;
-    let venv = dir.join(format!("venv-{:016x}", fnv1a(REQUIREMENTS)));
-    let interpreter = venv.join("bin").join("python");
-    let marker = venv.join(".tocsin-installed");
-    if marker.exists() {
-        return Ok(interpreter);
-    }
-    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("install.lock"))?;
-    lock.lock()?;
-    if marker.exists() {
-        return Ok(interpreter);
-    }
-    eprintln!("bench: installing the Python peer's dependencies into {} (first run only)", venv.display());
-    let _ = fs::remove_dir_all(&venv);
-    run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(venv.join("bin").join("pip"))
-        .args(["install", "--disable-pip-version-check", "--no-input", "--quiet", "--only-binary=:all:", "-r"])
-        .arg(requirements_path()))?;
-    File::create(&marker)?;
-    Ok(interpreter)
+    let venv = format!("venv-{:016x}", fnv1a(REQUIREMENTS));
+    let requirements = requirements_path();
+    let args = [OsStr::new("--only-binary=:all:"), OsStr::new("-r"), requirements.as_os_str()];
+    Ok(tocsin_harness::python::ensure_venv(&install_dir(), &venv, &args)?)
 }
 
 /// [`ensure_installed`] off the async runtime, with the reason in the error.

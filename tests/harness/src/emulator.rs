@@ -1,7 +1,7 @@
 //! moto in server mode: installed into a virtualenv under `target/` on first use (pinned
 //! version, from PyPI), started on a free loopback port, stopped when dropped.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -35,47 +35,13 @@ fn emulator_dir() -> PathBuf {
         .join("tocsin-emulator")
 }
 
-/// Installs moto once per machine (a file lock keeps parallel test binaries from racing) and
-/// returns the virtualenv's Python.
+/// Installs moto once per machine and returns the virtualenv's Python.
 pub fn ensure_installed() -> Result<PathBuf> {
-    let dir = emulator_dir();
-    fs::create_dir_all(&dir)?;
-    let venv = dir.join(format!("venv-moto-{MOTO_VERSION}"));
-    let server = venv.join("bin").join("python");
-    let marker = venv.join(".tocsin-installed");
-    if marker.exists() {
-        return Ok(server);
-    }
-    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("install.lock"))?;
-    lock.lock()?;
-    if marker.exists() {
-        return Ok(server);
-    }
-    eprintln!("tocsin harness: installing moto[server]=={MOTO_VERSION} into {} (first run only)", venv.display());
-    let _ = fs::remove_dir_all(&venv);
-    run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(venv.join("bin").join("pip")).args([
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--quiet",
-        &format!("moto[server]=={MOTO_VERSION}"),
-    ]))?;
-    File::create(&marker)?;
-    Ok(server)
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn run(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().map_err(|e| HarnessError::Emulator(format!("cannot run {cmd:?}: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(HarnessError::Emulator(format!("{cmd:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr))))
-    }
+    crate::python::ensure_venv(
+        &emulator_dir(),
+        &format!("venv-moto-{MOTO_VERSION}"),
+        &[format!("moto[server]=={MOTO_VERSION}")],
+    )
 }
 
 fn free_port() -> Result<u16> {

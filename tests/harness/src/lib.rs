@@ -6,6 +6,7 @@
 pub mod emulator;
 pub mod events;
 pub mod fault_proxy;
+pub mod python;
 pub mod runtime_api;
 pub mod stack;
 
@@ -20,6 +21,8 @@ pub enum HarnessError {
     Template(String),
     #[error("AWS call {0} failed against the emulator: {1}")]
     Aws(&'static str, String),
+    #[error("python: {0}")]
+    Python(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }
