@@ -35,6 +35,9 @@ pub enum Fault {
     Respond { status: u16, content_type: &'static str, body: String },
     /// Wait, then forward.
     Delay(Duration),
+    /// Forward with every occurrence of `from` in the body replaced by `to` (e.g. a due-index
+    /// Query sent to a snapshot copy of the table: an index that lags behind the base table).
+    Rewrite { from: String, to: String },
 }
 
 impl Fault {
@@ -72,17 +75,24 @@ pub struct Rule {
     pub probability: f64,
     /// Fire at most this many times; `None` for no limit.
     pub remaining: Option<u32>,
+    /// Only requests whose body contains this text (e.g. one transaction among many).
+    pub body_contains: Option<String>,
 }
 
 impl Rule {
     pub fn once(operation: &str, fault: Fault) -> Rule {
-        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(1) }
+        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(1), body_contains: None }
     }
     pub fn times(operation: &str, fault: Fault, n: u32) -> Rule {
-        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(n) }
+        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(n), body_contains: None }
     }
     pub fn sometimes(operation: &str, fault: Fault, probability: f64) -> Rule {
-        Rule { operation: operation.into(), fault, probability, remaining: None }
+        Rule { operation: operation.into(), fault, probability, remaining: None, body_contains: None }
+    }
+    /// Narrows the rule to requests whose body contains `text`.
+    pub fn when_body_contains(mut self, text: &str) -> Rule {
+        self.body_contains = Some(text.to_owned());
+        self
     }
 }
 
@@ -198,7 +208,13 @@ async fn handle(
         let mut chosen = None;
         let draws: Vec<f64> = (0..s.rules.len()).map(|_| s.rng.random::<f64>()).collect();
         for (rule, draw) in s.rules.iter_mut().zip(draws) {
-            if (rule.operation == "*" || rule.operation == op) && rule.remaining != Some(0) && draw < rule.probability {
+            let body_matches =
+                rule.body_contains.as_deref().is_none_or(|text| memchr_contains(&body, text.as_bytes()));
+            if (rule.operation == "*" || rule.operation == op)
+                && body_matches
+                && rule.remaining != Some(0)
+                && draw < rule.probability
+            {
                 if let Some(n) = rule.remaining.as_mut() {
                     *n -= 1;
                 }
@@ -223,10 +239,19 @@ async fn handle(
         Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
         _ => {}
     }
+    let body = match &fault {
+        Some(Fault::Rewrite { from, to }) => {
+            Bytes::from(String::from_utf8_lossy(&body).replace(from.as_str(), to.as_str()).into_bytes())
+        }
+        _ => body,
+    };
     let uri = format!("{upstream}{}", parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
     let mut fwd = Request::builder().method(parts.method.clone()).uri(uri);
     for (k, v) in &parts.headers {
-        fwd = fwd.header(k, v);
+        // The body may have been rewritten: its length is set anew from the body.
+        if k != hyper::header::CONTENT_LENGTH {
+            fwd = fwd.header(k, v);
+        }
     }
     let fwd = fwd.body(Full::new(body)).map_err(|_| Dropped)?;
     let resp = client.request(fwd).await.map_err(|_| Dropped)?;
@@ -240,4 +265,8 @@ async fn handle(
         out = out.header(k, v);
     }
     out.body(Full::new(rbody)).map_err(|_| Dropped)
+}
+
+fn memchr_contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
