@@ -3,9 +3,18 @@
 //! Per AWS operation (`SNS.Publish`, `DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessage`, …)
 //! it can drop the response after forwarding the request (the request took effect, the caller
 //! never hears), answer with an error without forwarding (throttling, 5xx, any service error),
-//! delay, or reset the connection before forwarding. Each rule fires with a probability, drawn
-//! from a seeded generator so a run is repeatable, and optionally only a number of times.
+//! delay, or reset the connection before forwarding. Each rule fires with a probability, and
+//! optionally only a number of times.
+//!
+//! Whether a probabilistic rule fires is a function of the seed and the request's identity, not
+//! of arrival order: the operation, the body with its volatile parts blanked (timestamps, UUIDs,
+//! epoch numbers, SQS receipt handles), and how many times that identity was seen before. So
+//! the same request meets the same fault in every run however concurrent requests interleave.
+//! (What the functions do under concurrency can still differ between runs — which of three
+//! racing senders wins a claim — and with it the requests they make; the `remaining` count of a
+//! `once`/`times` rule is spent in arrival order.)
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,8 +28,6 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use tokio::net::TcpListener;
 
 use crate::Result;
@@ -33,7 +40,8 @@ pub enum Fault {
     Reset,
     /// Answer this without forwarding.
     Respond { status: u16, content_type: &'static str, body: String },
-    /// Wait, then forward.
+    /// Wait, then forward — whether or not the caller is still waiting (a slow service still acts
+    /// on a request its caller gave up on).
     Delay(Duration),
     /// Forward with every occurrence of `from` in the body replaced by `to` (e.g. a due-index
     /// Query sent to a snapshot copy of the table: an index that lags behind the base table).
@@ -98,9 +106,31 @@ impl Rule {
 
 struct State {
     rules: Vec<Rule>,
-    rng: StdRng,
-    /// (operation, fault injected or "forwarded")
-    log: Vec<(String, String)>,
+    seed: u64,
+    /// How many times each (operation, identity) was seen.
+    seen: HashMap<(String, u64), u32>,
+    log: Vec<Proxied>,
+}
+
+/// One request the proxy saw, and what it did with it.
+#[derive(Debug, Clone)]
+pub struct Proxied {
+    /// `SNS.Publish`, `DynamoDB_20120810.UpdateItem`, …
+    pub operation: String,
+    /// The fault injected (its `Debug` form), or `"forwarded"`.
+    pub what: String,
+    /// The request's identity: a hash of the operation and the body without its volatile parts.
+    pub identity: u64,
+    /// How many requests with the same identity came before this one.
+    pub occurrence: u32,
+    /// The request body as sent (for attributing a fault to an intent: its key, its number).
+    pub body: String,
+}
+
+impl Proxied {
+    pub fn is_fault(&self) -> bool {
+        self.what != "forwarded"
+    }
 }
 
 #[derive(Clone)]
@@ -127,8 +157,7 @@ impl FaultProxy {
     pub async fn start(upstream: &str, seed: u64) -> Result<FaultProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let state =
-            Arc::new(Mutex::new(State { rules: Vec::new(), rng: StdRng::seed_from_u64(seed), log: Vec::new() }));
+        let state = Arc::new(Mutex::new(State { rules: Vec::new(), seed, seen: HashMap::new(), log: Vec::new() }));
         let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
         let upstream = upstream.trim_end_matches('/').to_owned();
         let st = state.clone();
@@ -166,12 +195,22 @@ impl FaultProxy {
 
     /// Every request seen: (operation, what the proxy did).
     pub fn log(&self) -> Vec<(String, String)> {
+        self.requests().into_iter().map(|r| (r.operation, r.what)).collect()
+    }
+
+    /// Every request seen, with its identity and body.
+    pub fn requests(&self) -> Vec<Proxied> {
         self.state.lock().map(|s| s.log.clone()).unwrap_or_default()
+    }
+
+    /// The requests that met a fault.
+    pub fn faults(&self) -> Vec<Proxied> {
+        self.requests().into_iter().filter(Proxied::is_fault).collect()
     }
 
     /// How many faults were injected in all.
     pub fn injected(&self) -> usize {
-        self.log().iter().filter(|(_, what)| what != "forwarded").count()
+        self.state.lock().map(|s| s.log.iter().filter(|r| r.is_fault()).count()).unwrap_or_default()
     }
 }
 
@@ -205,11 +244,17 @@ async fn handle(
     let op = operation(&parts.headers, &body);
     let fault = {
         let mut s = state.lock().map_err(|_| Dropped)?;
+        let identity = identity(&op, &body);
+        let occurrence = {
+            let n = s.seen.entry((op.clone(), identity)).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        let seed = s.seed;
         let mut chosen = None;
-        let draws: Vec<f64> = (0..s.rules.len()).map(|_| s.rng.random::<f64>()).collect();
-        for (rule, draw) in s.rules.iter_mut().zip(draws) {
-            let body_matches =
-                rule.body_contains.as_deref().is_none_or(|text| memchr_contains(&body, text.as_bytes()));
+        for (index, rule) in s.rules.iter_mut().enumerate() {
+            let draw = unit(&[seed, identity, u64::from(occurrence), index as u64]);
+            let body_matches = rule.body_contains.as_deref().is_none_or(|text| memchr_contains(&body, text.as_bytes()));
             if (rule.operation == "*" || rule.operation == op)
                 && body_matches
                 && rule.remaining != Some(0)
@@ -223,7 +268,13 @@ async fn handle(
             }
         }
         let what = chosen.as_ref().map_or_else(|| "forwarded".to_owned(), |f| format!("{f:?}"));
-        s.log.push((op.clone(), what));
+        s.log.push(Proxied {
+            operation: op.clone(),
+            what,
+            identity,
+            occurrence,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
         chosen
     };
     match &fault {
@@ -236,7 +287,6 @@ async fn handle(
                 .body(Full::new(Bytes::from(body.clone())))
                 .map_err(|_| Dropped);
         }
-        Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
         _ => {}
     }
     let body = match &fault {
@@ -254,7 +304,20 @@ async fn handle(
         }
     }
     let fwd = fwd.body(Full::new(body)).map_err(|_| Dropped)?;
-    let resp = client.request(fwd).await.map_err(|_| Dropped)?;
+    let resp = match &fault {
+        // In its own task: hyper drops this handler when the caller hangs up, the service acts anyway.
+        Some(Fault::Delay(d)) => {
+            let d = *d;
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                client.request(fwd).await
+            })
+            .await
+            .map_err(|_| Dropped)?
+        }
+        _ => client.request(fwd).await,
+    }
+    .map_err(|_| Dropped)?;
     let (rparts, rbody) = resp.into_parts();
     let rbody = rbody.collect().await.map_err(|_| Dropped)?.to_bytes();
     if matches!(fault, Some(Fault::DropResponse)) {
@@ -269,4 +332,191 @@ async fn handle(
 
 fn memchr_contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The identity of a request: its operation and its body with the volatile parts blanked.
+fn identity(operation: &str, body: &[u8]) -> u64 {
+    let stable = match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => {
+            let mut out = String::new();
+            canonical(&v, &mut out);
+            out
+        }
+        // The query protocol (SNS): `k=v` pairs, in a stable order.
+        Err(_) => {
+            let text = String::from_utf8_lossy(body);
+            let mut pairs: Vec<&str> = text.split('&').collect();
+            pairs.sort_unstable();
+            scrub(&pairs.join("&"))
+        }
+    };
+    fnv1a(&[operation.as_bytes(), &[0], stable.as_bytes()])
+}
+
+/// Fields whose values differ on every request for the same thing.
+const VOLATILE_FIELDS: &[&str] = &["ReceiptHandle"];
+
+/// JSON with sorted keys, volatile fields dropped and volatile strings blanked.
+fn canonical(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().filter(|k| !VOLATILE_FIELDS.contains(&k.as_str())).collect();
+            keys.sort();
+            out.push('{');
+            for k in keys {
+                out.push_str(k);
+                out.push(':');
+                canonical(&map[k.as_str()], out);
+                out.push(',');
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for i in items {
+                canonical(i, out);
+                out.push(',');
+            }
+            out.push(']');
+        }
+        Value::String(text) => {
+            // Epoch seconds or milliseconds (TTL attributes, log timestamps).
+            if text.len() >= 9 && text.bytes().all(|b| b.is_ascii_digit()) {
+                out.push_str("<n>");
+            } else {
+                out.push_str(&scrub(text));
+            }
+        }
+        Value::Number(n) if n.as_u64().is_some_and(|n| n >= 100_000_000) => out.push_str("<n>"),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `d` a digit, `h` a hex digit, anything else itself.
+const TIMESTAMP: &str = "dddd-dd-ddTdd:dd:dd";
+const UUID: &str = "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh";
+
+fn at(bytes: &[u8], i: usize, template: &str) -> bool {
+    let t = template.as_bytes();
+    bytes.len() >= i + t.len()
+        && t.iter().zip(&bytes[i..]).all(|(p, b)| match p {
+            b'd' => b.is_ascii_digit(),
+            b'h' => b.is_ascii_hexdigit(),
+            p => p == b,
+        })
+}
+
+/// Blanks RFC 3339 timestamps (with their fraction and offset) and UUIDs in `text`.
+fn scrub(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if at(bytes, i, TIMESTAMP) {
+            i += TIMESTAMP.len();
+            while i < bytes.len() && (bytes[i].is_ascii_digit() || matches!(bytes[i], b'.' | b':' | b'+' | b'-' | b'Z'))
+            {
+                i += 1;
+            }
+            out.extend_from_slice(b"<time>");
+        } else if at(bytes, i, UUID) {
+            i += UUID.len();
+            out.extend_from_slice(b"<uuid>");
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// FNV-1a over the parts, with a final mix: stable across runs, platforms and Rust versions.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    mix(h)
+}
+
+/// SplitMix64's finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A number in [0, 1) determined by `words`.
+fn unit(words: &[u64]) -> f64 {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    (fnv1a(&[&bytes]) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_differing_only_in_timestamps_uuids_and_epochs_has_the_same_identity() {
+        let a = br#"{"TableName":"t","Key":{"pk":{"S":"INTENT#ab"}},"ExpressionAttributeValues":{":now":{"S":"2026-11-30T15:07:06.123456Z"},":a":{"S":"sender:0b1e7c3a-59f4-4c41-9e0e-2d4f5a6b7c8d"},":exp":{"N":"1767225600"}}}"#;
+        let b = br#"{"ExpressionAttributeValues":{":exp":{"N":"1767312000"},":now":{"S":"2026-12-01T01:00:00Z"},":a":{"S":"sender:11111111-2222-3333-4444-555555555555"}},"Key":{"pk":{"S":"INTENT#ab"}},"TableName":"t"}"#;
+        assert_eq!(identity("DynamoDB_20120810.UpdateItem", a), identity("DynamoDB_20120810.UpdateItem", b));
+    }
+
+    #[test]
+    fn requests_for_different_items_or_operations_have_different_identities() {
+        let a = br#"{"TableName":"t","Key":{"pk":{"S":"INTENT#ab"}}}"#;
+        let b = br#"{"TableName":"t","Key":{"pk":{"S":"INTENT#ac"}}}"#;
+        assert_ne!(identity("DynamoDB_20120810.GetItem", a), identity("DynamoDB_20120810.GetItem", b));
+        assert_ne!(identity("DynamoDB_20120810.GetItem", a), identity("DynamoDB_20120810.DeleteItem", a));
+        let p1 = b"Action=Publish&PhoneNumber=%2B14155560001&Message=disk";
+        let p2 = b"Action=Publish&PhoneNumber=%2B14155560002&Message=disk";
+        assert_ne!(identity("SNS.Publish", p1), identity("SNS.Publish", p2));
+    }
+
+    #[test]
+    fn draws_depend_on_seed_identity_occurrence_and_rule_and_nothing_else() {
+        assert_eq!(unit(&[7, 1, 0, 0]), unit(&[7, 1, 0, 0]));
+        let draws =
+            [unit(&[7, 1, 0, 0]), unit(&[8, 1, 0, 0]), unit(&[7, 2, 0, 0]), unit(&[7, 1, 1, 0]), unit(&[7, 1, 0, 1])];
+        for (i, a) in draws.iter().enumerate() {
+            assert!((0.0..1.0).contains(a));
+            for b in &draws[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        // Uniform enough for probabilities: about 10 % of 10,000 draws below 0.1.
+        let below = (0..10_000u64).filter(|i| unit(&[2026, *i, 0, 0]) < 0.1).count();
+        assert!((900..1100).contains(&below), "{below}");
+    }
+
+    /// Sends `requests` (key, timestamp) one after another as GetItems; returns identity → what.
+    async fn faults_met(order: &[(usize, &str)]) -> HashMap<u64, String> {
+        // Nothing listens upstream: a forwarded request is dropped, a fault is answered.
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port");
+        let proxy = FaultProxy::start(&format!("http://{upstream}"), 2026).await.expect("proxy");
+        proxy.add_rule(Rule::sometimes("DynamoDB_20120810.GetItem", Fault::http_status(500), 0.5));
+        let http = reqwest::Client::new();
+        for (key, at) in order {
+            let body = format!(r#"{{"TableName":"t","Key":{{"pk":{{"S":"INTENT#{key}"}}}},"At":"{at}"}}"#);
+            let _ =
+                http.post(proxy.endpoint()).header("x-amz-target", "DynamoDB_20120810.GetItem").body(body).send().await;
+        }
+        proxy.requests().into_iter().map(|r| (r.identity, r.what)).collect()
+    }
+
+    #[tokio::test]
+    async fn the_same_requests_in_another_order_and_at_other_times_meet_the_same_faults() {
+        let forward: Vec<(usize, &str)> = (0..40).map(|k| (k, "2026-11-30T15:00:00.000Z")).collect();
+        let backward: Vec<(usize, &str)> = (0..40).rev().map(|k| (k, "2026-12-01T09:30:00.5Z")).collect();
+        let (a, b) = (faults_met(&forward).await, faults_met(&backward).await);
+        assert_eq!(a.len(), 40);
+        assert_eq!(a, b, "fault choice follows arrival order");
+        let faulted = a.values().filter(|w| *w != "forwarded").count();
+        assert!((8..=32).contains(&faulted), "{faulted} of 40 at p = 0.5");
+    }
 }
