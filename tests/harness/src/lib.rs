@@ -3,11 +3,13 @@
 //! and function environments provisioned from `template.yaml`, and builders for the events AWS
 //! sends to each function.
 
+pub mod cloudformation;
 pub mod emulator;
 pub mod events;
 pub mod fault_proxy;
 pub mod python;
 pub mod runtime_api;
+pub mod sam;
 pub mod stack;
 
 pub use emulator::{Emulator, SentSms};

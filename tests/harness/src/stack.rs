@@ -2,6 +2,7 @@
 //! tables (keys, attribute definitions, GSIs, TTL), the SQS queues (visibility, retention,
 //! redrive), the log groups and the SNS topics, and resolves every function's environment
 //! variables (Globals merged with the function's own). One definition, two targets.
+//! Resources whose `Condition` is false for the parameters' defaults are not created, as on AWS.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -105,7 +106,12 @@ impl Stack {
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let logs = aws_sdk_cloudwatchlogs::Client::new(sdk);
         let sns = aws_sdk_sns::Client::new(sdk);
-        let res = resources(&stack.template);
+        let mut res = Vec::new();
+        for (id, r) in resources(&stack.template) {
+            if stack.is_created(&r)? {
+                res.push((id, r));
+            }
+        }
 
         for (id, r) in &res {
             let p = r.get("Properties").cloned().unwrap_or(Value::Null);
@@ -166,7 +172,54 @@ impl Stack {
         Ok(stack)
     }
 
-    /// Resolves `!Ref`, `!Sub`, `!GetAtt` (short and long forms) to a string.
+    /// Whether a resource exists for these parameters: its `Condition`, if any, holds.
+    pub fn is_created(&self, resource: &Value) -> Result<bool> {
+        match resource.get("Condition").and_then(Value::as_str) {
+            Some(name) => self.condition(name),
+            None => Ok(true),
+        }
+    }
+
+    /// The value of the template's condition `name`.
+    pub fn condition(&self, name: &str) -> Result<bool> {
+        let c = self
+            .template
+            .get("Conditions")
+            .and_then(|c| c.get(name))
+            .ok_or_else(|| tmpl_err(format!("no condition {name}")))?
+            .clone();
+        self.evaluate(&c)
+    }
+
+    /// `!Equals`, `!Not`, `!And`, `!Or` and `!Condition` (short and long forms).
+    fn evaluate(&self, v: &Value) -> Result<bool> {
+        let (name, arg) = match v {
+            Value::Tagged(t) => (tag_name(t), t.value.clone()),
+            Value::Mapping(m) if m.len() == 1 => {
+                let (k, inner) = m.iter().next().ok_or_else(|| tmpl_err("empty condition"))?;
+                (k.as_str().unwrap_or_default().trim_start_matches("Fn::").to_owned(), inner.clone())
+            }
+            Value::Bool(b) => return Ok(*b),
+            other => return Err(tmpl_err(format!("cannot evaluate condition {other:?}"))),
+        };
+        let args = || arg.as_sequence().cloned().unwrap_or_default();
+        match name.as_str() {
+            "Equals" => {
+                let a = args();
+                if a.len() != 2 {
+                    return Err(tmpl_err("!Equals takes two values"));
+                }
+                Ok(self.resolve(&a[0])? == self.resolve(&a[1])?)
+            }
+            "Not" => Ok(!self.evaluate(args().first().ok_or_else(|| tmpl_err("!Not takes one condition"))?)?),
+            "And" => args().iter().try_fold(true, |acc, c| Ok(acc && self.evaluate(c)?)),
+            "Or" => args().iter().try_fold(false, |acc, c| Ok(acc || self.evaluate(c)?)),
+            "Condition" => self.condition(&as_str(&arg).ok_or_else(|| tmpl_err("!Condition needs a name"))?),
+            other => Err(tmpl_err(format!("condition function {other} is not supported"))),
+        }
+    }
+
+    /// Resolves `!Ref`, `!Sub`, `!GetAtt`, `!If` (short and long forms) to a string.
     pub fn resolve(&self, v: &Value) -> Result<String> {
         match v {
             Value::Tagged(t) => self.intrinsic(&tag_name(t), &t.value),
@@ -215,6 +268,11 @@ impl Stack {
                 }
                 out.push_str(rest);
                 Ok(out)
+            }
+            "If" => {
+                let a = arg.as_sequence().filter(|a| a.len() == 3).ok_or_else(|| tmpl_err("!If takes three values"))?;
+                let cond = as_str(&a[0]).ok_or_else(|| tmpl_err("!If needs a condition name"))?;
+                self.resolve(if self.condition(&cond)? { &a[1] } else { &a[2] })
             }
             other => Err(tmpl_err(format!("intrinsic {other} is not supported by the local provisioner"))),
         }

@@ -1,0 +1,310 @@
+//! Deploying the translated template with CloudFormation on the emulator: moto's CloudFormation
+//! (the same pinned moto, started by `moto_cfn.py`, which adds the `AWS::Logs::SubscriptionFilter`
+//! resource moto lacks) reached over its query API on loopback, and the reduction that makes the
+//! translated template deployable there.
+//!
+//! moto's `CreateStack` runs synchronously: a resource that fails makes the call fail with that
+//! service's error (e.g. `ResourceAlreadyExistsException`, `LimitExceededException`) and leaves
+//! the stack half-made instead of rolling back — tests give each stack its own name.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{HarnessError, Result, workspace_root};
+
+/// Why CloudFormation refused a stack operation: the error code and message it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackFailure {
+    pub code: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for StackFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// moto in server mode with CloudFormation able to create subscription filters; stopped on drop.
+pub struct CloudFormationEmulator {
+    child: Child,
+    port: u16,
+    http: reqwest::Client,
+}
+
+impl CloudFormationEmulator {
+    pub async fn start() -> Result<Self> {
+        let python = tokio::task::spawn_blocking(crate::emulator::ensure_installed)
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))??;
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let dir = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join("tocsin-emulator");
+        let workdir = dir.join("run").join(format!("cfn-{port}"));
+        fs::create_dir_all(&workdir)?;
+        let log = File::create(workdir.join("moto.log"))?;
+        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_cfn.py");
+        let child = Command::new(&python)
+            .arg(launcher)
+            .args(["127.0.0.1", &port.to_string()])
+            .current_dir(&workdir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| HarnessError::Emulator(format!("cannot start {}: {e}", python.display())))?;
+        let mut emu = CloudFormationEmulator { child, port, http: reqwest::Client::new() };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = emu.child.try_wait() {
+                return Err(HarnessError::Emulator(format!(
+                    "moto_cfn.py exited at start ({status}); see {}",
+                    workdir.display()
+                )));
+            }
+            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await
+                && r.status().is_success()
+            {
+                return Ok(emu);
+            }
+            if Instant::now() > deadline {
+                let _ = emu.child.kill();
+                return Err(HarnessError::Emulator("moto_cfn.py did not answer within 20 s".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        crate::Emulator::sdk_config_for(&self.endpoint()).await
+    }
+
+    /// One CloudFormation query-API call; `Ok(Err(..))` when CloudFormation refused it.
+    async fn call(&self, params: &[(String, String)]) -> Result<std::result::Result<String, StackFailure>> {
+        let body = params.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");
+        let resp = self
+            .http
+            .post(self.endpoint())
+            .header("content-type", "application/x-www-form-urlencoded; charset=utf-8")
+            // moto routes a request by the service in the credential scope; it checks no signature.
+            .header(
+                "authorization",
+                "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/cloudformation/aws4_request, \
+                 SignedHeaders=host, Signature=0",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| HarnessError::Emulator(format!("CloudFormation: {e}")))?;
+        let ok = resp.status().is_success();
+        let text = resp.text().await.map_err(|e| HarnessError::Emulator(format!("CloudFormation: {e}")))?;
+        Ok(if ok { Ok(text) } else { Err(failure_of(&text)) })
+    }
+
+    /// CreateStack with a JSON template and parameter values.
+    pub async fn create_stack(
+        &self,
+        name: &str,
+        template: &Value,
+        parameters: &[(&str, &str)],
+    ) -> Result<std::result::Result<(), StackFailure>> {
+        let mut p = vec![
+            ("Action".to_owned(), "CreateStack".to_owned()),
+            ("Version".to_owned(), "2010-05-15".to_owned()),
+            ("StackName".to_owned(), name.to_owned()),
+            ("TemplateBody".to_owned(), template.to_string()),
+            ("Capabilities.member.1".to_owned(), "CAPABILITY_IAM".to_owned()),
+            ("Capabilities.member.2".to_owned(), "CAPABILITY_AUTO_EXPAND".to_owned()),
+        ];
+        for (i, (k, v)) in parameters.iter().enumerate() {
+            p.push((format!("Parameters.member.{}.ParameterKey", i + 1), (*k).to_owned()));
+            p.push((format!("Parameters.member.{}.ParameterValue", i + 1), (*v).to_owned()));
+        }
+        Ok(self.call(&p).await?.map(|_| ()))
+    }
+
+    /// The stack's status (`CREATE_COMPLETE`, `DELETE_COMPLETE`, ...).
+    pub async fn stack_status(&self, name: &str) -> Result<std::result::Result<String, StackFailure>> {
+        let p = [
+            ("Action".to_owned(), "DescribeStacks".to_owned()),
+            ("Version".to_owned(), "2010-05-15".to_owned()),
+            ("StackName".to_owned(), name.to_owned()),
+        ];
+        Ok(self.call(&p).await?.map(|xml| element(&xml, "StackStatus").unwrap_or_default()))
+    }
+
+    /// DeleteStack (resources with `DeletionPolicy: Retain` stay).
+    pub async fn delete_stack(&self, name: &str) -> Result<std::result::Result<(), StackFailure>> {
+        let p = [
+            ("Action".to_owned(), "DeleteStack".to_owned()),
+            ("Version".to_owned(), "2010-05-15".to_owned()),
+            ("StackName".to_owned(), name.to_owned()),
+        ];
+        Ok(self.call(&p).await?.map(|_| ()))
+    }
+}
+
+impl Drop for CloudFormationEmulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+fn element(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    Some(xml[start..end].to_owned())
+}
+
+/// CloudFormation's own errors come as query-API XML; a resource's service error is passed on
+/// by moto as that service's JSON (`__type`, `message`).
+fn failure_of(body: &str) -> StackFailure {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        let code = v.get("__type").and_then(Value::as_str).unwrap_or_default();
+        let code = code.rsplit('#').next().unwrap_or(code).to_owned();
+        let message =
+            v.get("message").or_else(|| v.get("Message")).and_then(Value::as_str).unwrap_or_default().to_owned();
+        return StackFailure { code, message };
+    }
+    StackFailure {
+        code: element(body, "Code").unwrap_or_default(),
+        message: element(body, "Message").unwrap_or_else(|| body.chars().take(300).collect()),
+    }
+}
+
+/// The translated template reduced to what moto's CloudFormation can create, and the logical ids
+/// taken out. Everything else is deployed as translated:
+/// - every `AWS::Lambda::Function` gets a stub `ZipFile` instead of its S3 artifact (the bucket
+///   `sam deploy` uploads to does not exist here; moto runs no code at creation);
+/// - `AWS::Events::Rule` is taken out: moto resolves a `Ref` to a `CommaDelimitedList` parameter
+///   (the rule's `source` list) to a string and rejects the pattern;
+/// - `Custom::*` is taken out: moto answers a custom resource by invoking its function, which
+///   needs Docker;
+/// - so is every resource or output that references (or `DependsOn`) one taken out.
+///
+/// Types moto's CloudFormation does not know (alarms, schedules, the HTTP API, event invoke
+/// configs) are accepted and skipped by moto itself.
+pub fn deployable_on_emulator(translated: &Value) -> (Value, BTreeSet<String>) {
+    let mut t = translated.clone();
+    let mut dropped: BTreeSet<String> = BTreeSet::new();
+    let Some(resources) = t.get_mut("Resources").and_then(Value::as_object_mut) else {
+        return (t, dropped);
+    };
+    for (id, r) in resources.iter() {
+        let ty = r.get("Type").and_then(Value::as_str).unwrap_or_default();
+        if ty == "AWS::Events::Rule" || ty.starts_with("Custom::") {
+            dropped.insert(id.clone());
+        }
+    }
+    loop {
+        let more: Vec<String> = resources
+            .iter()
+            .filter(|(id, r)| !dropped.contains(*id) && !references(r).is_disjoint(&dropped))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        dropped.extend(more);
+    }
+    resources.retain(|id, _| !dropped.contains(id));
+    for r in resources.values_mut() {
+        if r.get("Type").and_then(Value::as_str) == Some("AWS::Lambda::Function")
+            && let Some(props) = r.get_mut("Properties").and_then(Value::as_object_mut)
+        {
+            props.insert("Code".into(), json!({ "ZipFile": "stub: moto runs no code at creation" }));
+        }
+    }
+    if let Some(outputs) = t.get_mut("Outputs").and_then(Value::as_object_mut) {
+        outputs.retain(|_, o| references(o).is_disjoint(&dropped));
+    }
+    (t, dropped)
+}
+
+/// Logical ids a template fragment references: `Ref`, `Fn::GetAtt`, `${X}` / `${X.Attr}` in
+/// `Fn::Sub`, and `DependsOn`.
+pub fn references(v: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    collect_references(v, &mut out);
+    out
+}
+
+fn collect_references(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("Ref", Value::String(s)) => {
+                        out.insert(s.clone());
+                    }
+                    ("Fn::GetAtt", Value::Array(a)) => {
+                        if let Some(s) = a.first().and_then(Value::as_str) {
+                            out.insert(s.to_owned());
+                        }
+                    }
+                    ("Fn::GetAtt", Value::String(s)) => {
+                        out.insert(s.split('.').next().unwrap_or_default().to_owned());
+                    }
+                    ("Fn::Sub", Value::String(s)) => sub_variables(s, out),
+                    ("Fn::Sub", Value::Array(a)) => {
+                        // Names defined in the variable map are not logical ids; their values may hold some.
+                        let vars = a.get(1).and_then(Value::as_object);
+                        let mut inner = BTreeSet::new();
+                        if let Some(s) = a.first().and_then(Value::as_str) {
+                            sub_variables(s, &mut inner);
+                        }
+                        out.extend(inner.into_iter().filter(|n| vars.is_none_or(|m| !m.contains_key(n))));
+                        for val in vars.into_iter().flat_map(|m| m.values()) {
+                            collect_references(val, out);
+                        }
+                    }
+                    ("DependsOn", Value::String(s)) => {
+                        out.insert(s.clone());
+                    }
+                    ("DependsOn", Value::Array(a)) => out.extend(a.iter().filter_map(Value::as_str).map(str::to_owned)),
+                    _ => collect_references(x, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_references(x, out)),
+        _ => {}
+    }
+}
+
+fn sub_variables(s: &str, out: &mut BTreeSet<String>) {
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let var = &after[..end];
+        if !var.starts_with('!') && !var.starts_with("AWS::") {
+            out.insert(var.split('.').next().unwrap_or_default().to_owned());
+        }
+        rest = &after[end + 1..];
+    }
+}

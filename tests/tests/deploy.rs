@@ -1,0 +1,142 @@
+//! Deploying into a real account, where the SNS delivery-status log groups belong to the account
+//! and not to one stack. `template.yaml` is translated by the SAM translator and created with
+//! CloudFormation on the emulator (moto's CloudFormation; AWS calls over HTTP on loopback).
+//!
+//! What the emulator deploys is the translated template reduced by
+//! `tocsin_harness::cloudformation::deployable_on_emulator`: function code is a stub (the S3
+//! artifact does not exist here), the EventBridge rule and the SMS-preferences custom resource
+//! are left out (moto cannot create them), and moto itself skips types it does not know (alarms,
+//! schedules, the HTTP API). Everything these tests are about — the log groups with their
+//! conditions and deletion policies, the status function, its invoke permissions and its
+//! subscription filters (created through moto's CloudWatch Logs backend, which enforces the quota
+//! of 2 filters per log group) — is deployed as translated.
+
+use std::collections::BTreeSet;
+
+use aws_sdk_cloudwatchlogs::Client as Logs;
+use serde_json::Value;
+use tocsin_harness::cloudformation::{CloudFormationEmulator, StackFailure, deployable_on_emulator};
+use tocsin_harness::stack::{ACCOUNT, REGION};
+
+fn success_group() -> String {
+    format!("sns/{REGION}/{ACCOUNT}/DirectPublishToPhoneNumber")
+}
+
+fn failure_group() -> String {
+    format!("sns/{REGION}/{ACCOUNT}/DirectPublishToPhoneNumber/Failure")
+}
+
+async fn deployable() -> Value {
+    let translated = tokio::task::spawn_blocking(|| tocsin_harness::sam::translate_template_yaml(&[]))
+        .await
+        .expect("join")
+        .expect("template.yaml translates");
+    let (template, dropped) = deployable_on_emulator(&translated);
+    // The reduction must not take out what these tests are about.
+    for kept in ["SmsSuccessLogGroup", "SmsFailureLogGroup", "StatusFunction", "StatusFunctionDeliveredLogs"] {
+        assert!(!dropped.contains(kept), "{kept} is deployed (left out: {dropped:?})");
+    }
+    template
+}
+
+/// (filter destination function name) for every subscription filter on `group`.
+async fn subscribers(logs: &Logs, group: &str) -> BTreeSet<String> {
+    logs.describe_subscription_filters()
+        .log_group_name(group)
+        .send()
+        .await
+        .expect("DescribeSubscriptionFilters")
+        .subscription_filters()
+        .iter()
+        .map(|f| f.destination_arn().unwrap_or_default().rsplit(':').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn group(logs: &Logs, name: &str) -> Option<aws_sdk_cloudwatchlogs::types::LogGroup> {
+    logs.describe_log_groups()
+        .log_group_name_prefix(name)
+        .send()
+        .await
+        .expect("DescribeLogGroups")
+        .log_groups()
+        .iter()
+        .find(|g| g.log_group_name() == Some(name))
+        .cloned()
+}
+
+async fn deploy(
+    cfn: &CloudFormationEmulator,
+    template: &Value,
+    name: &str,
+    create_groups: bool,
+    manage: bool,
+) -> Result<(), StackFailure> {
+    let create = if create_groups { "true" } else { "false" };
+    let manage = if manage { "true" } else { "false" };
+    cfn.create_stack(name, template, &[("CreateSmsLogGroups", create), ("ManageSmsPreferences", manage)])
+        .await
+        .expect("CloudFormation answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_deploys_into_an_account_whose_delivery_status_log_groups_already_exist() {
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+    // SMS delivery logging was on before: SNS created both groups (no retention, no key).
+    for g in [success_group(), failure_group()] {
+        logs.create_log_group().log_group_name(&g).send().await.expect("CreateLogGroup");
+    }
+
+    // Creating them again fails the deploy, naming the conflict: adopting them is a decision.
+    let refused = deploy(&cfn, &template, "tocsin-creates", true, true).await.expect_err("the groups exist");
+    assert_eq!(refused.code, "ResourceAlreadyExistsException", "{refused}");
+
+    deploy(&cfn, &template, "tocsin-adopts", false, true).await.expect("deploys, adopting the existing groups");
+    assert_eq!(cfn.stack_status("tocsin-adopts").await.expect("answers").expect("stack"), "CREATE_COMPLETE");
+    for g in [success_group(), failure_group()] {
+        assert_eq!(subscribers(&logs, &g).await, BTreeSet::from(["tocsin-adopts-status".to_owned()]), "{g}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stacks_share_the_accounts_delivery_logs_and_a_third_is_refused_at_deploy() {
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+
+    deploy(&cfn, &template, "tocsin-prod", true, true).await.expect("the first stack creates the groups");
+    deploy(&cfn, &template, "tocsin-dev", false, false).await.expect("the second adopts them");
+    let both = BTreeSet::from(["tocsin-prod-status".to_owned(), "tocsin-dev-status".to_owned()]);
+    for g in [success_group(), failure_group()] {
+        // Each delivery record in either group reaches both stacks' status functions.
+        assert_eq!(subscribers(&logs, &g).await, both, "{g}");
+    }
+
+    // CloudWatch Logs allows 2 subscription filters per log group: a third stack fails loudly.
+    let third = deploy(&cfn, &template, "tocsin-test", false, false).await.expect_err("no third subscriber");
+    assert_eq!(third.code, "LimitExceededException", "{third}");
+    for g in [success_group(), failure_group()] {
+        assert_eq!(subscribers(&logs, &g).await, both, "{g}: the first two keep their subscriptions");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_stack_leaves_the_delivery_log_groups_and_the_other_stacks_subscriptions() {
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+    deploy(&cfn, &template, "tocsin-prod", true, true).await.expect("first stack");
+    deploy(&cfn, &template, "tocsin-dev", false, false).await.expect("second stack");
+
+    cfn.delete_stack("tocsin-prod").await.expect("answers").expect("the creating stack is deleted");
+
+    for g in [success_group(), failure_group()] {
+        let kept = group(&logs, &g).await.unwrap_or_else(|| panic!("{g} survives the stack that created it"));
+        assert_eq!(kept.retention_in_days(), Some(30), "{g} keeps its retention (LogRetentionDays)");
+        assert_eq!(subscribers(&logs, &g).await, BTreeSet::from(["tocsin-dev-status".to_owned()]), "{g}");
+    }
+    // The deleted stack's own function log groups went with it.
+    assert!(group(&logs, "/aws/lambda/tocsin-prod-status").await.is_none());
+    assert!(group(&logs, "/aws/lambda/tocsin-dev-status").await.is_some());
+}

@@ -1,0 +1,433 @@
+//! Specifications on the CloudFormation AWS would deploy: `template.yaml` translated by the SAM
+//! translator itself (pinned, offline, installed by the harness), so that every resource SAM
+//! generates implicitly — roles, permissions, event source mappings, dead-letter queues — is held
+//! to the same rules as the ones written by hand. The translator keeps `Condition`s, so one
+//! translation holds every optional resource too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+use tocsin_harness::workspace_root;
+
+fn translated() -> &'static Value {
+    static T: OnceLock<Value> = OnceLock::new();
+    T.get_or_init(|| tocsin_harness::sam::translate_template_yaml(&[]).expect("template.yaml translates"))
+}
+
+fn resources_of<'a>(t: &'a Value, ty: &str) -> Vec<(&'a str, &'a Value)> {
+    t["Resources"]
+        .as_object()
+        .expect("resources")
+        .iter()
+        .filter(|(_, r)| r["Type"] == ty)
+        .map(|(id, r)| (id.as_str(), r))
+        .collect()
+}
+
+fn get_att(id: &str, attr: &str) -> Value {
+    json!({ "Fn::GetAtt": [id, attr] })
+}
+
+fn reference(id: &str) -> Value {
+    json!({ "Ref": id })
+}
+
+/// (namespace, metric name, dimensions) of every metric an alarm reads.
+fn alarm_metrics(alarm: &Value) -> Vec<(String, String, Vec<(String, Value)>)> {
+    let dims = |d: &Value| -> Vec<(String, Value)> {
+        d.as_array()
+            .map(|a| {
+                a.iter().map(|x| (x["Name"].as_str().unwrap_or_default().to_owned(), x["Value"].clone())).collect()
+            })
+            .unwrap_or_default()
+    };
+    let p = &alarm["Properties"];
+    if let Some(metrics) = p["Metrics"].as_array() {
+        metrics
+            .iter()
+            .filter_map(|m| m.get("MetricStat"))
+            .map(|s| {
+                let m = &s["Metric"];
+                (
+                    m["Namespace"].as_str().unwrap_or_default().to_owned(),
+                    m["MetricName"].as_str().unwrap_or_default().to_owned(),
+                    dims(&m["Dimensions"]),
+                )
+            })
+            .collect()
+    } else {
+        vec![(
+            p["Namespace"].as_str().unwrap_or_default().to_owned(),
+            p["MetricName"].as_str().unwrap_or_default().to_owned(),
+            dims(&p["Dimensions"]),
+        )]
+    }
+}
+
+/// The metric names function `function`'s code emits with EMF (`Metrics::new("<function>")`,
+/// namespace `tocsin`): the string literals passed to `count`/`add` in `functions/<function>/src`.
+fn emf_metrics_emitted_by(function: &str) -> BTreeSet<String> {
+    let dir = workspace_root().join("functions").join(function).join("src");
+    let mut names = BTreeSet::new();
+    let mut files = vec![dir];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).expect("src dir").filter_map(|e| e.ok().map(|e| e.path())));
+            continue;
+        }
+        let Ok(src) = std::fs::read_to_string(&path) else { continue };
+        if !src.contains(&format!("Metrics::new(\"{function}\")")) {
+            continue;
+        }
+        for call in [".count(\"", ".add(\""] {
+            for (i, _) in src.match_indices(call) {
+                let rest = &src[i + call.len()..];
+                if let Some(end) = rest.find('"') {
+                    names.insert(rest[..end].to_owned());
+                }
+            }
+        }
+        // Names listed as (name, value) pairs and counted in a loop.
+        for (i, _) in src.match_indices("(\"") {
+            let rest = &src[i + 2..];
+            if let Some(end) = rest.find("\", summary.") {
+                names.insert(rest[..end].to_owned());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_queue_is_encrypted_with_the_stack_key_and_is_consumed_or_has_a_depth_alarm() {
+    let t = translated();
+    let queues = resources_of(t, "AWS::SQS::Queue");
+    assert!(queues.len() >= 5, "the stack's queues: {:?}", queues.iter().map(|q| q.0).collect::<Vec<_>>());
+    let mappings = resources_of(t, "AWS::Lambda::EventSourceMapping");
+    let alarms = resources_of(t, "AWS::CloudWatch::Alarm");
+    for (id, q) in queues {
+        assert_eq!(q["Properties"]["KmsMasterKeyId"], reference("DataKey"), "{id} is encrypted with the stack's key");
+        let consumed = mappings.iter().any(|(_, m)| m["Properties"]["EventSourceArn"] == get_att(id, "Arn"));
+        let depth_alarmed = alarms.iter().any(|(_, a)| {
+            alarm_metrics(a).iter().any(|(ns, name, dims)| {
+                ns == "AWS/SQS"
+                    && name == "ApproximateNumberOfMessagesVisible"
+                    && dims == &vec![("QueueName".to_owned(), get_att(id, "QueueName"))]
+            })
+        });
+        assert!(consumed || depth_alarmed, "{id} is consumed by a function or has a depth alarm");
+    }
+}
+
+#[test]
+fn eventbridge_failures_dead_letter_into_the_stacks_own_encrypted_alarmed_queue() {
+    let t = translated();
+    let rules = resources_of(t, "AWS::Events::Rule");
+    assert!(!rules.is_empty(), "the AlertRequested rule");
+    for (id, rule) in &rules {
+        for target in rule["Properties"]["Targets"].as_array().expect("targets") {
+            assert_eq!(
+                target["DeadLetterConfig"]["Arn"],
+                get_att("IntakeRejectsQueue", "Arn"),
+                "{id}: undeliverable events go to the rejects queue"
+            );
+        }
+        // The queue's policy lets exactly this rule write to it.
+        let name = rule["Properties"]["Name"]["Fn::Sub"].as_str().expect("rule name");
+        let policies = resources_of(t, "AWS::SQS::QueuePolicy");
+        let allowed = policies.iter().any(|(_, p)| {
+            p["Properties"]["Queues"].as_array().is_some_and(|q| q.contains(&reference("IntakeRejectsQueue")))
+                && p["Properties"]["PolicyDocument"]["Statement"].as_array().into_iter().flatten().any(|s| {
+                    s["Effect"] == "Allow"
+                        && s["Principal"]["Service"] == "events.amazonaws.com"
+                        && s["Action"] == "sqs:SendMessage"
+                        && s["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::Sub"]
+                            .as_str()
+                            .is_some_and(|arn| arn.ends_with(&format!(":rule/{name}")))
+                })
+        });
+        assert!(allowed, "{id}: the rejects queue's policy lets the rule {name} send");
+    }
+}
+
+#[test]
+fn every_log_group_has_retention_and_the_stack_key_and_every_function_logs_to_its_own() {
+    let t = translated();
+    let groups: BTreeMap<&str, &Value> = resources_of(t, "AWS::Logs::LogGroup").into_iter().collect();
+    for (id, g) in &groups {
+        assert_eq!(g["Properties"]["RetentionInDays"], reference("LogRetentionDays"), "{id} retention");
+        assert_eq!(g["Properties"]["KmsKeyId"], get_att("DataKey", "Arn"), "{id} key");
+    }
+    let functions = resources_of(t, "AWS::Lambda::Function");
+    assert_eq!(functions.len(), 5, "intake, sender, status, escalation, sms-preferences");
+    for (id, f) in functions {
+        let group_id = f["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id} names its log group"));
+        let group = groups.get(group_id).unwrap_or_else(|| panic!("{id}: {group_id} is a declared log group"));
+        let function_name = f["Properties"]["FunctionName"]["Fn::Sub"].as_str().expect("function name");
+        assert_eq!(
+            group["Properties"]["LogGroupName"]["Fn::Sub"],
+            json!(format!("/aws/lambda/{function_name}")),
+            "{id}: the group Lambda would otherwise create"
+        );
+        assert_eq!(group.get("Condition"), f.get("Condition"), "{id}: the group exists exactly when the function does");
+    }
+}
+
+#[test]
+fn every_alarm_reads_a_metric_this_stack_produces_and_pages_the_alarm_topic() {
+    let t = translated();
+    let queues: BTreeSet<&str> = resources_of(t, "AWS::SQS::Queue").into_iter().map(|(id, _)| id).collect();
+    let functions: BTreeSet<&str> = resources_of(t, "AWS::Lambda::Function").into_iter().map(|(id, _)| id).collect();
+    let alarms = resources_of(t, "AWS::CloudWatch::Alarm");
+    assert!(alarms.len() >= 13, "{} alarms", alarms.len());
+    let mut emitted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (id, alarm) in alarms {
+        assert!(
+            alarm["Properties"]["AlarmActions"].as_array().is_some_and(|a| a.contains(&reference("AlarmTopic"))),
+            "{id} pages the alarm topic"
+        );
+        let metrics = alarm_metrics(alarm);
+        assert!(!metrics.is_empty(), "{id} reads a metric");
+        for (ns, name, dims) in metrics {
+            let dim_names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
+            match ns.as_str() {
+                "AWS/SQS" => {
+                    assert!(
+                        ["ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage"]
+                            .contains(&name.as_str())
+                    );
+                    assert_eq!(dim_names, ["QueueName"], "{id}");
+                    let q = dims[0].1["Fn::GetAtt"][0].as_str().unwrap_or_default();
+                    assert!(queues.contains(q) && dims[0].1 == get_att(q, "QueueName"), "{id}: a queue of this stack");
+                }
+                "AWS/Lambda" => {
+                    assert!(["Errors", "Invocations", "Throttles"].contains(&name.as_str()), "{id}: {name}");
+                    assert_eq!(dim_names, ["FunctionName"], "{id}");
+                    let f = dims[0].1["Ref"].as_str().unwrap_or_default();
+                    assert!(functions.contains(f), "{id}: a function of this stack ({f})");
+                }
+                "AWS/SNS" => {
+                    // Account-level SMS metric: no dimensions.
+                    assert_eq!((name.as_str(), dim_names.len()), ("SMSMonthToDateSpentUSD", 0), "{id}");
+                }
+                "tocsin" => {
+                    // EMF: every document carries the `function` dimension; the metrics alarmed on
+                    // are emitted with no other dimension.
+                    assert_eq!(dim_names, ["function"], "{id}");
+                    let function = dims[0].1.as_str().unwrap_or_default().to_owned();
+                    let names = emitted.entry(function.clone()).or_insert_with(|| emf_metrics_emitted_by(&function));
+                    assert!(names.contains(&name), "{id}: functions/{function} emits {name} (it emits {names:?})");
+                }
+                other => panic!("{id}: unknown metric source {other}/{name}"),
+            }
+        }
+    }
+}
+
+fn alarm(id: &str) -> &'static Value {
+    let t = translated();
+    let a = &t["Resources"][id];
+    assert_eq!(a["Type"], "AWS::CloudWatch::Alarm", "{id} exists");
+    a
+}
+
+#[test]
+fn the_safety_net_pages_on_its_own_failures() {
+    // The escalation sweep failing, or not running at all.
+    let errors = &alarm("EscalationErrorsAlarm")["Properties"];
+    assert_eq!(
+        (&errors["MetricName"], &errors["Threshold"], &errors["ComparisonOperator"]),
+        (&json!("Errors"), &json!(1), &json!("GreaterThanOrEqualToThreshold"))
+    );
+    let missing = &alarm("EscalationNotRunningAlarm")["Properties"];
+    assert_eq!(missing["TreatMissingData"], "breaching", "no data = no run");
+    assert_eq!((&missing["ComparisonOperator"], &missing["Threshold"]), (&json!("LessThanThreshold"), &json!(1)));
+    let window = missing["Period"].as_i64().unwrap_or(0) * missing["EvaluationPeriods"].as_i64().unwrap_or(0);
+    assert!(window > 0 && window <= 300, "pages within 5 minutes of the last run ({window} s)");
+    // An escalation pages at once, without SQS's metric pause on idle queues.
+    let escalated = &alarm("EscalatedAlarm")["Properties"];
+    assert_eq!(
+        (&escalated["Namespace"], &escalated["MetricName"], &escalated["Period"], &escalated["Threshold"]),
+        (&json!("tocsin"), &json!("escalated"), &json!(60), &json!(1))
+    );
+    // Status errors, sender error rate, spend, delivery success.
+    assert_eq!(alarm("StatusErrorsAlarm")["Properties"]["Dimensions"][0]["Value"], reference("StatusFunction"));
+    let rate = &alarm("SenderErrorRateAlarm")["Properties"];
+    let read: Vec<_> =
+        alarm_metrics(alarm("SenderErrorRateAlarm")).into_iter().map(|(_, n, d)| (n, d[0].1.clone())).collect();
+    assert_eq!(
+        read,
+        [("Errors".to_owned(), reference("SenderFunction")), ("Invocations".to_owned(), reference("SenderFunction"))]
+    );
+    assert!(rate["Metrics"].as_array().into_iter().flatten().any(|m| m["ReturnData"] == true
+        && m["Expression"].as_str().is_some_and(|e| e.contains("errors") && e.contains("/ invocations"))));
+    let spend = &alarm("SmsSpendAlarm")["Properties"];
+    assert_eq!(
+        (&spend["Threshold"], &spend["ComparisonOperator"]),
+        (&json!(80), &json!("GreaterThanOrEqualToThreshold"))
+    );
+    let success = alarm_metrics(alarm("DeliverySuccessRateAlarm"));
+    assert_eq!(success.iter().map(|(_, n, _)| n.as_str()).collect::<Vec<_>>(), ["delivered", "failed"]);
+    assert!(
+        alarm("DeliverySuccessRateAlarm")["Properties"]["Metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get("MetricStat"))
+            .all(|s| s["Period"] == 900),
+        "over 15 minutes"
+    );
+}
+
+#[test]
+fn the_alarm_topic_reaches_on_call_by_email_and_https_not_only_by_sms() {
+    let t = translated();
+    let protocols: BTreeSet<&str> = resources_of(t, "AWS::SNS::Subscription")
+        .into_iter()
+        .filter(|(_, s)| s["Properties"]["TopicArn"] == reference("AlarmTopic"))
+        .map(|(_, s)| s["Properties"]["Protocol"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(protocols, BTreeSet::from(["email", "https", "sms"]));
+}
+
+fn statements(role: &Value) -> Vec<Value> {
+    role["Properties"]["Policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+fn actions(s: &Value) -> Vec<String> {
+    match &s["Action"] {
+        Value::String(a) => vec![a.clone()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => vec![],
+    }
+}
+
+/// IAM's wildcard match (`*` any run, `?` one character), for ARNs with the partition filled in.
+fn arn_matches(pattern: &str, arn: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), arn.as_bytes())
+}
+
+#[test]
+fn the_sender_may_publish_sms_to_phone_numbers_only_and_no_other_role_may_publish() {
+    let t = translated();
+    for (id, role) in resources_of(t, "AWS::IAM::Role") {
+        let publish: Vec<Value> =
+            statements(role).into_iter().filter(|s| actions(s).iter().any(|a| a == "sns:Publish")).collect();
+        if id != "SenderFunctionRole" {
+            assert!(publish.is_empty(), "{id} may not publish");
+            continue;
+        }
+        let denies: Vec<String> = publish
+            .iter()
+            .filter(|s| s["Effect"] == "Deny")
+            .filter_map(|s| s["Resource"]["Fn::Sub"].as_str())
+            .map(|r| r.replace("${AWS::Partition}", "aws"))
+            .collect();
+        assert!(publish.iter().any(|s| s["Effect"] == "Allow" && s["Resource"] == "*"), "publishing SMS has no ARN");
+        for target in [
+            "arn:aws:sns:us-east-1:123456789012:tocsin-prod-oncall",
+            "arn:aws:sns:eu-west-1:999999999999:someone-elses-topic",
+            "arn:aws:sns:us-east-1:123456789012:endpoint/GCM/app/0f1e2d3c",
+        ] {
+            assert!(denies.iter().any(|d| arn_matches(d, target)), "the sender is denied publishing to {target}");
+        }
+    }
+}
+
+#[test]
+fn sns_may_assume_the_delivery_status_role_only_for_this_account() {
+    let role = &translated()["Resources"]["SmsDeliveryStatusRole"];
+    let trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"].as_array().expect("trust policy");
+    assert!(!trust.is_empty());
+    for s in trust {
+        assert_eq!(s["Principal"]["Service"], "sns.amazonaws.com");
+        assert_eq!(s["Condition"]["StringEquals"]["aws:SourceAccount"], reference("AWS::AccountId"));
+    }
+}
+
+/// Every place a fragment mentions `target` outside the true branch of `Fn::If [condition, ..]`.
+fn unguarded_references(v: &Value, target: &str, condition: &str, path: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(a)) = m.get("Fn::If")
+                && a.len() == 3
+                && a[0] == condition
+            {
+                unguarded_references(&a[2], target, condition, format!("{path}/If-false"), out);
+                return;
+            }
+            for (k, x) in m {
+                let mentions = match (k.as_str(), x) {
+                    ("Ref", Value::String(s)) => s == target,
+                    ("Fn::GetAtt", Value::Array(a)) => a.first().is_some_and(|s| s == target),
+                    ("Fn::Sub", _) => x.to_string().contains(&format!("${{{target}")),
+                    ("DependsOn", _) => x.to_string().contains(&format!("\"{target}\"")),
+                    _ => false,
+                };
+                if mentions {
+                    out.push(path.clone());
+                }
+                unguarded_references(x, target, condition, format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                unguarded_references(x, target, condition, format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_delivery_status_log_groups_are_created_only_on_request_and_retained_and_nothing_needs_them_otherwise() {
+    let t = translated();
+    for id in ["SmsSuccessLogGroup", "SmsFailureLogGroup"] {
+        let g = &t["Resources"][id];
+        assert_eq!(g["Condition"], "CreatesSmsLogGroups", "{id}: adopted when it already exists");
+        assert_eq!((&g["DeletionPolicy"], &g["UpdateReplacePolicy"]), (&json!("Retain"), &json!("Retain")), "{id}");
+        // With CreateSmsLogGroups=false the group is not in the stack: any reference to it outside
+        // an Fn::If on that condition would make CloudFormation refuse the template.
+        let mut found = Vec::new();
+        for (rid, r) in t["Resources"].as_object().expect("resources") {
+            if rid != id {
+                unguarded_references(r, id, "CreatesSmsLogGroups", rid.clone(), &mut found);
+            }
+        }
+        for (oid, o) in t["Outputs"].as_object().into_iter().flatten() {
+            unguarded_references(o, id, "CreatesSmsLogGroups", format!("Outputs/{oid}"), &mut found);
+        }
+        assert!(found.is_empty(), "{id} is referenced where it may not exist: {found:?}");
+    }
+    // Both groups carry the status function's subscription either way.
+    let filters = resources_of(t, "AWS::Logs::SubscriptionFilter");
+    let groups: BTreeSet<String> = filters
+        .iter()
+        .filter(|(_, f)| f["Properties"]["DestinationArn"] == get_att("StatusFunction", "Arn"))
+        .map(|(_, f)| f["Properties"]["LogGroupName"]["Fn::If"][2]["Fn::Sub"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        groups,
+        BTreeSet::from([
+            "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber".to_owned(),
+            "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber/Failure".to_owned()
+        ])
+    );
+}
