@@ -54,7 +54,37 @@ impl Clock for TestClock {
 
 pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
 pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SnsGateway, SqsSendQueue, TestClock>;
-pub type StatusFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
+pub type StatusHandlerFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
+
+/// The status function as Lambda invokes it: each invocation's deadline is the function's
+/// `Timeout` (from template.yaml) from now, as the Lambda context gives it.
+pub struct StatusFn {
+    pub handler: StatusHandlerFn,
+    pub timeout: std::time::Duration,
+}
+
+impl StatusFn {
+    pub async fn handle(&self, event: Value) -> Result<status::Summary, status::StatusError> {
+        self.handler.handle(event, std::time::Instant::now() + self.timeout).await
+    }
+}
+
+impl std::ops::Deref for StatusFn {
+    type Target = StatusHandlerFn;
+    fn deref(&self) -> &StatusHandlerFn {
+        &self.handler
+    }
+}
+
+/// A function's `Timeout` in template.yaml (its own, else the Globals'), as Lambda applies it.
+pub fn function_timeout(stack: &Stack, logical_id: &str) -> std::time::Duration {
+    let t = stack.template();
+    let seconds = t["Resources"][logical_id]["Properties"]["Timeout"]
+        .as_u64()
+        .or_else(|| t["Globals"]["Function"]["Timeout"].as_u64())
+        .unwrap_or_else(|| panic!("template.yaml sets no Timeout for {logical_id}"));
+    std::time::Duration::from_secs(seconds)
+}
 pub type EscalationFn = escalation::Escalator<
     DynamoLedger,
     SqsSendQueue,
@@ -166,11 +196,14 @@ impl Pipeline {
             clock.clone(),
             sender_cfg.clone(),
         );
-        let status = status::StatusHandler {
-            store: ledger.clone(),
-            registry: registry.clone(),
-            clock: clock.clone(),
-            config: status_cfg,
+        let status = StatusFn {
+            handler: status::StatusHandler {
+                store: ledger.clone(),
+                registry: registry.clone(),
+                clock: clock.clone(),
+                config: status_cfg,
+            },
+            timeout: function_timeout(&stack, "StatusFunction"),
         };
         let escalation = escalation::Escalator {
             store: ledger.clone(),

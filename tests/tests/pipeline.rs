@@ -102,7 +102,7 @@ async fn a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_stat
     assert_eq!(
         status,
         [
-            "DynamoDB_20120810.GetItem",            // message-id index
+            "DynamoDB_20120810.BatchGetItem",       // message-id index (up to 100 records per call)
             "DynamoDB_20120810.TransactWriteItems"  // observation + delivered, on the presumed state
         ]
     );

@@ -387,6 +387,7 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
         clock: p.clock.clone(),
         config: p.status.config.clone(),
     };
+    let deadline = || std::time::Instant::now() + p.status.timeout;
     let event = logs_envelope(&logs_payload(
         SUCCESS_GROUP,
         "DATA_MESSAGE",
@@ -394,21 +395,21 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
     ));
     // 1. The write lands but its answer is lost: the SDK's retry finds the observation stored.
     proxy.add_rule(Rule::once("DynamoDB_20120810.TransactWriteItems", Fault::DropResponse));
-    let s = flaky.handle(event.clone()).await.expect("the retried write is recognised");
+    let s = flaky.handle(event.clone(), deadline()).await.expect("the retried write is recognised");
     assert_eq!(s.delivered + s.duplicates, 1, "{s:?}");
     assert!(proxy.log().iter().any(|(op, what)| op.ends_with("TransactWriteItems") && what == "DropResponse"));
     // 2. The ledger keeps failing past the SDK's own retries: the invocation fails as a whole.
     proxy.add_rule(Rule::times(
-        "DynamoDB_20120810.GetItem",
+        "DynamoDB_20120810.BatchGetItem",
         Fault::json_error("com.amazonaws.dynamodb.v20120810#InternalServerError", "boom", 500),
         10,
     ));
-    let err = flaky.handle(event.clone()).await.expect_err("dependency failure");
+    let err = flaky.handle(event.clone(), deadline()).await.expect_err("dependency failure");
     assert!(matches!(err, status::StatusError::Dependency { .. }), "{err}");
     proxy.clear_rules();
     // 3. Lambda's asynchronous retry delivers the same event again, twice.
-    assert_eq!(flaky.handle(event.clone()).await.expect("retry succeeds").duplicates, 1);
-    flaky.handle(event).await.expect("and again");
+    assert_eq!(flaky.handle(event.clone(), deadline()).await.expect("retry succeeds").duplicates, 1);
+    flaky.handle(event, deadline()).await.expect("and again");
     let receipts =
         p.timeline(&key).await.into_iter().filter(|o| matches!(o.kind, ObservationKind::DeliveryStatus { .. })).count();
     assert_eq!(receipts, 1, "stored once however often delivered");

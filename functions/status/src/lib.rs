@@ -7,6 +7,9 @@
 //! skipped; a dependency failure fails the invocation so Lambda retries it, and the retry finds
 //! the already-stored observations and does not apply them twice.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
 use aws_lambda_events::cloudwatch_logs::LogEntry;
 use futures::StreamExt;
 use payload::{Payload, Piece};
@@ -19,7 +22,9 @@ use tocsin::domain::provider::FailureClass;
 use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{Clock, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError, RecipientRegistry};
+use tocsin::ports::{
+    Clock, IndexEntries, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError, RecipientRegistry,
+};
 use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -93,8 +98,53 @@ pub struct StatusHandler<S, R, C> {
     pub config: StatusConfig,
 }
 
+/// Records looked up together: one BatchGetItem call (DynamoDB's limit is 100 keys).
+pub const LOOKUP_CHUNK: usize = 100;
+
+/// How long a record that matched no intent is kept (the ORPHAN item's TTL). Nearly all of them
+/// are other applications' SMS (the delivery-status log groups are the account's), and each holds
+/// someone's phone number, so not the intents' 30 days. Six hours is ample for what an orphan is
+/// for: a record that overtook the sender's MessageId write is matched within seconds, a crashed
+/// sender's is found by the sweep's reconciliation within minutes (it searches the log groups
+/// themselves, not the orphans), and an operator investigating a missing receipt the same shift
+/// still finds it.
+pub const ORPHAN_RETENTION: chrono::Duration = chrono::Duration::hours(6);
+
+/// Open-index queries one invocation may spend on records that matched no index entry even after
+/// the wait. Each is one Query; this caps what a burst of other applications' SMS can cost.
+pub const OPEN_MATCH_BUDGET: usize = 16;
+
+/// No waiting for the sender's write closer than this to the invocation's deadline: the rest of
+/// the batch still has to be written and answered.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
+/// A parsed record and when it was written (its own timestamp, else the log event's).
+struct Parsed {
+    entry: LogEntry,
+    record: DeliveryRecord,
+    written_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+type Processed = (Result<EventOutcome, PortError>, bool);
+
 impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
-    pub async fn handle(&self, mut event: Value) -> Result<Summary, StatusError> {
+    /// Handles one subscription invocation. `deadline` is when Lambda ends the invocation (its
+    /// context deadline): waits for the sender's write never reach past it.
+    ///
+    /// What a record costs. Records are looked up 100 at a time (one BatchGetItem); a record whose
+    /// message id is indexed is applied as usual. One that is not is, nearly always, another
+    /// application's SMS (Cognito MFA codes, other stacks — the log groups are the account's):
+    /// it is kept as an orphan at once, with no further read, **unless it is younger than
+    /// `TOCSIN_ORPHAN_WAIT`** — only then can it be ours and ahead of the sender's MessageId write,
+    /// which lands right after SNS answers. The young ones of a chunk wait together, at most until
+    /// their own time + the wait, never past `invocation start + wait` nor `deadline −
+    /// DEADLINE_MARGIN`, and are looked up again in one call. Those still unmatched are matched
+    /// against open attempts to their number (the open-index: a sender that crashed right after
+    /// publishing), at most [`OPEN_MATCH_BUDGET`] queries per invocation. An older unmatched record
+    /// never pays that query: if it is ours, its intent is `sending`/`send_unknown` and the
+    /// sweep's reconciliation finds it in the log groups by number and time window.
+    pub async fn handle(&self, mut event: Value, deadline: Instant) -> Result<Summary, StatusError> {
+        let started = Instant::now();
         data_of(&event)?;
         let data = event.pointer_mut("/awslogs/data").map(Value::take).and_then(|v| match v {
             Value::String(s) => Some(s),
@@ -114,6 +164,11 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         };
         let mut summary = Summary::default();
         let mut errors = Vec::new();
+        // Waiting for the sender's write ends here for every record of the invocation: each was
+        // written before the invocation started.
+        let wait_horizon =
+            (started + self.config.orphan_wait).min(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(started));
+        let budget = AtomicUsize::new(OPEN_MATCH_BUDGET);
         if let Some(header) = &header {
             if header.is_control() {
                 summary.control_message = true;
@@ -127,23 +182,26 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                         }
                     }
                 });
-                let mut results = std::pin::pin!(events.map(|e| self.process(group, e)).buffer_unordered(CONCURRENCY));
-                while let Some((r, suppressed)) = results.next().await {
-                    summary.events += 1;
-                    summary.suppressed += usize::from(suppressed);
-                    match r {
-                        Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => {
-                            summary.delivered += 1
+                let chunks = events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &budget));
+                let mut results = std::pin::pin!(chunks.buffer_unordered(2));
+                while let Some(chunk) = results.next().await {
+                    for (r, suppressed) in chunk {
+                        summary.events += 1;
+                        summary.suppressed += usize::from(suppressed);
+                        match r {
+                            Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => {
+                                summary.delivered += 1
+                            }
+                            Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
+                            Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
+                            Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
+                            Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
+                            Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
+                            Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
+                            Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
+                            Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
+                            Err(e) => errors.push(e),
                         }
-                        Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
-                        Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
-                        Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
-                        Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
-                        Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
-                        Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
-                        Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
-                        Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
-                        Err(e) => errors.push(e),
                     }
                 }
             }
@@ -166,6 +224,9 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             ("unrecognised_status", summary.unrecognised),
             ("duplicate", summary.duplicates),
             ("orphaned", summary.orphaned),
+            // The same records under the name that says what they almost always are: other
+            // applications' SMS in the account's delivery-status log groups.
+            ("foreign_records", summary.orphaned),
             ("unparseable", summary.unparseable),
             ("suppressed", summary.suppressed),
             ("dependency_error", errors.len()),
@@ -186,48 +247,137 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         }
     }
 
-    /// Returns the outcome and whether the recipient was suppressed.
-    async fn process(&self, log_group: &str, entry: LogEntry) -> (Result<EventOutcome, PortError>, bool) {
-        let record = match parse_record(&entry.message) {
-            Ok(r) => r,
+    /// One chunk of log events: parsed, looked up in one call, then applied, waited for, or kept.
+    async fn process_chunk(
+        &self,
+        log_group: &str,
+        entries: Vec<LogEntry>,
+        wait_horizon: Instant,
+        budget: &AtomicUsize,
+    ) -> Vec<Processed> {
+        let mut out: Vec<Processed> = Vec::with_capacity(entries.len());
+        let mut parsed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match parse_record(&entry.message) {
+                Ok(record) => {
+                    let written_at =
+                        record.timestamp.or_else(|| chrono::DateTime::from_timestamp_millis(entry.timestamp));
+                    parsed.push(Parsed { entry, record, written_at })
+                }
+                Err(e) => {
+                    // Never log the message: it holds a phone number.
+                    tracing::warn!(log_event_id = %entry.id, error = %e, "unparseable delivery record skipped");
+                    out.push((Ok(EventOutcome::Unparseable), false));
+                }
+            }
+        }
+        if parsed.is_empty() {
+            return out;
+        }
+        let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
+        let index = match self.store.lookup_many(&ids).await {
+            Ok(index) => index,
             Err(e) => {
-                // Never log the message: it holds a phone number.
-                tracing::warn!(log_event_id = %entry.id, error = %e, "unparseable delivery record skipped");
-                return (Ok(EventOutcome::Unparseable), false);
+                out.extend(parsed.iter().map(|_| (Err(copy_error(&e)), false)));
+                return out;
             }
         };
-        let found = match self.lookup_with_wait(&record.message_id).await {
-            Ok(f) => f,
-            Err(e) => return (Err(e), false),
-        };
-        let (key, recipient, link) = match found {
-            Some((key, recipient)) => (key, recipient, Link::Indexed),
-            None => match self.open_attempt_for(&record, &entry).await {
-                Ok(Some((key, recipient))) => (key, recipient, Link::Reconciled),
-                Ok(None) => {
-                    let orphan = OrphanRecord {
-                        log_event_id: entry.id.clone(),
-                        sns_message_id: record.message_id.clone(),
-                        log_group: log_group.to_owned(),
-                        message: entry.message.clone(),
-                        received_at: self.clock.now(),
-                    };
-                    tracing::info!(
-                        log_event_id = %entry.id,
-                        sns_message_id = %record.message_id,
-                        destination = %record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
-                        "delivery record matches no intent; kept as orphan"
-                    );
-                    return (self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned), false);
-                }
-                Err(e) => return (Err(e), false),
-            },
-        };
-        let event = LogEvent { id: &entry.id, timestamp_ms: entry.timestamp };
         let now = self.clock.now();
-        match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &record, link, now).await {
+        let wait = chrono::Duration::from_std(self.config.orphan_wait).unwrap_or(chrono::Duration::zero());
+        let (mut indexed, mut young, mut old) = (Vec::new(), Vec::new(), Vec::new());
+        for p in parsed {
+            // `get`, not `remove`: one batch can carry the same message id twice (a redelivery).
+            match entry_of(&index, &p.record.message_id) {
+                Some(entry) => indexed.push((p, entry)),
+                // Younger than the wait (or stamped in the future): it may be ahead of the sender.
+                None if p.written_at.is_none_or(|at| now.signed_duration_since(at) < wait) => young.push(p),
+                None => old.push(p),
+            }
+        }
+        let (applied, waited, orphaned) = futures::join!(
+            futures::stream::iter(indexed)
+                .map(|(p, entry)| async move {
+                    match entry {
+                        Ok((key, recipient)) => self.apply(&p, key, recipient, Link::Indexed).await,
+                        Err(e) => (Err(e), false),
+                    }
+                })
+                .buffer_unordered(CONCURRENCY)
+                .collect::<Vec<_>>(),
+            self.settle_young(log_group, young, wait_horizon, budget),
+            futures::stream::iter(old)
+                .map(|p| async move { (self.orphan(log_group, &p).await, false) })
+                .buffer_unordered(CONCURRENCY)
+                .collect::<Vec<_>>(),
+        );
+        out.extend(applied);
+        out.extend(waited);
+        out.extend(orphaned);
+        out
+    }
+
+    /// Young unmatched records: one wait for the chunk (bounded as [`Self::handle`] says), one
+    /// lookup again, then the open-index within the invocation's budget, else an orphan.
+    async fn settle_young(
+        &self,
+        log_group: &str,
+        young: Vec<Parsed>,
+        wait_horizon: Instant,
+        budget: &AtomicUsize,
+    ) -> Vec<Processed> {
+        if young.is_empty() {
+            return Vec::new();
+        }
+        let now = self.clock.now();
+        let until = young
+            .iter()
+            .filter_map(|p| p.written_at)
+            .map(|at| at + chrono::Duration::from_std(self.config.orphan_wait).unwrap_or(chrono::Duration::zero()))
+            .max()
+            .map(|t| t.signed_duration_since(now).to_std().unwrap_or_default())
+            .map_or(wait_horizon, |left| (Instant::now() + left).min(wait_horizon));
+        if until > Instant::now() {
+            tokio::time::sleep_until(until.into()).await;
+        }
+        let ids: Vec<String> = young.iter().map(|p| p.record.message_id.clone()).collect();
+        let index = match self.store.lookup_many(&ids).await {
+            Ok(index) => index,
+            Err(e) => return young.iter().map(|_| (Err(copy_error(&e)), false)).collect(),
+        };
+        futures::stream::iter(young)
+            .map(|p| {
+                let entry = entry_of(&index, &p.record.message_id);
+                async move {
+                    match entry {
+                        Some(Ok((key, recipient))) => return self.apply(&p, key, recipient, Link::Indexed).await,
+                        Some(Err(e)) => return (Err(e), false),
+                        None => {}
+                    }
+                    if budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1)).is_ok() {
+                        match self.open_attempt_for(&p).await {
+                            Ok(Some((key, recipient))) => {
+                                return self.apply(&p, key, recipient, Link::Reconciled).await;
+                            }
+                            Ok(None) => {}
+                            Err(e) => return (Err(e), false),
+                        }
+                    }
+                    (self.orphan(log_group, &p).await, false)
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    /// Applies a record to the intent it belongs to; returns the outcome and whether the
+    /// recipient was suppressed.
+    async fn apply(&self, p: &Parsed, key: IdempotencyKey, recipient: PhoneNumber, link: Link) -> Processed {
+        let event = LogEvent { id: &p.entry.id, timestamp_ms: p.entry.timestamp };
+        let now = self.clock.now();
+        match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &p.record, link, now).await {
             Ok(o) => {
-                emit_delivery_metrics(&record, o.class.map(|c| (c, o.recognised)));
+                emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
                 let outcome = match o.applied {
                     Applied::Effect(effect) => EventOutcome::Applied(effect),
                     Applied::Duplicate => EventOutcome::Duplicate,
@@ -238,18 +388,37 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         }
     }
 
+    /// Keeps a record that matched no intent, for [`ORPHAN_RETENTION`].
+    async fn orphan(&self, log_group: &str, p: &Parsed) -> Result<EventOutcome, PortError> {
+        let now = self.clock.now();
+        let orphan = OrphanRecord {
+            log_event_id: p.entry.id.clone(),
+            sns_message_id: p.record.message_id.clone(),
+            log_group: log_group.to_owned(),
+            message: p.entry.message.clone(),
+            received_at: now,
+            expires_at: now + ORPHAN_RETENTION,
+        };
+        // Debug, not info: most of these are other applications' SMS, by the thousand; the batch
+        // line and the `foreign_records` metric count them.
+        tracing::debug!(
+            log_event_id = %p.entry.id,
+            sns_message_id = %p.record.message_id,
+            destination = %p.record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
+            "delivery record matches no intent; kept as orphan"
+        );
+        self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned)
+    }
+
     /// A record whose message id is in no index may still be ours: the sender crashed after
     /// publishing, or its MessageId write has not landed. One open attempt (sending or
     /// send_unknown) to the record's destination, claimed inside the record's window, is it.
-    async fn open_attempt_for(
-        &self,
-        record: &DeliveryRecord,
-        entry: &LogEntry,
-    ) -> Result<Option<(IdempotencyKey, PhoneNumber)>, PortError> {
+    async fn open_attempt_for(&self, p: &Parsed) -> Result<Option<(IdempotencyKey, PhoneNumber)>, PortError> {
+        let record = &p.record;
         let Some(destination) = record.destination.as_deref().and_then(|d| PhoneNumber::parse(d).ok()) else {
             return Ok(None);
         };
-        let Some(at) = record.timestamp.or_else(|| chrono::DateTime::from_timestamp_millis(entry.timestamp)) else {
+        let Some(at) = p.written_at else {
             return Ok(None);
         };
         let margin = chrono::Duration::from_std(self.config.reconcile_margin).unwrap_or(chrono::Duration::zero());
@@ -267,20 +436,20 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             _ => Ok(None),
         }
     }
+}
 
-    /// The sender writes the message-id index right after SNS accepts; a record can (rarely)
-    /// overtake that write. Look a few times within the configured wait before giving up.
-    async fn lookup_with_wait(&self, message_id: &str) -> Result<Option<(IdempotencyKey, PhoneNumber)>, PortError> {
-        let tries = 3u32;
-        for i in 0..tries {
-            if let Some(found) = self.store.lookup(message_id).await? {
-                return Ok(Some(found));
-            }
-            if i + 1 < tries && !self.config.orphan_wait.is_zero() {
-                tokio::time::sleep(self.config.orphan_wait / (tries - 1)).await;
-            }
-        }
-        Ok(None)
+fn entry_of(index: &IndexEntries, message_id: &str) -> Option<Result<(IdempotencyKey, PhoneNumber), PortError>> {
+    index.get(message_id).map(|e| match e {
+        Ok(found) => Ok(found.clone()),
+        Err(err) => Err(copy_error(err)),
+    })
+}
+
+/// The same failure, for every record of a chunk whose shared lookup failed.
+fn copy_error(e: &PortError) -> PortError {
+    match e {
+        PortError::Unavailable { operation, message } => PortError::Unavailable { operation, message: message.clone() },
+        PortError::Corrupt { what, message } => PortError::Corrupt { what: what.clone(), message: message.clone() },
     }
 }
 

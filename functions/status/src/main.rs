@@ -1,5 +1,7 @@
 //! The status Lambda: configuration, clients, adapters, then the runtime loop.
 
+use std::time::{Instant, SystemTime};
+
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
 use tocsin::adapters::dynamodb::DynamoLedger;
@@ -20,5 +22,10 @@ async fn main() -> Result<(), Error> {
         config,
     };
     let handler = &handler;
-    run(service_fn(move |event: LambdaEvent<Value>| async move { handler.handle(event.payload).await })).await
+    run(service_fn(move |event: LambdaEvent<Value>| async move {
+        // The context deadline (wall clock) as a point on the monotonic clock the handler waits on.
+        let left = event.context.deadline().duration_since(SystemTime::now()).unwrap_or_default();
+        handler.handle(event.payload, Instant::now() + left).await
+    }))
+    .await
 }

@@ -578,7 +578,7 @@ impl MessageIndex for DynamoLedger {
             .item("log_group", s(o.log_group.as_str()))
             .item("message", s(o.message.as_str()))
             .item("received_at", s(ts(o.received_at)))
-            .item("expires_at", n((o.received_at + RETENTION_AFTER_DEADLINE).timestamp()))
+            .item("expires_at", n(o.expires_at.timestamp()))
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
@@ -643,6 +643,10 @@ impl DueIndex for DynamoLedger {
             _ => None,
         };
         Ok((records, next))
+    }
+
+    async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
+        self.batch_lookup(sns_message_ids).await
     }
 
     async fn lease_escalation(
@@ -723,4 +727,76 @@ impl OpenAttempts for DynamoLedger {
         let records = page.items().iter().map(record_from_item).collect::<PortResult<Vec<_>>>()?;
         Ok(records.into_iter().filter(|r| matches!(r.status.state, State::Sending | State::SendUnknown)).collect())
     }
+}
+
+// ---- The message index, many ids at a time (status looks a whole batch of records up at once) ----
+
+/// Keys per BatchGetItem call: DynamoDB's limit.
+const BATCH_GET_KEYS: usize = 100;
+/// Rounds for keys DynamoDB leaves unprocessed (it does under throttling) before giving up.
+const UNPROCESSED_ROUNDS: u32 = 6;
+
+impl DynamoLedger {
+    /// `MSG#<id>` entries by BatchGetItem, 100 keys per call, strongly consistent (the sender's
+    /// write is read as soon as it lands). Keys left in `UnprocessedKeys` are asked again with
+    /// exponential backoff (25 ms, doubling), as DynamoDB asks; still unprocessed after
+    /// [`UNPROCESSED_ROUNDS`], the lookup fails (the status invocation is then retried whole).
+    async fn batch_lookup(&self, ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut unique: Vec<&str> = ids.iter().map(String::as_str).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let mut found = crate::ports::IndexEntries::new();
+        for chunk in unique.chunks(BATCH_GET_KEYS) {
+            let keys: Vec<Item> = chunk
+                .iter()
+                .map(|id| HashMap::from([("pk".to_owned(), s(format!("MSG#{id}"))), ("sk".to_owned(), s("MSG"))]))
+                .collect();
+            let mut pending = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| unavailable("DynamoDB BatchGetItem (request)", &e))?;
+            for round in 0.. {
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, pending)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable("DynamoDB BatchGetItem", &e))?;
+                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
+                    if let Some(id) = get_s(&item, "pk").and_then(|pk| pk.strip_prefix("MSG#")) {
+                        found.insert(id.to_owned(), index_entry(id, &item));
+                    }
+                }
+                match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).filter(|k| !k.keys.is_empty()) {
+                    None => break,
+                    Some(left) if round + 1 < UNPROCESSED_ROUNDS => {
+                        tokio::time::sleep(std::time::Duration::from_millis(25u64 << round)).await;
+                        pending = left;
+                    }
+                    Some(left) => {
+                        return Err(PortError::Unavailable {
+                            operation: "DynamoDB BatchGetItem",
+                            message: format!(
+                                "{} keys still unprocessed after {UNPROCESSED_ROUNDS} rounds (throttled)",
+                                left.keys.len()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// One message-index item read back: the intent's key and recipient.
+fn index_entry(id: &str, item: &Item) -> PortResult<(IdempotencyKey, PhoneNumber)> {
+    let corrupt = |m: &str| PortError::Corrupt { what: format!("MSG#{id}"), message: m.to_owned() };
+    let key = IdempotencyKey::parse(get_s(item, "key").unwrap_or_default()).map_err(|_| corrupt("bad key"))?;
+    let recipient =
+        PhoneNumber::parse(get_s(item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
+    Ok((key, recipient))
 }
