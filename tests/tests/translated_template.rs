@@ -33,8 +33,11 @@ fn reference(id: &str) -> Value {
     json!({ "Ref": id })
 }
 
-/// (namespace, metric name, dimensions) of every metric an alarm reads.
-fn alarm_metrics(alarm: &Value) -> Vec<(String, String, Vec<(String, Value)>)> {
+/// (namespace, metric name, dimensions as (name, value)) of a metric an alarm reads.
+type MetricSpec = (String, String, Vec<(String, Value)>);
+
+/// Every metric an alarm reads.
+fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
     let dims = |d: &Value| -> Vec<(String, Value)> {
         d.as_array()
             .map(|a| {
@@ -96,6 +99,8 @@ fn emf_metrics_emitted_by(function: &str) -> BTreeSet<String> {
             }
         }
     }
+    // Only identifiers: a literal that spans code is not a metric name.
+    names.retain(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
     names
 }
 
