@@ -144,29 +144,29 @@ pub trait MessageIndex: Send + Sync {
     ) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
     /// Keeps a delivery record whose message id matches no intent (yet).
     fn keep_orphan(&self, orphan: &OrphanRecord) -> impl Future<Output = PortResult<()>> + Send;
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OrphanRecord {
     /// Looks many message ids up at once (the store splits them into as few calls as it can).
     /// An id in no index is absent from the answer; an unreadable entry fails that id alone.
     fn lookup_many(&self, sns_message_ids: &[String]) -> impl Future<Output = PortResult<IndexEntries>> + Send;
-    pub log_event_id: String,
-    pub sns_message_id: String,
+}
+
 /// Message id → the intent it belongs to (key, recipient), as [`MessageIndex::lookup_many`] finds them.
 pub type IndexEntries = std::collections::HashMap<String, PortResult<(IdempotencyKey, PhoneNumber)>>;
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrphanRecord {
+    pub log_event_id: String,
+    pub sns_message_id: String,
     pub log_group: String,
     /// The raw log message (contains a phone number: stored encrypted, never logged).
     pub message: String,
     pub received_at: DateTime<Utc>,
+    /// When the store may forget it (hours, not the intents' 30 days: most orphans are other
+    /// applications' SMS, and each holds someone's phone number).
+    pub expires_at: DateTime<Utc>,
 }
 
 /// Intents whose `next_check` has passed, oldest first, at most `limit` per page.
 pub trait DueIndex: Send + Sync {
-    /// When the store may forget it (hours, not the intents' 30 days: most orphans are other
-    /// applications' SMS, and each holds someone's phone number).
-    pub expires_at: DateTime<Utc>,
     fn due(
         &self,
         now: DateTime<Utc>,

@@ -588,6 +588,10 @@ impl MessageIndex for DynamoLedger {
             Err(e) => Err(unavailable("DynamoDB PutItem (orphan)", &e)),
         }
     }
+
+    async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
+        self.batch_lookup(sns_message_ids).await
+    }
 }
 
 impl DueIndex for DynamoLedger {
@@ -643,10 +647,6 @@ impl DueIndex for DynamoLedger {
             _ => None,
         };
         Ok((records, next))
-    }
-
-    async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
-        self.batch_lookup(sns_message_ids).await
     }
 
     async fn lease_escalation(
