@@ -83,6 +83,10 @@ async fn a_stack_deploys_into_an_account_whose_delivery_status_log_groups_alread
     let cfn = CloudFormationEmulator::start().await.expect("emulator");
     let logs = Logs::new(&cfn.sdk_config().await);
     let template = deployable().await;
+    // Adopting groups that do not exist fails loudly too (the subscription has nothing to attach to).
+    let nothing = deploy(&cfn, &template, "tocsin-too-early", false, true).await.expect_err("no groups yet");
+    assert_eq!(nothing.code, "ResourceNotFoundException", "{nothing}");
+
     // SMS delivery logging was on before: SNS created both groups (no retention, no key).
     for g in [success_group(), failure_group()] {
         logs.create_log_group().log_group_name(&g).send().await.expect("CreateLogGroup");
