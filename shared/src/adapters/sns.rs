@@ -54,8 +54,14 @@ impl SnsGateway {
     }
 }
 
+/// A message attribute of SNS's `String` type.
 fn attr(v: &str) -> Option<MessageAttributeValue> {
-    MessageAttributeValue::builder().data_type("String").string_value(v).build().ok()
+    typed_attr("String", v)
+}
+
+/// An attribute of another SNS data type; the value still travels as `StringValue`.
+fn typed_attr(data_type: &str, v: &str) -> Option<MessageAttributeValue> {
+    MessageAttributeValue::builder().data_type(data_type).string_value(v).build().ok()
 }
 
 /// True when the error chain shows the connection was never made, so nothing was sent.
@@ -116,7 +122,8 @@ impl SmsGateway for SnsGateway {
         if let Some(a) = m.options.origination_number.as_ref().and_then(|n| attr(n.expose())) {
             req = req.message_attributes("AWS.MM.SMS.OriginationNumber", a);
         }
-        if let Some(a) = m.options.max_price_usd.as_deref().and_then(attr) {
+        // SNS documents MaxPrice as a `Number` (the others are `String`).
+        if let Some(a) = m.options.max_price_usd.as_deref().and_then(|p| typed_attr("Number", p)) {
             req = req.message_attributes("AWS.SNS.SMS.MaxPrice", a);
         }
         match req.send().await {
@@ -127,5 +134,139 @@ impl SmsGateway for SnsGateway {
             },
             Err(e) => classify_error(&e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The Publish request on the wire: the real gateway (client configuration included) sends to
+    //! a one-shot local HTTP endpoint that records the form body and answers as SNS does.
+
+    use std::collections::BTreeSet;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::domain::PhoneNumber;
+    use crate::domain::intent::SmsOptions;
+
+    /// Accepts one request, answers with a Publish result, returns the request's form body.
+    fn one_request_endpoint() -> (String, std::thread::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("header");
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().expect("length");
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).expect("body");
+            let answer = "<PublishResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishResult>\
+                <MessageId>5a6b7c8d-0000-4000-8000-000000000001</MessageId></PublishResult><ResponseMetadata>\
+                <RequestId>r-1</RequestId></ResponseMetadata></PublishResponse>";
+            let mut out = stream;
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            )
+            .expect("answer");
+            String::from_utf8(body).expect("utf-8 form body")
+        });
+        (format!("http://{addr}"), handle)
+    }
+
+    fn form_decode(v: &str) -> String {
+        let bytes = v.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).expect("hex"));
+                    i += 2;
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    /// (name, data type, value) of every message attribute in a Publish form body.
+    fn attributes(form: &str) -> BTreeSet<(String, String, String)> {
+        let fields: std::collections::HashMap<String, String> = form
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (form_decode(k), form_decode(v)))
+            .collect();
+        (1..)
+            .map_while(|i| {
+                let get = |f: &str| fields.get(&format!("MessageAttributes.entry.{i}.{f}")).cloned();
+                Some((get("Name")?, get("Value.DataType")?, get("Value.StringValue")?))
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_message_attribute_is_sent_with_the_type_sns_documents() {
+        let (endpoint, server) = one_request_endpoint();
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sns::config::Credentials::new("test", "test", None, None, "test"))
+            .load()
+            .await;
+        let gateway = SnsGateway::new(&sdk, Duration::from_secs(5));
+        let to = PhoneNumber::parse("+14155550100").expect("valid");
+        let options = SmsOptions {
+            sender_id: Some("TOCSIN".into()),
+            origination_number: Some(PhoneNumber::parse("+18005550100").expect("valid")),
+            max_price_usd: Some("0.50".into()),
+        };
+        let outcome = gateway.publish(SmsMessage { to: &to, body: "disk full on db-1", options: &options }).await;
+        assert_eq!(outcome, PublishOutcome::Accepted { message_id: "5a6b7c8d-0000-4000-8000-000000000001".into() });
+        let form = server.join().expect("the endpoint saw one request");
+        assert!(form.contains("Action=Publish"), "{form}");
+        let expected: BTreeSet<(String, String, String)> = [
+            ("AWS.SNS.SMS.SMSType", "String", "Transactional"),
+            ("AWS.SNS.SMS.SenderID", "String", "TOCSIN"),
+            ("AWS.MM.SMS.OriginationNumber", "String", "+18005550100"),
+            ("AWS.SNS.SMS.MaxPrice", "Number", "0.50"),
+        ]
+        .into_iter()
+        .map(|(n, t, v)| (n.to_owned(), t.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(attributes(&form), expected);
+    }
+
+    #[tokio::test]
+    async fn without_settings_only_the_sms_type_is_sent() {
+        let (endpoint, server) = one_request_endpoint();
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sns::config::Credentials::new("test", "test", None, None, "test"))
+            .load()
+            .await;
+        let gateway = SnsGateway::new(&sdk, Duration::from_secs(5));
+        let to = PhoneNumber::parse("+14155550100").expect("valid");
+        gateway.publish(SmsMessage { to: &to, body: "x", options: &SmsOptions::default() }).await;
+        let form = server.join().expect("one request");
+        let only: BTreeSet<_> =
+            [("AWS.SNS.SMS.SMSType".to_owned(), "String".to_owned(), "Transactional".to_owned())].into();
+        assert_eq!(attributes(&form), only);
     }
 }
