@@ -270,3 +270,102 @@ mod tests {
         assert_eq!(attributes(&form), only);
     }
 }
+
+/// `classify_error` decides whether an SMS may be sent again: each SDK error shape, pinned.
+#[cfg(test)]
+mod classifier_tests {
+    use aws_sdk_sns::error::ErrorMetadata;
+    use aws_smithy_runtime_api::client::result::ConnectorError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+
+    fn answer(status: u16, code: &str, message: &str) -> SdkError<PublishError, HttpResponse> {
+        let err = PublishError::generic(ErrorMetadata::builder().code(code).message(message).build());
+        let status = StatusCode::try_from(status).expect("status");
+        SdkError::service_error(err, HttpResponse::new(status, SdkBody::empty()))
+    }
+
+    fn class(outcome: PublishOutcome) -> &'static str {
+        match outcome {
+            PublishOutcome::Accepted { .. } => "accepted",
+            PublishOutcome::Rejected { .. } => "rejected",
+            PublishOutcome::Retryable { .. } => "retryable",
+            PublishOutcome::Unknown { .. } => "unknown",
+        }
+    }
+
+    #[test]
+    fn throttling_kms_throttling_and_internal_errors_prove_nothing_was_sent_and_are_retryable() {
+        for (status, code) in [(400, "Throttling"), (400, "KMSThrottling"), (500, "InternalError"), (503, "Whatever")] {
+            assert_eq!(class(classify_error(&answer(status, code, "x"))), "retryable", "{status} {code}");
+        }
+    }
+
+    #[test]
+    fn validation_authorisation_and_other_4xx_answers_are_rejected_for_good() {
+        for (status, code) in [
+            (400, "InvalidParameter"),
+            (400, "ParameterValueInvalid"),
+            (400, "ValidationException"),
+            (403, "AuthorizationError"),
+            (400, "KMSDisabled"),
+            (400, ""),
+        ] {
+            assert_eq!(class(classify_error(&answer(status, code, "x"))), "rejected", "{status} {code:?}");
+        }
+    }
+
+    #[test]
+    fn a_rejection_keeps_the_code_and_message_for_the_record() {
+        match classify_error(&answer(400, "InvalidParameter", "Invalid parameter: PhoneNumber")) {
+            PublishOutcome::Rejected { error } => assert_eq!(error, "InvalidParameter: Invalid parameter: PhoneNumber"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_timeout_may_have_reached_sns_and_is_unknown() {
+        let operation_timeout: SdkError<PublishError, HttpResponse> = SdkError::timeout_error("operation timed out");
+        assert_eq!(class(classify_error(&operation_timeout)), "unknown");
+        let read_timeout = SdkError::dispatch_failure(ConnectorError::timeout("read timed out".into()));
+        assert_eq!(class(classify_error(&read_timeout)), "unknown");
+    }
+
+    #[test]
+    fn a_connection_lost_mid_request_or_an_unreadable_answer_is_unknown() {
+        let reset = SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        ))));
+        assert_eq!(class(classify_error(&reset)), "unknown");
+        let closed = SdkError::dispatch_failure(ConnectorError::other(
+            "connection closed before message completed".into(),
+            None,
+        ));
+        assert_eq!(class(classify_error(&closed)), "unknown");
+        let unreadable: SdkError<PublishError, HttpResponse> = SdkError::response_error(
+            "could not parse the answer",
+            HttpResponse::new(StatusCode::try_from(200).expect("status"), SdkBody::from("<garbage")),
+        );
+        assert_eq!(class(classify_error(&unreadable)), "unknown");
+    }
+
+    #[test]
+    fn a_connection_that_was_never_made_sent_nothing_and_is_retryable() {
+        let refused = SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        ))));
+        assert_eq!(class(classify_error(&refused)), "retryable");
+        let dns = SdkError::dispatch_failure(ConnectorError::io("dns error: no such host".into()));
+        assert_eq!(class(classify_error(&dns)), "retryable");
+    }
+
+    #[test]
+    fn a_request_that_could_not_be_built_or_was_refused_by_the_client_is_rejected() {
+        let construction: SdkError<PublishError, HttpResponse> = SdkError::construction_failure("no region");
+        assert_eq!(class(classify_error(&construction)), "rejected");
+        let user = SdkError::dispatch_failure(ConnectorError::user("invalid URI".into()));
+        assert_eq!(class(classify_error(&user)), "rejected");
+    }
+}
