@@ -200,3 +200,40 @@ async fn a_malformed_record_fails_alone_and_the_good_ones_are_sent() {
     assert_eq!(resp.batch_item_failures.len(), 2, "only the two bad records fail");
     assert_eq!(sms_count(&p.emulator).await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_that_outlasts_the_publish_timeout_is_send_unknown_and_never_resent() {
+    // SNS takes 3 s to act on the publish; the sender gives up after its 1 s publish timeout.
+    let p = Pipeline::start_with(tocsin_tests::Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_PUBLISH_TIMEOUT", "1s")],
+        ..Default::default()
+    })
+    .await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 7).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::Delay(std::time::Duration::from_secs(3))));
+    let (_, body) = p.submit(&alert("slow-1", "+14155550122")).await;
+    let key = key_of(&body);
+
+    let started = std::time::Instant::now();
+    let resp = p.run_sender().await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "the sender did not wait for SNS");
+    assert!(resp[0].batch_item_failures.is_empty(), "unknown is acknowledged, not retried");
+    let r = p.record(&key).await;
+    assert_eq!((r.status.state, r.status.attempts), (State::SendUnknown, 1));
+    assert_eq!(r.status.sns_message_id, None);
+
+    // SNS acted on it after the sender gave up: the SMS did go out.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert_eq!(sms_count(&p.emulator).await, 1);
+
+    // Redelivery and a replayed request send nothing more.
+    p.enqueue_again(&key).await;
+    p.make_send_queue_visible().await;
+    p.run_sender().await;
+    let (status, again) = p.submit(&alert("slow-1", "+14155550122")).await;
+    assert_eq!((status, again["state"].as_str()), (200, Some("send_unknown")));
+    p.run_sender().await;
+    assert_eq!(sms_count(&p.emulator).await, 1, "never a second SMS after a timeout");
+    assert_eq!(p.record(&key).await.status.attempts, 1);
+}
