@@ -190,9 +190,16 @@ impl SenderConfig {
         Ok(c)
     }
 
-    /// This instance's share of the account rate, at least one part per second.
-    pub fn instance_rate(&self) -> u32 {
-        (self.sms_rate_per_second / self.max_concurrency.max(1)).max(1)
+    /// This instance's share of the account rate, in SMS parts per second. Never rounded up: with
+    /// every instance running, their sum never exceeds the account rate (1 part/s over 2 instances
+    /// is half a part per second each).
+    pub fn instance_rate(&self) -> f64 {
+        f64::from(self.sms_rate_per_second) / f64::from(self.max_concurrency.max(1))
+    }
+
+    /// The time between two SMS parts from one instance (the inverse of [`Self::instance_rate`]).
+    pub fn instance_part_interval(&self) -> Duration {
+        Duration::from_secs_f64(f64::from(self.max_concurrency.max(1)) / f64::from(self.sms_rate_per_second.max(1)))
     }
 }
 

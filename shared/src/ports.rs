@@ -80,6 +80,10 @@ pub struct Transition {
     pub index_message: Option<(String, PhoneNumber)>,
     /// Further facts the change was decided on; the write is refused if one no longer holds.
     pub expect: Expect,
+    /// When the intent's data expires ([`crate::domain::intent::Intent::expires_at`]): the
+    /// observation and the message-index entry written here expire with it. `None` (a change
+    /// decided without reading the intent) lets the store derive it from the observation's time.
+    pub retain_until: Option<DateTime<Utc>>,
 }
 
 /// Conditions on the intent beyond its state, for a change decided on a presumed record (one not
@@ -173,16 +177,24 @@ pub trait DueIndex: Send + Sync {
         limit: i32,
         after: Option<String>,
     ) -> impl Future<Output = PortResult<(Vec<IntentRecord>, Option<String>)>> + Send;
-    /// Takes an escalation lease so overlapping runs do not both send. False: someone else holds it
-    /// or the intent is escalated already.
+    /// Takes an escalation lease so overlapping runs do not both send, and returns the intent as
+    /// it is now (read in the same write, never from the lagging index). `None`: another run holds
+    /// the lease, the intent is escalated already, or it is delivered.
     fn lease_escalation(
         &self,
         key: &IdempotencyKey,
         run_id: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
-    ) -> impl Future<Output = PortResult<bool>> + Send;
-    fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck) -> impl Future<Output = PortResult<()>> + Send;
+    ) -> impl Future<Output = PortResult<Option<IntentRecord>>> + Send;
+    /// Sets the intent's place in the index; with `in_state`, only while the intent is still in
+    /// that state (the caller decided on a record that may be older than the table).
+    fn set_next_check(
+        &self,
+        key: &IdempotencyKey,
+        next: NextCheck,
+        in_state: Option<State>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
 }
 
 /// The SQS send queue (intake → sender).

@@ -52,6 +52,12 @@ impl Clock for TestClock {
     }
 }
 
+/// The deadline Lambda gives an invocation that starts now: the functions' `Timeout` (30 s, the
+/// template's Globals).
+pub fn invocation_deadline() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(30)
+}
+
 pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
 pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SnsGateway, SqsSendQueue, TestClock>;
 pub type StatusHandlerFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
@@ -341,7 +347,7 @@ impl Pipeline {
                 break;
             }
             let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
-            let resp = self.sender.handle(event).await;
+            let resp = self.sender.handle(event, invocation_deadline()).await;
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
                 if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
@@ -491,6 +497,83 @@ impl Pipeline {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         r.count as usize
+    }
+
+    /// From now on the functions' due-index queries answer from a copy of the ledger taken at
+    /// this moment, as a lagging GSI would: base-table reads and writes still go to the real
+    /// table. Needs the fault proxy (`Options::fault_seed`); calling it again takes a new copy.
+    pub async fn lag_due_index(&self) {
+        use aws_sdk_dynamodb::types::{GlobalSecondaryIndex, PutRequest, WriteRequest};
+        let proxy = self.proxy.as_ref().unwrap_or_else(|| panic!("lag_due_index needs Options::fault_seed"));
+        let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        let table = self.stack.table("LedgerTable").to_owned();
+        let lagging = format!("{table}-lagging");
+        let _ = ddb.delete_table().table_name(&lagging).send().await;
+        let d = ddb.describe_table().table_name(&table).send().await.unwrap_or_else(|e| panic!("{e}"));
+        let d = d.table.unwrap_or_else(|| panic!("no description of {table}"));
+        let gsis: Vec<GlobalSecondaryIndex> = d
+            .global_secondary_indexes()
+            .iter()
+            .map(|g| {
+                GlobalSecondaryIndex::builder()
+                    .index_name(g.index_name().unwrap_or_default())
+                    .set_key_schema(g.key_schema.clone())
+                    .set_projection(g.projection.clone())
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        ddb.create_table()
+            .table_name(&lagging)
+            .set_attribute_definitions(d.attribute_definitions.clone())
+            .set_key_schema(d.key_schema.clone())
+            .set_global_secondary_indexes(Some(gsis))
+            .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("create {lagging}: {e}"));
+        let mut start = None;
+        loop {
+            let page = ddb
+                .scan()
+                .table_name(&table)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            for chunk in page.items().chunks(25) {
+                let writes = chunk
+                    .iter()
+                    .map(|i| {
+                        WriteRequest::builder()
+                            .put_request(
+                                PutRequest::builder()
+                                    .set_item(Some(i.clone()))
+                                    .build()
+                                    .unwrap_or_else(|e| panic!("{e}")),
+                            )
+                            .build()
+                    })
+                    .collect();
+                ddb.batch_write_item().request_items(&lagging, writes).send().await.unwrap_or_else(|e| panic!("{e}"));
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        proxy.clear_rules();
+        proxy.add_rule(
+            tocsin_harness::fault_proxy::Rule::sometimes(
+                "DynamoDB_20120810.Query",
+                tocsin_harness::fault_proxy::Fault::Rewrite {
+                    from: format!("\"TableName\":\"{table}\""),
+                    to: format!("\"TableName\":\"{lagging}\""),
+                },
+                1.0,
+            )
+            .when_body_contains("\"IndexName\":\"due-index\""),
+        );
     }
 
     /// Messages waiting on a queue (visible and in flight).

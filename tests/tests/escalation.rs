@@ -55,7 +55,9 @@ async fn a_crash_between_marking_and_sending_is_recovered_by_a_later_run() {
     p.clock.advance(Duration::minutes(16));
     // A run took the escalation lease and died before sending.
     let now = p.clock.now_utc();
-    assert!(p.ledger.lease_escalation(&key, "crashed-run", now, now + Duration::minutes(2)).await.expect("lease"));
+    assert!(
+        p.ledger.lease_escalation(&key, "crashed-run", now, now + Duration::minutes(2)).await.expect("lease").is_some()
+    );
     let held = p.run_escalation().await;
     assert_eq!((held.escalated, held.escalation_lease_held_elsewhere), (0, 1));
     assert!(p.escalations().await.is_empty());

@@ -6,7 +6,7 @@ use tocsin::domain::State;
 use tocsin::ports::{IntentStore, RecipientRegistry, SuppressionEvidence};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_harness::{Emulator, events::sqs_event};
-use tocsin_tests::{Pipeline, alert, key_of};
+use tocsin_tests::{Pipeline, alert, invocation_deadline, key_of};
 
 /// A pipeline whose sender reaches SNS through a fault proxy in front of the emulator.
 async fn with_sns_proxy() -> (Pipeline, FaultProxy) {
@@ -27,7 +27,10 @@ async fn the_same_message_delivered_twice_concurrently_sends_one_sms() {
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
     assert_eq!(msgs.len(), 1);
-    let (a, b) = tokio::join!(p.sender.handle(sqs_event(&q.arn, &msgs)), p.sender.handle(sqs_event(&q.arn, &msgs)));
+    let (a, b) = tokio::join!(
+        p.sender.handle(sqs_event(&q.arn, &msgs), invocation_deadline()),
+        p.sender.handle(sqs_event(&q.arn, &msgs), invocation_deadline())
+    );
     assert!(a.batch_item_failures.is_empty() && b.batch_item_failures.is_empty(), "both copies are acknowledged");
     assert_eq!(sms_count(&p.emulator).await, 1);
     assert_eq!(p.record(&key_of(&body)).await.status.state, State::Accepted);
@@ -196,7 +199,7 @@ async fn a_malformed_record_fails_alone_and_the_good_ones_are_sent() {
     p.sqs.send_message().queue_url(&q.url).message_body(r#"{"key":"nope"}"#).send().await.expect("send");
     let msgs = p.receive(&q.url, 10).await;
     assert_eq!(msgs.len(), 3);
-    let resp = p.sender.handle(sqs_event(&q.arn, &msgs)).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &msgs), invocation_deadline()).await;
     assert_eq!(resp.batch_item_failures.len(), 2, "only the two bad records fail");
     assert_eq!(sms_count(&p.emulator).await, 1);
 }

@@ -144,7 +144,7 @@ async fn every_function_starts_with_the_environment_template_yaml_gives_it() {
     let intake = IntakeConfig::from_env(&mut env("IntakeFunction")).expect("intake config");
     assert_eq!(intake.send_queue_url, stack.queue("SendQueue").url);
     let sender = SenderConfig::from_env(&mut env("SenderFunction")).expect("sender config");
-    assert_eq!((sender.sms_rate_per_second, sender.max_concurrency, sender.instance_rate()), (20, 2, 10));
+    assert_eq!((sender.sms_rate_per_second, sender.max_concurrency, sender.instance_rate()), (20, 2, 10.0));
     StatusConfig::from_env(&mut env("StatusFunction")).expect("status config");
     let esc = EscalationConfig::from_env(&mut env("EscalationFunction")).expect("escalation config");
     assert_eq!(esc.escalation_queue_url, stack.queue("EscalationQueue").url);

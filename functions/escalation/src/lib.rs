@@ -30,6 +30,18 @@ use tocsin::telemetry::{Metrics, Unit};
 const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Records read per search at most (two log groups, a narrow window, one number).
 const SEARCH_MAX_RECORDS: usize = 200;
+/// The earliest next check the sweep writes, from now: the schedule's own period.
+const NEXT_CHECK_FLOOR_SECS: i64 = 60;
+
+/// How an escalation attempt ended.
+enum Escalated {
+    /// Sent to on-call: the intent as the lease found it, and the fact recorded.
+    Now(Box<IntentRecord>, Escalation),
+    /// The intent, read at lease time, needs no escalation (it changed since the index was read).
+    NotNeeded(Box<IntentRecord>),
+    /// Another run holds the lease, or the intent is delivered or escalated already.
+    NotLeased,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EscalationError {
@@ -49,6 +61,8 @@ pub struct RunSummary {
     pub read: usize,
     pub escalated: usize,
     pub escalation_lease_held_elsewhere: usize,
+    /// Due in the (lagging) index, but not escalatable when the lease read the intent.
+    pub escalation_not_needed: usize,
     pub delay_suspected: usize,
     pub expired_unknown: usize,
     pub lease_expired_unknown: usize,
@@ -212,12 +226,18 @@ where
                         summary.expired_unknown += 1;
                     }
                 }
-                Action::Escalate { reason } => match self.escalate(&record, &reason, run_id, now).await? {
-                    Some(e) => {
+                Action::Escalate { .. } => match self.escalate(&record, run_id, now).await? {
+                    Escalated::Now(current, e) => {
+                        record = *current;
                         record.status.escalation = Some(e);
                         summary.escalated += 1;
                     }
-                    None => {
+                    Escalated::NotNeeded(current) => {
+                        tracing::info!(key = key.short(), state = %current.status.state, "the intent changed since the index was read; no escalation");
+                        record = *current;
+                        summary.escalation_not_needed += 1;
+                    }
+                    Escalated::NotLeased => {
                         summary.escalation_lease_held_elsewhere += 1;
                         escalation_pending = true;
                     }
@@ -231,10 +251,12 @@ where
                 }
             }
         }
-        // Another run holds the escalation: leave the intent due so it is not lost if that run dies.
+        // Another run holds the escalation, or the intent is delivered or escalated already (the
+        // lease said no): leave its index entry to whoever holds the truth — this run's copy may be
+        // older than the intent (the index lags) and must not re-add a settled intent.
         if !escalation_pending {
-            let next = next_check(&record, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
-            self.store.set_next_check(&key, next).await?;
+            let next = self.next_check_from(&record, now);
+            self.store.set_next_check(&key, next, Some(record.status.state)).await?;
         }
         Ok(())
     }
@@ -341,8 +363,8 @@ where
         }
         // Where the intent stands now decides its next check (delivered leaves the index).
         if let Some(current) = self.store.get(key).await? {
-            let next = next_check(&current, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
-            self.store.set_next_check(key, next).await?;
+            let next = self.next_check_from(&current, now);
+            self.store.set_next_check(key, next, Some(current.status.state)).await?;
         }
         Ok(verdict)
     }
@@ -371,6 +393,7 @@ where
             next_check: NextCheck::Keep,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         }
     }
 
@@ -394,6 +417,7 @@ where
             next_check: NextCheck::Keep,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         }
     }
 
@@ -416,20 +440,33 @@ where
         }
     }
 
-    /// Lease → send → mark. `None` when another run holds the lease.
-    async fn escalate(
-        &self,
-        record: &IntentRecord,
-        reason: &str,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Escalation>, PortError> {
-        let key = &record.intent.key;
+    /// The next check the sweep writes: never a time already past (that would make every later
+    /// run read the intent first, ahead of newly due ones), and none for an intent with nothing
+    /// left to do.
+    fn next_check_from(&self, record: &IntentRecord, now: DateTime<Utc>) -> NextCheck {
+        match next_check(record, now, &self.config.sweep) {
+            None => NextCheck::Remove,
+            Some(t) => NextCheck::At(t.max(now + chrono::Duration::seconds(NEXT_CHECK_FLOOR_SECS))),
+        }
+    }
+
+    /// Lease → send → mark. The lease is taken on the intent as it is now and returns it: the
+    /// escalation is decided again on that (the due-index the run read from lags behind the
+    /// table), so a delivery that landed a moment ago is never escalated.
+    async fn escalate(&self, indexed: &IntentRecord, run_id: &str, now: DateTime<Utc>) -> Result<Escalated, PortError> {
+        let key = &indexed.intent.key;
         let until =
             now + chrono::Duration::from_std(self.config.escalation_lease).unwrap_or(chrono::Duration::minutes(5));
-        if !self.store.lease_escalation(key, run_id, now, until).await? {
-            return Ok(None);
-        }
+        let Some(record) = self.store.lease_escalation(key, run_id, now, until).await? else {
+            return Ok(Escalated::NotLeased);
+        };
+        let reason = decide(&record, now, &self.config.sweep).into_iter().find_map(|a| match a {
+            Action::Escalate { reason } => Some(reason),
+            _ => None,
+        });
+        let Some(reason) = reason else { return Ok(Escalated::NotNeeded(Box::new(record))) };
+        let reason = reason.as_str();
+        let record = &record;
         let history = self.store.observations(key).await?;
         let mut lines = vec![format!(
             "{} received from {}",
@@ -464,9 +501,10 @@ where
             next_check: NextCheck::Keep,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         };
         self.store.transition(t).await?;
         tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
-        Ok(Some(escalation))
+        Ok(Escalated::Now(Box::new(record.clone()), escalation))
     }
 }

@@ -190,6 +190,7 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             next_check: next,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         };
         match self.store.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => Ok(queued),

@@ -4,13 +4,23 @@
 //! Per SQS record: claim (conditional write, with a lease) → stale? → suppressed? → rate limit →
 //! publish → record the outcome with a write conditioned on still holding the claim. Redeliveries
 //! and concurrent copies find the intent claimed, accepted or final, and do nothing.
+//!
+//! Every wait is bounded by the invocation's deadline: a claim is never held across a wait that
+//! could outlast the invocation (the intent goes back to `queued` unsent instead), and the write
+//! after a successful publish is retried with backoff until shortly before the deadline, because
+//! giving up on it turns an SMS that went out into an "outcome unknown" page.
 
-use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+/// Kept back from the invocation's deadline, after the publish itself, for recording its outcome.
+const RECORD_RESERVE: Duration = Duration::from_secs(3);
+/// First wait before retrying a failed write of a publish's outcome (doubles, with jitter).
+const RECORD_RETRY_BASE: Duration = Duration::from_millis(100);
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(4);
 use tocsin::adapters::sqs::SendRequest;
 use tocsin::config::SenderConfig;
 use tocsin::domain::State;
@@ -40,6 +50,8 @@ pub enum Outcome {
     Malformed,
     Missing,
     Retry,
+    /// Claimed, then put back unsent: the send rate left no time to publish in this invocation.
+    Deferred,
 }
 
 impl Outcome {
@@ -56,6 +68,7 @@ impl Outcome {
             Outcome::Malformed => "malformed",
             Outcome::Missing => "missing",
             Outcome::Retry => "throttled_or_retry",
+            Outcome::Deferred => "deferred_rate",
         }
     }
 }
@@ -72,19 +85,21 @@ pub struct Sender<S, R, G, Q, C> {
 
 impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock> Sender<S, R, G, Q, C> {
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
-        let rate = NonZeroU32::new(config.instance_rate()).unwrap_or(NonZeroU32::MIN);
-        let limiter = RateLimiter::direct(Quota::per_second(rate));
+        // One part at a time at this instance's share of the account rate (burst 1).
+        let quota = Quota::with_period(config.instance_part_interval()).unwrap_or(Quota::per_second(NON_ZERO_ONE));
+        let limiter = RateLimiter::direct(quota);
         Sender { store, registry, gateway, queue, clock, config, limiter }
     }
 
-    /// Processes a batch concurrently; failed records are reported alone.
-    pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
-        let outcomes = futures::future::join_all(event.records.iter().map(|m| self.process(m))).await;
+    /// Processes a batch concurrently; failed records are reported alone. `deadline` is when Lambda
+    /// ends the invocation (its context deadline).
+    pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+        let outcomes = futures::future::join_all(event.records.iter().map(|m| self.process(m, deadline))).await;
         let mut metrics = Metrics::new("sender");
         let mut response = SqsBatchResponse::default();
         for (msg, outcome) in event.records.iter().zip(outcomes) {
             metrics.count(outcome.name(), 1);
-            if (outcome == Outcome::Retry || outcome == Outcome::Malformed)
+            if matches!(outcome, Outcome::Retry | Outcome::Malformed | Outcome::Deferred)
                 && let Some(id) = &msg.message_id
             {
                 let mut f = BatchItemFailure::default();
@@ -96,7 +111,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         response
     }
 
-    pub async fn process(&self, msg: &SqsMessage) -> Outcome {
+    pub async fn process(&self, msg: &SqsMessage, deadline: Instant) -> Outcome {
         let started = Instant::now();
         let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
             tracing::warn!(
@@ -122,7 +137,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                 return Outcome::Retry;
             }
         };
-        let outcome = self.send_claimed(&record, &attempt_id, msg, now).await;
+        let outcome = self.send_claimed(&record, &attempt_id, msg, now, deadline).await;
         let (sns_id, recipient) = (
             match &outcome {
                 Outcome::Published { sns_message_id } => sns_message_id.as_str(),
@@ -191,6 +206,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             ObservationKind::PublishRetryable { .. } => "retryable",
             ObservationKind::PublishRejected { .. } => "rejected",
             ObservationKind::SendUnknown { .. } => "unknown",
+            ObservationKind::Deferred { .. } => "deferred",
             ObservationKind::Suppressed { .. } => "suppressed",
             ObservationKind::Stale { .. } => "stale",
             _ => "other",
@@ -204,11 +220,18 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             next_check: next,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         }
     }
 
     async fn record(&self, t: Transition) -> Result<(), PortError> {
-        match self.store.transition(t).await? {
+        self.record_until(t, None).await
+    }
+
+    /// Writes an attempt's outcome; with a deadline, a failed write (throttled beyond the SDK's own
+    /// retries, a 5xx, a transaction conflict) is tried again with backoff while time is left.
+    async fn record_until(&self, t: Transition, deadline: Option<Instant>) -> Result<(), PortError> {
+        match self.transition_until(t, deadline).await? {
             TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied => Ok(()),
             TransitionOutcome::Refused(current) => {
                 tracing::warn!(key = current.intent.key.short(), state = %current.status.state, "claim lost before the outcome was recorded");
@@ -217,12 +240,44 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         }
     }
 
+    /// `store.transition`, tried again on failure with backoff until `deadline` (if any).
+    async fn transition_until(&self, t: Transition, deadline: Option<Instant>) -> Result<TransitionOutcome, PortError> {
+        let mut failures = 0u32;
+        loop {
+            let error = match self.store.transition(t.clone()).await {
+                Ok(o) => return Ok(o),
+                Err(e) => e,
+            };
+            failures += 1;
+            let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
+            match deadline {
+                Some(d) if Instant::now() + wait + RECORD_RESERVE / 3 < d => {
+                    tracing::warn!(key = t.key.short(), failures, wait_ms = wait.as_millis() as u64, error = %error, "recording the attempt's outcome failed; trying again");
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// Waits for the send rate to allow `parts` SMS parts, unless that would take longer than
+    /// `budget`. False: out of time (the parts taken so far are simply not used).
+    async fn wait_for_rate(&self, parts: u32, budget: Duration) -> bool {
+        let wait = async {
+            for _ in 0..parts.max(1) {
+                self.limiter.until_ready().await;
+            }
+        };
+        tokio::time::timeout(budget, wait).await.is_ok()
+    }
+
     async fn send_claimed(
         &self,
         record: &IntentRecord,
         attempt_id: &str,
         msg: &SqsMessage,
         now: DateTime<Utc>,
+        deadline: Instant,
     ) -> Outcome {
         let intent = &record.intent;
         // Stale: a late SMS about something already handled is worse than none.
@@ -256,8 +311,14 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             }
         }
 
-        for _ in 0..intent.segments.segments.max(1) {
-            self.limiter.until_ready().await;
+        // The rate wait must leave time to publish and to record the outcome before the
+        // invocation ends; otherwise the claim goes back unsent, never held past the deadline.
+        let parts = intent.segments.segments;
+        let budget = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(self.config.publish_timeout + RECORD_RESERVE);
+        if !self.wait_for_rate(parts, budget).await {
+            return self.defer(record, attempt_id, parts, msg).await;
         }
         let options = intent.sms.or_defaults(&self.config.sms_defaults);
         let outcome = self
@@ -282,18 +343,19 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                     now,
                 );
                 t.index_message = Some((message_id.clone(), intent.recipient.clone()));
-                match self.store.transition(t.clone()).await {
+                match self.transition_until(t.clone(), Some(deadline)).await {
                     Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {}
                     Ok(TransitionOutcome::Refused(current)) if current.status.state == State::SendUnknown => {
                         // The sweep gave up on our lease while we waited; we know better now.
                         t.from = vec![State::SendUnknown];
                         t.attempt_id = None;
-                        let _ = self.store.transition(t).await;
+                        let _ = self.transition_until(t, Some(deadline)).await;
                     }
                     Ok(TransitionOutcome::Refused(_)) => {}
                     Err(e) => {
-                        // Published but not recorded: keep the claim; its lease expiry makes the
-                        // intent send_unknown, and the delivery log can still reconcile it.
+                        // Published but not recorded, after retrying until the invocation's end:
+                        // keep the claim; its lease expiry makes the intent send_unknown, and its
+                        // delivery record (found by number and claim time) still settles it.
                         tracing::error!(key = intent.key.short(), sns_message_id = %message_id, error = %e, "published but could not record the MessageId");
                     }
                 }
@@ -313,7 +375,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                     },
                     now,
                 );
-                self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Rejected)
+                self.record_until(t, Some(deadline)).await.map_or(Outcome::Retry, |()| Outcome::Rejected)
             }
             PublishOutcome::Unknown { error } => {
                 let t = self.settle(
@@ -330,11 +392,43 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                     now,
                 );
                 // Whether or not this write lands, the message is acknowledged: never re-send.
-                let _ = self.record(t).await;
+                let _ = self.record_until(t, Some(deadline)).await;
                 Outcome::Unknown
             }
             PublishOutcome::Retryable { error } => self.release(record, attempt_id, &error, msg, now, true).await,
         }
+    }
+
+    /// Claimed but not published (the rate left no time in this invocation): back to `queued`,
+    /// no attempt counted, the message hidden for about as long as the parts would have waited.
+    async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: &SqsMessage) -> Outcome {
+        let now = self.clock.now();
+        let reason = format!("send rate: {parts} part(s) would not go out before this invocation ends");
+        let mut t = self.settle(
+            record,
+            attempt_id,
+            State::Queued,
+            ObservationKind::Deferred { attempt_id: attempt_id.into(), reason: reason.clone() },
+            StatusPatch { clear_claim: true, enqueued_at: Some(now), ..Default::default() },
+            now,
+        );
+        t.patch.final_at = None;
+        if let Err(e) = self.record(t).await {
+            tracing::warn!(key = record.intent.key.short(), error = %e, "could not hand the claim back; its lease will expire");
+        }
+        if let Some(handle) = &msg.receipt_handle {
+            let delay =
+                self.config.instance_part_interval().saturating_mul(parts.max(1)).max(self.config.retry_base_delay);
+            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32).await {
+                tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
+            }
+        }
+        tracing::info!(
+            key = record.intent.key.short(),
+            parts,
+            "deferred: the send rate leaves no time in this invocation"
+        );
+        Outcome::Deferred
     }
 
     /// Proven not sent: back to `queued` for a later retry, or `failed` once attempts run out.
@@ -401,6 +495,8 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         Outcome::Retry
     }
 }
+
+const NON_ZERO_ONE: std::num::NonZeroU32 = std::num::NonZeroU32::MIN;
 
 /// Exponential backoff with full jitter: uniform in [base, min(max, base·2^(attempt-1))].
 pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {

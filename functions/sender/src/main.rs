@@ -1,5 +1,7 @@
 //! The sender Lambda: configuration, clients, adapters, then the runtime loop.
 
+use std::time::{Instant, SystemTime};
+
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tocsin::adapters::dynamodb::DynamoLedger;
@@ -25,7 +27,9 @@ async fn main() -> Result<(), Error> {
     );
     let sender = &sender;
     run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, std::convert::Infallible>(sender.handle(event.payload).await)
+        // The context deadline (wall clock) as a point on the monotonic clock the handler waits on.
+        let left = event.context.deadline().duration_since(SystemTime::now()).unwrap_or_default();
+        Ok::<_, std::convert::Infallible>(sender.handle(event.payload, Instant::now() + left).await)
     }))
     .await
 }

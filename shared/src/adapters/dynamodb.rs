@@ -32,9 +32,11 @@ use crate::ports::{
 pub const DUE_INDEX: &str = "due-index";
 pub const OPEN_INDEX: &str = "open-index";
 pub const DUE_SHARD: &str = "due";
-/// How long the ledger keeps an intent after its deadline: well past the 73-hour receipt window,
-/// so the idempotency key outlives every retry and every late delivery record.
-pub const RETENTION_AFTER_DEADLINE: chrono::Duration = chrono::Duration::days(30);
+pub use crate::domain::intent::RETENTION_AFTER_DEADLINE;
+/// How many times a transaction cancelled only by `TransactionConflict` (another transaction on
+/// the same item at the same moment: AWS answers this, the emulator never does) is tried again
+/// before the conflict is reported as a transient failure.
+const CONFLICT_RETRIES: u32 = 3;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -127,7 +129,7 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Ite
         ("updated_at".into(), s(ts(i.created_at))),
         ("due_shard".into(), s(DUE_SHARD)),
         ("due_at".into(), n(next_check.timestamp_millis())),
-        ("expires_at".into(), n((i.deadline + RETENTION_AFTER_DEADLINE).timestamp())),
+        ("expires_at".into(), n(i.expires_at().timestamp())),
     ]);
     item.insert("recipient_masked".into(), s(i.recipient.masked()));
     // Copied into `open_recipient` while an attempt is open (see the open-index).
@@ -135,20 +137,30 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Ite
     Ok(item)
 }
 
-fn observation_item(key: &IdempotencyKey, o: &Observation, expires_at: Option<i64>) -> PortResult<Item> {
+fn observation_item(key: &IdempotencyKey, o: &Observation, expires_at: DateTime<Utc>) -> PortResult<Item> {
     let json =
         serde_json::to_string(o).map_err(|e| PortError::Corrupt { what: o.id.clone(), message: e.to_string() })?;
-    let mut item = Item::from([
+    Ok(Item::from([
         ("pk".into(), s(intent_pk(key))),
         ("sk".into(), s(format!("OBS#{}", o.id))),
         ("at".into(), s(ts(o.at))),
         ("obs".into(), s(json)),
-    ]);
-    if let Some(e) = expires_at {
-        item.insert("expires_at".into(), n(e));
-    }
-    Ok(item)
+        ("expires_at".into(), n(expires_at.timestamp())),
+    ]))
 }
+
+/// When the items a transition writes expire: with the intent, or — for a change decided without
+/// reading the intent — the retention counted from the observation itself (never longer than the
+/// intent's by more than the receipt window, since such observations are delivery records).
+fn retain_until(t: &Transition) -> DateTime<Utc> {
+    t.retain_until
+        .unwrap_or_else(|| t.observation.at.checked_add_signed(RETENTION_AFTER_DEADLINE).unwrap_or(t.observation.at))
+}
+
+/// `attribute_not_exists(pk)`, or the item there is past its TTL and only waiting for DynamoDB's
+/// lazy deletion (which AWS says can take days): an expired item counts as absent, so a key's
+/// second life never runs into its first life's leftovers.
+const ABSENT_OR_EXPIRED: &str = "attribute_not_exists(pk) OR expires_at < :expired_before";
 
 /// Builds the update expression for a transition.
 struct Expr {
@@ -294,7 +306,8 @@ impl IntentStore for DynamoLedger {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
+            .condition_expression(ABSENT_OR_EXPIRED)
+            .expression_attribute_values(":expired_before", n(record.intent.created_at.timestamp()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -408,10 +421,12 @@ impl IntentStore for DynamoLedger {
             .set_expression_attribute_values(Some(x.values))
             .build()
             .map_err(|e| unavailable("DynamoDB Update builder", &e))?;
+        let expires = retain_until(&t);
         let obs = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(observation_item(&t.key, &t.observation, None)?))
-            .condition_expression("attribute_not_exists(pk)")
+            .set_item(Some(observation_item(&t.key, &t.observation, expires)?))
+            .condition_expression(ABSENT_OR_EXPIRED)
+            .expression_attribute_values(":expired_before", n(now.timestamp()))
             .build()
             .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
         let mut items =
@@ -424,22 +439,46 @@ impl IntentStore for DynamoLedger {
                 .item("key", s(t.key.as_str()))
                 .item("recipient", s(recipient.expose()))
                 .item("at", s(ts(now)))
+                .item("expires_at", n(expires.timestamp()))
                 .build()
                 .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        let res = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
-        match res {
-            Ok(_) => Ok(TransitionOutcome::Applied),
-            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
-                let codes: Vec<String> = match e.err() {
+        let mut conflicts = 0;
+        let codes = loop {
+            let res = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let codes = match res {
+                Ok(_) => return Ok(TransitionOutcome::Applied),
+                Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => match e.err() {
                     aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => c
                         .cancellation_reasons()
                         .iter()
                         .map(|r| r.code().unwrap_or("None").to_owned())
-                        .collect(),
+                        .collect::<Vec<String>>(),
                     _ => Vec::new(),
-                };
+                },
+                Err(e) => return Err(unavailable("DynamoDB TransactWriteItems", &e)),
+            };
+            // Another transaction touched one of these items at the same moment: nothing was
+            // written, and the same transaction is safe to try again after a short, jittered wait.
+            let conflict = codes.iter().any(|c| c == "TransactionConflict")
+                && !codes.iter().any(|c| c == "ConditionalCheckFailed");
+            if conflict && conflicts < CONFLICT_RETRIES {
+                conflicts += 1;
+                let wait = rand::random_range(10..=25u64 << conflicts);
+                tracing::debug!(
+                    key = t.key.short(),
+                    attempt = conflicts,
+                    wait_ms = wait,
+                    "transaction conflict; trying again"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                continue;
+            }
+            break codes;
+        };
+        {
+            {
                 let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
                 if failed(1) {
                     return Ok(TransitionOutcome::AlreadyApplied);
@@ -455,7 +494,6 @@ impl IntentStore for DynamoLedger {
                     message: format!("cancelled: {codes:?}"),
                 })
             }
-            Err(e) => Err(unavailable("DynamoDB TransactWriteItems", &e)),
         }
     }
 
@@ -522,37 +560,55 @@ impl IntentStore for DynamoLedger {
         }
     }
 
+    /// The observations of the intent's current life. The partition is read whole (the intent item
+    /// sorts after the observations): an observation left from an earlier life of the key, expired
+    /// but not yet deleted by DynamoDB's lazy TTL, expires before the current intent was created
+    /// and is left out.
     async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
         let mut out = Vec::new();
+        let mut created_at: Option<i64> = None;
         let mut start: Option<Item> = None;
         loop {
             let page = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :obs)")
+                .key_condition_expression("pk = :pk")
                 .expression_attribute_values(":pk", s(intent_pk(key)))
-                .expression_attribute_values(":obs", s("OBS#"))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(|e| unavailable("DynamoDB Query (observations)", &e))?;
             for item in page.items() {
-                let raw = get_s(item, "obs").unwrap_or_default();
-                let o: Observation = serde_json::from_str(raw).map_err(|e| PortError::Corrupt {
-                    what: format!("observation of {key}"),
-                    message: e.to_string(),
-                })?;
-                out.push(o);
+                if get_s(item, "sk") == Some("INTENT") {
+                    created_at = get_time(item, "created_at").map(|c| c.timestamp());
+                    continue;
+                }
+                if !get_s(item, "sk").is_some_and(|sk| sk.starts_with("OBS#")) {
+                    continue;
+                }
+                let expires = item.get("expires_at").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+                out.push((expires, get_s(item, "obs").unwrap_or_default().to_owned()));
             }
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => break,
             }
         }
-        out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
-        Ok(out)
+        let mut observations = Vec::with_capacity(out.len());
+        for (expires, raw) in out {
+            if let (Some(e), Some(c)) = (expires, created_at)
+                && e < c
+            {
+                continue;
+            }
+            let o: Observation = serde_json::from_str(&raw)
+                .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
+            observations.push(o);
+        }
+        observations.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        Ok(observations)
     }
 }
 
@@ -655,7 +711,10 @@ impl DueIndex for DynamoLedger {
         run_id: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
-    ) -> PortResult<bool> {
+    ) -> PortResult<Option<IntentRecord>> {
+        // The due-index is a GSI, updated eventually: the record the sweep read there may be older
+        // than the intent. The lease is taken on the base item, on its current state, and returns
+        // the item as it is now, so the caller decides on the truth.
         let res = self
             .client
             .update_item()
@@ -664,26 +723,31 @@ impl DueIndex for DynamoLedger {
             .key("sk", s("INTENT"))
             .update_expression("SET esc_lease = :until, esc_run = :run")
             .condition_expression(
-                "attribute_exists(pk) AND attribute_not_exists(escalated_at) AND (attribute_not_exists(esc_lease) OR esc_lease < :now)",
+                "attribute_exists(pk) AND attribute_not_exists(escalated_at) AND #state <> :delivered \
+                 AND (attribute_not_exists(esc_lease) OR esc_lease < :now)",
             )
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":delivered", s(State::Delivered.as_str()))
             .expression_attribute_values(":until", s(ts(until)))
             .expression_attribute_values(":run", s(run_id))
             .expression_attribute_values(":now", s(ts(now)))
+            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match res {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
+            Ok(out) => out.attributes.as_ref().map(record_from_item).transpose(),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(None),
             Err(e) => Err(unavailable("DynamoDB UpdateItem (escalation lease)", &e)),
         }
     }
 
-    async fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck) -> PortResult<()> {
+    async fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck, in_state: Option<State>) -> PortResult<()> {
         let mut x = Expr::new();
         x.next_check(next);
         if x.set.is_empty() && x.remove.is_empty() {
             return Ok(());
         }
+        let condition = x.condition(in_state.as_slice(), None);
         let res = self
             .client
             .update_item()
@@ -691,7 +755,7 @@ impl DueIndex for DynamoLedger {
             .key("pk", s(intent_pk(key)))
             .key("sk", s("INTENT"))
             .update_expression(x.expression())
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(x.names))
             .set_expression_attribute_values((!x.values.is_empty()).then_some(x.values))
             .send()

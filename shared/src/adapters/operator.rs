@@ -88,6 +88,7 @@ impl DynamoLedger {
             next_check: NextCheck::At(claim.lease_until),
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         };
         match self.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {

@@ -10,6 +10,11 @@
 //! |---|---|---|
 //! | current state | `RCPT#<e164>` | `STATE` |
 //! | audit event | `RCPT#<e164>` | `EVENT#<time>#<suppress:log id \| re-enable:operator>` |
+//!
+//! Retention (the table's TTL attribute `expires_at`): the state item of a suppressed number has
+//! none — a number that proved unusable stays suppressed until an operator re-enables it, however
+//! long that takes; re-enabling gives it the history's retention. Each audit event expires
+//! [`HISTORY_RETENTION`] after it happened.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
@@ -24,6 +29,14 @@ use crate::ports::{PortError, PortResult, RecipientRegistry, Suppression, Suppre
 
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
+}
+
+/// How long the audit trail of a number is kept: thirteen months, so a yearly review still finds
+/// last year's suppressions and who re-enabled them.
+pub const HISTORY_RETENTION: chrono::Duration = chrono::Duration::days(400);
+
+fn expiry(at: DateTime<Utc>) -> AttributeValue {
+    AttributeValue::N(at.checked_add_signed(HISTORY_RETENTION).unwrap_or(at).timestamp().to_string())
 }
 
 fn pk(p: &PhoneNumber) -> String {
@@ -49,7 +62,13 @@ impl DynamoRegistry {
         DynamoRegistry { client, table: table.into() }
     }
 
-    fn put_event(&self, p: &PhoneNumber, sk: String, event: &RegistryEvent) -> PortResult<TransactWriteItem> {
+    fn put_event(
+        &self,
+        p: &PhoneNumber,
+        sk: String,
+        event: &RegistryEvent,
+        at: DateTime<Utc>,
+    ) -> PortResult<TransactWriteItem> {
         let json = serde_json::to_string(event)
             .map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })?;
         let put = Put::builder()
@@ -57,6 +76,7 @@ impl DynamoRegistry {
             .item("pk", s(pk(p)))
             .item("sk", s(sk))
             .item("event", s(json))
+            .item("expires_at", expiry(at))
             .build()
             .map_err(|e| PortError::Unavailable { operation: "DynamoDB Put builder", message: describe(&e) })?;
         Ok(TransactWriteItem::builder().put(put).build())
@@ -144,7 +164,7 @@ impl RecipientRegistry for DynamoRegistry {
             .table_name(&self.table)
             .key("pk", s(pk(recipient)))
             .key("sk", s("STATE"))
-            .update_expression("SET suppressed = :t, since = :since, reason = :reason, evidence_log_event = :ev, evidence_intent = :ik")
+            .update_expression("SET suppressed = :t, since = :since, reason = :reason, evidence_log_event = :ev, evidence_intent = :ik REMOVE expires_at")
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .expression_attribute_values(":since", s(ts(evidence.at)))
             .expression_attribute_values(":reason", s(reason))
@@ -156,6 +176,7 @@ impl RecipientRegistry for DynamoRegistry {
             recipient,
             format!("EVENT#{}#suppress:{}", ts(evidence.at), evidence.log_event_id),
             &RegistryEvent::Suppressed { evidence: evidence.clone() },
+            evidence.at,
         )?;
         self.client
             .transact_write_items()
@@ -182,8 +203,9 @@ impl RecipientRegistry for DynamoRegistry {
             .key("pk", s(pk(recipient)))
             .key("sk", s("STATE"))
             .update_expression(
-                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why",
+                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why, expires_at = :exp",
             )
+            .expression_attribute_values(":exp", expiry(at))
             .condition_expression("suppressed = :t")
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
@@ -196,6 +218,7 @@ impl RecipientRegistry for DynamoRegistry {
             recipient,
             format!("EVENT#{}#re-enable:{operator}", ts(at)),
             &RegistryEvent::ReEnabled { operator: operator.to_owned(), reason: reason.to_owned(), at },
+            at,
         )?;
         let res = self
             .client

@@ -97,7 +97,18 @@ pub struct Intent {
     pub created_at: DateTime<Utc>,
 }
 
+/// How long the ledger keeps an intent after its deadline: well past the 73-hour receipt window,
+/// so the idempotency key outlives every retry and every late delivery record. Every item written
+/// about the intent (its observations, its SNS message-id index entries) expires with it.
+pub const RETENTION_AFTER_DEADLINE: chrono::Duration = chrono::Duration::days(30);
+
 impl Intent {
+    /// When this intent and everything recorded about it expire (the ledger's TTL). After it, the
+    /// same event id and template version start a new intent: a second life with a clean history.
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.deadline.checked_add_signed(RETENTION_AFTER_DEADLINE).unwrap_or(self.deadline)
+    }
+
     pub fn from_request(req: ValidatedRequest, origin: Origin, now: DateTime<Utc>) -> Self {
         let key = IdempotencyKey::derive(&req.event_id, &req.template);
         Intent {

@@ -35,6 +35,12 @@ pub enum ObservationKind {
         attempt_id: String,
         error: String,
     },
+    /// Claimed, then handed back to the queue unsent: the send rate would have kept the claim
+    /// past the invocation's end (a claim never outlives its holder's time).
+    Deferred {
+        attempt_id: String,
+        reason: String,
+    },
     /// SNS refused the publish for good.
     PublishRejected {
         attempt_id: String,
@@ -115,6 +121,7 @@ impl Observation {
             ObservationKind::Claimed { attempt, .. } => format!("claimed by sender (attempt {attempt})"),
             ObservationKind::Accepted { sns_message_id, .. } => format!("accepted by SNS, message id {sns_message_id}"),
             ObservationKind::PublishRetryable { error, .. } => format!("SNS did not accept ({error}); will retry"),
+            ObservationKind::Deferred { reason, .. } => format!("not sent yet ({reason}); back on the queue"),
             ObservationKind::PublishRejected { error, .. } => format!("SNS rejected the publish ({error})"),
             ObservationKind::SendUnknown { cause, .. } => format!("outcome unknown ({cause}); not re-sent"),
             ObservationKind::Suppressed { registry_reason } => {

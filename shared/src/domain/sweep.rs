@@ -149,11 +149,15 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
     if s.escalation.is_none() && s.state != State::Delivered {
         times.push(if escalates_at_once(s.state) { now } else { i.deadline });
     }
+    // Re-enqueueing ends at the deadline (`decide`): a requeue time at or past it is no reason to
+    // look again, and an escalated intent still waiting on the queue leaves the index.
+    let before_deadline = |t: &DateTime<Utc>| *t < i.deadline && now < i.deadline;
     match s.state {
-        State::Received => {
-            times.push((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace)))
-        }
-        State::Queued => times.extend(requeue_due(record, policy)),
+        State::Received => times.extend(
+            Some((i.created_at + chrono(policy.reenqueue_grace)).max(now + chrono(policy.reenqueue_grace)))
+                .filter(before_deadline),
+        ),
+        State::Queued => times.extend(requeue_due(record, policy).filter(before_deadline)),
         State::Sending => times.extend(s.lease_until),
         State::Accepted => {
             let a = s.accepted_at.unwrap_or(i.created_at);
@@ -275,6 +279,16 @@ mod tests {
             decide(&r, t0() + mins(31), &policy()).iter().all(|a| *a != Action::ReEnqueue),
             "never past the deadline"
         );
+    }
+
+    #[test]
+    fn an_escalated_intent_still_on_the_queue_after_its_deadline_leaves_the_index() {
+        for s in [State::Queued, State::Received] {
+            let mut r = record(s);
+            r.status.enqueued_at = Some(t0());
+            r.status.escalation = Some(Escalation { at: t0() + mins(31), reason: "never sent".into() });
+            assert_eq!(next_check(&r, t0() + mins(45), &policy()), None, "{s}");
+        }
     }
 
     #[test]

@@ -96,6 +96,8 @@ struct Basis {
     escalated: bool,
     /// Presumed, not read: the transition then carries these facts as conditions.
     presumed: bool,
+    /// The intent's expiry, when it was read.
+    retain_until: Option<DateTime<Utc>>,
 }
 
 impl Basis {
@@ -105,6 +107,7 @@ impl Basis {
             sns_message_id: record.status.sns_message_id.clone(),
             escalated: record.status.escalation.is_some(),
             presumed: false,
+            retain_until: Some(record.intent.expires_at()),
         }
     }
 
@@ -113,7 +116,13 @@ impl Basis {
     /// saves the read; a wrong guess is refused by the write's conditions and costs one read, never
     /// a wrong change.
     fn presumed_accepted(message_id: &str) -> Self {
-        Basis { state: State::Accepted, sns_message_id: Some(message_id.to_owned()), escalated: false, presumed: true }
+        Basis {
+            state: State::Accepted,
+            sns_message_id: Some(message_id.to_owned()),
+            escalated: false,
+            presumed: true,
+            retain_until: None,
+        }
     }
 }
 
@@ -209,6 +218,7 @@ async fn apply_observation<S: IntentStore>(
             } else {
                 Expect::default()
             },
+            retain_until: basis.retain_until,
         };
         match store.transition(t).await? {
             TransitionOutcome::Applied => {

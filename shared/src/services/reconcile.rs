@@ -125,6 +125,7 @@ pub async fn link<S: IntentStore + MessageIndex, R: RecipientRegistry, L: Delive
             next_check: NextCheck::Keep,
             index_message: None,
             expect: Default::default(),
+            retain_until: Some(record.intent.expires_at()),
         })
         .await?;
     for c in mine {

@@ -268,6 +268,7 @@ async fn record_outcome(
         next_check: NextCheck::At(now),
         index_message: None,
         expect: Default::default(),
+        retain_until: Some(intent.expires_at()),
     };
     if let PublishOutcome::Accepted { message_id } = published {
         t.index_message = Some((message_id.clone(), intent.recipient.clone()));

@@ -1,0 +1,471 @@
+//! Where AWS is weaker than the emulator: a due-index that lags behind the table, data that must
+//! expire (and a key's second life after it did), a write throttled right after the publish, a
+//! send rate that would hold claims past the invocation, a sweep backlog of intents nothing can be
+//! done for, and DynamoDB transaction conflicts. The emulator shows none of these by itself: each
+//! test makes one happen (a fault proxy, a lagging copy of the index, a clock past retention) and
+//! pins what must still hold. Real emulator calls throughout.
+
+use std::collections::HashSet;
+use std::time::{Duration as StdDuration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{Duration, Utc};
+use serde_json::json;
+use tocsin::domain::intent::Intent;
+use tocsin::domain::request::{Limits, validate};
+use tocsin::domain::template::Catalog;
+use tocsin::domain::{IdempotencyKey, IntentRecord, Origin, State};
+use tocsin::ports::IntentStore;
+use tocsin_harness::events::sqs_event;
+use tocsin_harness::fault_proxy::{Fault, Rule};
+use tocsin_tests::{Options, Pipeline, alert, invocation_deadline, key_of};
+
+fn proxied() -> Options {
+    Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], fault_seed: Some(15), ..Default::default() }
+}
+
+/// Submits one alert and sends it; returns its key and SNS message id.
+async fn accepted_alert(p: &Pipeline, event_id: &str, to: &str) -> (IdempotencyKey, String) {
+    let (status, body) = p.submit(&alert(event_id, to)).await;
+    assert_eq!(status, 201, "{body}");
+    let key = key_of(&body);
+    p.run_sender().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Accepted);
+    (key, r.status.sns_message_id.unwrap_or_default())
+}
+
+// ------------------------------------------------------------------------- 1. a lagging index
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_the_lagging_due_index_has_not_seen_is_never_escalated() {
+    let p = Pipeline::start_with(proxied()).await;
+    let (key, mid) = accepted_alert(&p, "lag-1", "+14155550161").await;
+    let (_, silent_mid) = accepted_alert(&p, "lag-2", "+14155550162").await;
+    p.clock.advance(Duration::minutes(16));
+    // The index copy says both are accepted and due; then one is delivered (the base table moves on).
+    p.lag_due_index().await;
+    p.carrier_reports(&mid, "+14155550161", true, "Message has been accepted by phone").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+
+    let run = p.run_escalation().await;
+    assert_eq!(run.read, 2, "the sweep read the lagging index, where the delivered one is still due");
+    let msgs = p.escalations().await;
+    assert_eq!(msgs.len(), 1, "only the silent one pages on-call: {run:?}");
+    assert_eq!(msgs[0].0.sns_message_id.as_deref(), Some(silent_mid.as_str()));
+    assert_eq!(run.escalation_not_needed + run.escalation_lease_held_elsewhere, 1, "{run:?}");
+    let delivered = p.record(&key).await;
+    assert!(delivered.status.escalation.is_none(), "a delivered intent is never escalated");
+    // Nor did the sweep put the delivered intent back into the index from its stale copy.
+    let item = raw_item(&p, &format!("INTENT#{key}"), "INTENT").await;
+    assert!(!item.contains_key("due_at"), "the delivered intent stays out of the due-index: {:?}", item.get("due_at"));
+}
+
+// ------------------------------------------------------------------------- 2. data expires
+
+async fn raw_item(p: &Pipeline, pk: &str, sk: &str) -> std::collections::HashMap<String, AttributeValue> {
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.get_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(pk.into()))
+        .key("sk", AttributeValue::S(sk.into()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .item
+        .unwrap_or_default()
+}
+
+async fn scan(p: &Pipeline, logical_table: &str) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = ddb
+            .scan()
+            .table_name(p.stack.table(logical_table))
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        out.extend(page.items().iter().cloned());
+        match page.last_evaluated_key {
+            Some(k) if !k.is_empty() => start = Some(k),
+            _ => break,
+        }
+    }
+    out
+}
+
+fn s_of<'a>(item: &'a std::collections::HashMap<String, AttributeValue>, name: &str) -> &'a str {
+    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str).unwrap_or_default()
+}
+
+fn expires_of(item: &std::collections::HashMap<String, AttributeValue>) -> Option<i64> {
+    item.get("expires_at").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified_list() {
+    let p = Pipeline::start().await;
+    // Delivered, failed for good (suppresses the number), silent (escalated), and a record that
+    // matches nothing (orphan).
+    let (_, delivered) = accepted_alert(&p, "ttl-delivered", "+14155550171").await;
+    let (_, failed) = accepted_alert(&p, "ttl-failed", "+14155550172").await;
+    accepted_alert(&p, "ttl-silent", "+14155550173").await;
+    p.carrier_reports(&delivered, "+14155550171", true, "Message has been accepted by phone").await;
+    p.carrier_reports(&failed, "+14155550172", false, "Phone number is opted out").await;
+    p.carrier_reports("00000000-0000-4000-8000-000000000000", "+14155550174", true, "accepted").await;
+    p.run_status().await;
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
+    // An audited re-enable writes the registry's history too.
+    let suppressed = tocsin::domain::PhoneNumber::parse("+14155550172").expect("number");
+    tocsin::ports::RecipientRegistry::re_enable(&p.registry, &suppressed, "alice", "number fixed", Utc::now())
+        .await
+        .expect("re-enable");
+    let failed_again = tocsin::domain::PhoneNumber::parse("+14155550175").expect("number");
+    let evidence = tocsin::ports::SuppressionEvidence {
+        log_event_id: "ev-1".into(),
+        provider_response: Some("Phone number is opted out".into()),
+        at: Utc::now(),
+        intent_key: "k".into(),
+        table_version: "t".into(),
+    };
+    tocsin::ports::RecipientRegistry::suppress(&p.registry, &failed_again, &evidence).await.expect("suppress");
+
+    let ledger = scan(&p, "LedgerTable").await;
+    let intents: std::collections::HashMap<String, i64> = ledger
+        .iter()
+        .filter(|i| s_of(i, "sk") == "INTENT")
+        .map(|i| (s_of(i, "pk").to_owned(), expires_of(i).unwrap_or_else(|| panic!("intent without TTL: {i:?}"))))
+        .collect();
+    assert_eq!(intents.len(), 3);
+    let now = Utc::now().timestamp();
+    let receipt_window = 73 * 3600;
+    for item in &ledger {
+        let (pk, sk) = (s_of(item, "pk"), s_of(item, "sk"));
+        let expires = expires_of(item).unwrap_or_else(|| panic!("ledger item {pk} {sk} has no expires_at"));
+        if let Some(intent_expires) = intents.get(pk) {
+            // An intent's observations expire with it (delivery records decided without reading
+            // the intent: at most the receipt window later).
+            assert!(expires <= intent_expires + receipt_window, "{pk} {sk}: {expires} > {intent_expires}");
+        } else if pk.starts_with("MSG#") {
+            let owner = format!("INTENT#{}", s_of(item, "key"));
+            assert_eq!(Some(&expires), intents.get(&owner), "the message index expires with its intent");
+        } else if pk.starts_with("ORPHAN#") {
+            assert!(expires <= now + 24 * 3600, "an orphan record (phone number inside) expires within hours");
+        } else {
+            panic!("an item of an unknown kind: {pk} {sk}");
+        }
+    }
+    // The registry: audit events expire; a number's state item has no TTL only while it is
+    // suppressed (the justified exception: a dead number must stay suppressed however long).
+    let registry = scan(&p, "RecipientsTable").await;
+    assert!(registry.len() >= 5, "{registry:?}");
+    for item in &registry {
+        let suppressed_state =
+            s_of(item, "sk") == "STATE" && matches!(item.get("suppressed"), Some(AttributeValue::Bool(true)));
+        match (suppressed_state, expires_of(item)) {
+            (true, None) => {}
+            (true, Some(_)) => panic!("a suppressed number must not expire: {item:?}"),
+            (false, Some(e)) => assert!(e > now && e <= now + 401 * 86_400, "{item:?}"),
+            (false, None) => panic!("registry item without TTL: {} {}", s_of(item, "pk"), s_of(item, "sk")),
+        }
+    }
+}
+
+/// Runs the first life of `event_id` to an escalation, then moves the clock past the intent's
+/// retention. With `ttl_deleted`, removes every expired item as DynamoDB's TTL would; without,
+/// leaves them (TTL deletes lazily, days later).
+async fn first_life_expired(p: &Pipeline, event_id: &str, to: &str, ttl_deleted: bool) -> IdempotencyKey {
+    let (key, _) = accepted_alert(p, event_id, to).await;
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
+    assert_eq!(p.escalations().await.len(), 1, "first life escalated");
+    p.clock.advance(Duration::days(31));
+    if ttl_deleted {
+        let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+        let now = p.clock.now_utc().timestamp();
+        let mut removed = 0;
+        for item in scan(p, "LedgerTable").await {
+            if expires_of(&item).is_some_and(|e| e < now) {
+                ddb.delete_item()
+                    .table_name(p.stack.table("LedgerTable"))
+                    .key("pk", item["pk"].clone())
+                    .key("sk", item["sk"].clone())
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                removed += 1;
+            }
+        }
+        assert!(removed >= 4, "the intent, its observations and its message index expired ({removed})");
+    }
+    key
+}
+
+async fn second_life_is_clean(p: &Pipeline, event_id: &str, to: &str, first: &IdempotencyKey) {
+    let (status, body) = p.submit(&alert(event_id, to)).await;
+    assert_eq!(status, 201, "a replay after expiry is a new intent: {body}");
+    assert_eq!(body["replay"], json!(false), "{body}");
+    assert_eq!(&key_of(&body), first, "the same key, derived the same way");
+    p.run_sender().await;
+    assert_eq!(p.record(first).await.status.state, State::Accepted);
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
+    let r = p.record(first).await;
+    assert!(r.status.escalation.is_some(), "the second life's escalation is recorded: {:?}", r.status);
+    assert_eq!(p.escalations().await.len(), 1, "the second life escalated once");
+    p.clock.advance(Duration::minutes(5));
+    let again = p.run_escalation().await;
+    assert_eq!((again.escalated, p.escalations().await.len()), (0, 0), "and not again: {again:?}");
+    let timeline = p.timeline(first).await;
+    let escalations = timeline.iter().filter(|o| o.summary().starts_with("escalated")).count();
+    assert_eq!(escalations, 1, "the history is the second life's own: {timeline:#?}");
+    assert!(timeline.iter().all(|o| o.at >= r.intent.created_at), "no first-life observation: {timeline:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_whose_first_life_was_deleted_by_ttl_starts_a_clean_second_life() {
+    let p = Pipeline::start().await;
+    let key = first_life_expired(&p, "second-life-deleted", "+14155550181", true).await;
+    second_life_is_clean(&p, "second-life-deleted", "+14155550181", &key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_whose_first_life_expired_but_was_not_yet_deleted_starts_a_clean_second_life() {
+    let p = Pipeline::start().await;
+    let key = first_life_expired(&p, "second-life-lazy", "+14155550182", false).await;
+    second_life_is_clean(&p, "second-life-lazy", "+14155550182", &key).await;
+}
+
+// ------------------------------------------------------------------------- 3. throttled after the publish
+
+fn throttled() -> Fault {
+    Fault::json_error(
+        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded",
+        400,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_whose_recording_is_throttled_past_the_sdk_retries_is_still_recorded_as_accepted() {
+    let p = Pipeline::start_with(proxied()).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    // The write after the publish (it carries the message index) is throttled six times in a
+    // row: two whole SDK calls (three attempts each) fail.
+    proxy.add_rule(Rule::times("DynamoDB_20120810.TransactWriteItems", throttled(), 6).when_body_contains("MSG#"));
+    let (_, body) = p.submit(&alert("throttled-after-publish", "+14155550191")).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Accepted, "{:?}", r.status);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+    let injected =
+        proxy.log().iter().filter(|(op, what)| op.ends_with("TransactWriteItems") && what != "forwarded").count();
+    assert_eq!(injected, 6);
+    // Its lease lapses without a false "unknown".
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    assert!(p.escalations().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed() {
+    // The deployed orphan wait: a record this young may be ahead of (or instead of) the
+    // sender's write, and is matched to the open attempt by number and claim time.
+    let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    proxy
+        .add_rule(Rule::sometimes("DynamoDB_20120810.TransactWriteItems", throttled(), 1.0).when_body_contains("MSG#"));
+    let (_, body) = p.submit(&alert("never-recorded", "+14155550192")).await;
+    let key = key_of(&body);
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    // A short invocation: the retries give up before its end.
+    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    assert_eq!(p.record(&key).await.status.state, State::Sending, "published, never recorded");
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    proxy.clear_rules();
+    p.carrier_reports(&sms[0].message_id, "+14155550192", true, "Message has been accepted by phone").await;
+    p.run_status().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered, "the delivery record resolves the open attempt");
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
+}
+
+// ------------------------------------------------------------------------- 4. a claim is never held across a wait past the invocation
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_one_sms_per_second_a_batch_of_three_part_messages_is_sent_or_handed_back_never_left_unknown() {
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1")],
+        ..Default::default()
+    })
+    .await;
+    let runbook = format!("https://runbooks.example.com/{}", "service-down-".repeat(27));
+    let mut keys = Vec::new();
+    for i in 0..10 {
+        let body = json!({
+            "event_id": format!("rate-{i}"),
+            "template": {"name": "service_down", "version": 1},
+            "variables": {"service": format!("orders-{i}"), "since": "22:00", "runbook": runbook},
+            "recipient": format!("+141555502{i:02}"),
+            "deadline": "15m"
+        });
+        let (status, answer) = p.submit(&body).await;
+        assert_eq!(status, 201, "{answer}");
+        keys.push(key_of(&answer));
+    }
+    assert_eq!(p.record(&keys[0]).await.intent.segments.segments, 3, "three-part messages");
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    assert_eq!(msgs.len(), 10);
+    // One invocation with the functions' 30 s timeout; this instance's share is half a part per
+    // second (1 part/s over the 2 sender instances the template allows).
+    let deadline = invocation_deadline();
+    let resp = p.sender.handle(sqs_event(&q.arn, &msgs), deadline).await;
+    // Lambda ends the invocation at its deadline: whatever is still claimed then stays claimed.
+    assert!(Instant::now() < deadline, "the batch finished within the invocation");
+    let retried = resp.batch_item_failures.len();
+    let mut states = Vec::new();
+    for k in &keys {
+        states.push(p.record(k).await.status.state);
+    }
+    let sent = states.iter().filter(|s| **s == State::Accepted).count();
+    let handed_back = states.iter().filter(|s| **s == State::Queued).count();
+    assert_eq!(sent + handed_back, 10, "each sent or back on the queue, none left claimed: {states:?}");
+    assert!(sent >= 1, "some were sent: {states:?}");
+    assert_eq!(retried, handed_back, "the handed-back ones are retried by SQS");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), sent);
+    // The lease would have lapsed by now: nothing becomes "unknown".
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    for k in &keys {
+        let s = p.record(k).await.status.state;
+        assert!(matches!(s, State::Accepted | State::Queued), "{s}");
+    }
+}
+
+// ------------------------------------------------------------------------- 5. nothing-to-do intents do not crowd the sweep
+
+fn intent_record(event_id: &str, to: &str, now: chrono::DateTime<Utc>) -> IntentRecord {
+    let limits = Limits {
+        default_deadline: StdDuration::from_secs(900),
+        min_deadline: StdDuration::from_secs(60),
+        max_deadline: StdDuration::from_secs(86_400),
+        max_segments: 3,
+    };
+    let req = validate(&alert(event_id, to), Catalog::builtin(), &limits, now).expect("valid");
+    let mut r = IntentRecord {
+        intent: Intent::from_request(req, Origin::Api, now),
+        status: tocsin::domain::intent::Status::new(),
+    };
+    r.status.state = State::Queued;
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalated_intents_still_on_the_queue_are_not_read_by_every_sweep_ahead_of_new_ones() {
+    let p = Pipeline::start().await;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let table = p.stack.table("LedgerTable").to_owned();
+    let past = p.clock.now_utc() - Duration::minutes(40);
+    // 1,000 intents a backlog kept from being sent: escalated ("never sent by its deadline"),
+    // still queued, with a next check that a sweep once wrote in the past.
+    for chunk in (0..1000).collect::<Vec<usize>>().chunks(50) {
+        futures::future::join_all(chunk.iter().map(|i| {
+            let (ddb, table) = (ddb.clone(), table.clone());
+            let ledger = p.inspect.clone();
+            async move {
+                let r = intent_record(&format!("backlog-{i}"), &format!("+1415557{i:04}"), past);
+                ledger.put_new(&r, past).await.expect("put");
+                ddb.update_item()
+                    .table_name(&table)
+                    .key("pk", AttributeValue::S(format!("INTENT#{}", r.intent.key)))
+                    .key("sk", AttributeValue::S("INTENT".into()))
+                    .update_expression("SET escalated_at = :e, escalation_reason = :r, enqueued_at = :q, due_at = :d")
+                    .expression_attribute_values(
+                        ":e",
+                        AttributeValue::S(tocsin::adapters::dynamodb::ts(past + Duration::minutes(16))),
+                    )
+                    .expression_attribute_values(":r", AttributeValue::S("never sent by its deadline".into()))
+                    .expression_attribute_values(":q", AttributeValue::S(tocsin::adapters::dynamodb::ts(past)))
+                    .expression_attribute_values(
+                        ":d",
+                        AttributeValue::N((past + Duration::minutes(20)).timestamp_millis().to_string()),
+                    )
+                    .send()
+                    .await
+                    .expect("update");
+            }
+        }))
+        .await;
+    }
+    let first = p.run_escalation().await;
+    assert_eq!((first.read, first.escalated), (1000, 0), "{first:?}");
+    // A minute later a new alert is due (sent, silent past its deadline).
+    let (key, _) = accepted_alert(&p, "new-one", "+14155550199").await;
+    p.clock.advance(Duration::minutes(16));
+    let second = p.run_escalation().await;
+    assert_eq!(second.escalated, 1, "{second:?}");
+    assert!(second.read <= 2, "the backlog is not read again: {second:?}");
+    assert!(p.record(&key).await.status.escalation.is_some());
+    let due: HashSet<String> = scan(&p, "LedgerTable")
+        .await
+        .iter()
+        .filter(|i| i.contains_key("due_at"))
+        .filter_map(|i| {
+            let due = i.get("due_at")?.as_n().ok()?.parse::<i64>().ok()?;
+            (due <= p.clock.now_utc().timestamp_millis()).then(|| s_of(i, "pk").to_owned())
+        })
+        .collect();
+    assert!(due.is_empty(), "no next check is left in the past: {} items", due.len());
+}
+
+// ------------------------------------------------------------------------- 6. transaction conflicts
+
+fn transaction_conflict() -> Fault {
+    Fault::Respond {
+        status: 400,
+        content_type: "application/x-amz-json-1.0",
+        body: json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict, None]",
+            "CancellationReasons": [
+                {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"},
+                {"Code": "None"}
+            ]
+        })
+        .to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_cancelled_by_a_conflict_are_tried_again_and_the_intent_ends_correct() {
+    let p = Pipeline::start_with(proxied()).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    // The sender's "accepted" write and the status function's "delivered" write each meet a
+    // concurrent transaction twice.
+    proxy.add_rule(
+        Rule::times("DynamoDB_20120810.TransactWriteItems", transaction_conflict(), 2).when_body_contains("MSG#"),
+    );
+    let (key, mid) = accepted_alert(&p, "conflict-1", "+14155550201").await;
+    assert_eq!(p.record(&key).await.status.sns_message_id.as_deref(), Some(mid.as_str()));
+    proxy.add_rule(
+        Rule::times("DynamoDB_20120810.TransactWriteItems", transaction_conflict(), 2).when_body_contains("OBS#log:"),
+    );
+    p.carrier_reports(&mid, "+14155550201", true, "Message has been accepted by phone").await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| s.delivered).sum::<usize>(), 1, "{summaries:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered);
+    let conflicts = proxy.log().iter().filter(|(_, what)| what.contains("TransactionConflict")).count();
+    assert_eq!(conflicts, 4, "both conflicts were met, twice each");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
