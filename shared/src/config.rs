@@ -294,4 +294,36 @@ mod tests {
         let err = StatusConfig::from_env(&mut env).expect_err("invalid");
         assert!(err.to_string().contains("TOCSIN_ORPHAN_WAIT=\"soon\""), "{err}");
     }
+
+    fn sender_at(rate: u32, concurrency: u32) -> SenderConfig {
+        let vars = [
+            (LEDGER_TABLE, "t"),
+            (RECIPIENTS_TABLE, "r"),
+            (SEND_QUEUE_URL, "q"),
+            ("TOCSIN_MAX_PUBLISH_ATTEMPTS", "5"),
+            ("TOCSIN_CLAIM_LEASE", "2m"),
+            ("TOCSIN_PUBLISH_TIMEOUT", "10s"),
+            ("TOCSIN_RETRY_BASE_DELAY", "2s"),
+            ("TOCSIN_RETRY_MAX_DELAY", "5m"),
+            ("TOCSIN_DELAY_SUSPECTED_AFTER", "10m"),
+            ("TOCSIN_REENQUEUE_GRACE", "2m"),
+            ("TOCSIN_REQUEUE_AFTER", "10m"),
+        ];
+        let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        map.insert("TOCSIN_SMS_RATE_PER_SECOND".into(), rate.to_string());
+        map.insert("TOCSIN_SENDER_MAX_CONCURRENCY".into(), concurrency.to_string());
+        SenderConfig::from_env(&mut Env::from_map(map)).expect("valid sender configuration")
+    }
+
+    #[test]
+    fn the_instances_shares_of_the_send_rate_never_add_up_to_more_than_the_account_rate() {
+        for (rate, concurrency) in [(1, 2), (1, 7), (20, 2), (20, 3), (3, 1000)] {
+            let c = sender_at(rate, concurrency);
+            let total = c.instance_rate() * f64::from(concurrency);
+            assert!(total <= f64::from(rate) + 1e-9, "{rate}/s over {concurrency}: {total}");
+            let interval = c.instance_part_interval().as_secs_f64();
+            assert!((interval * c.instance_rate() - 1.0).abs() < 1e-9, "{rate}/{concurrency}: {interval}");
+        }
+        assert_eq!(sender_at(1, 2).instance_part_interval(), Duration::from_secs(2), "half a part per second each");
+    }
 }
