@@ -2,8 +2,8 @@
 //! (intake, sender, status, escalation handlers). The binary sees only the standard AWS variables
 //! (`Emulator::aws_env`) and `--stack tocsin-local`; every effect is read back from the emulator.
 //!
-//! The pipeline's test clock is never advanced here, so the CLI's wall clock and the pipeline's
-//! agree; no assertion depends on a deadline passing.
+//! The pipeline's test clock is advanced only in scenario 5 (to let a sender's lease lapse); no
+//! assertion depends on the CLI's wall clock agreeing with it.
 
 use serde_json::Value;
 use tocsin::adapters::registry::RegistryEvent;
@@ -382,15 +382,50 @@ async fn a_resend_racing_the_automation_sends_nothing() {
     assert!(operator_observations(&p.timeline(&key).await).is_empty());
 }
 
+/// Scenario 5, staged so that the operator's conditional claim is the only thing between the two
+/// paths and a second SMS. The automatic retry of a throttled publish claims the intent and
+/// publishes; SNS is slow, the sender's lease lapses and the sweep marks the intent
+/// `send_unknown` — resendable, and that is what the operator's command reads. Its claim reaches
+/// the ledger only after the retry's publish was accepted and recorded: the claim must be refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_5_an_operator_resend_racing_an_automatic_retry_publishes_one_sms() {
-    let (p, _proxy, key) = send_unknown("redelivered-1", "+14155550130").await;
-    p.enqueue_again(&key).await;
-    let (cli, _) =
-        tokio::join!(tocsin(&p, &["resend", key.as_str(), "--reason", "operator and retry"]), p.run_sender());
-    assert_eq!(cli.code, 0, "{cli:?}");
-    assert_eq!(sms_count(&p).await, 2, "the first (unknown) publish and the operator's: no third");
-    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    let p = Pipeline::start().await;
+    let sns = FaultProxy::start(&p.emulator.endpoint(), 15).await.expect("proxy");
+    sns.add_rule(Rule::once("SNS.Publish", Fault::sns_throttling()));
+    sns.add_rule(Rule::once("SNS.Publish", Fault::Delay(std::time::Duration::from_secs(3))));
+    let p = p.with_sns_endpoint(&sns.endpoint()).await;
+    let number = "+14155550130";
+    let (_, body) = p.submit(&alert("scenario-5", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&key).await.status.state, State::Queued, "throttled: back on the queue for a retry");
+    p.make_send_queue_visible().await;
+
+    // The operator's claim (a transaction) is held 5 s by the proxy; its reads go straight through.
+    let ledger = FaultProxy::start(&p.emulator.endpoint(), 16).await.expect("proxy");
+    ledger
+        .add_rule(Rule::once("DynamoDB_20120810.TransactWriteItems", Fault::Delay(std::time::Duration::from_secs(5))));
+    let retry = p.run_sender();
+    let operator = async {
+        // The retry has claimed and is waiting on SNS; its lease lapses (the pipeline's clock moves
+        // past it) and the sweep gives up on it.
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        assert_eq!(p.record(&key).await.status.state, State::Sending, "the retry holds the claim");
+        p.clock.advance(chrono::Duration::minutes(3));
+        assert_eq!(p.run_escalation().await.lease_expired_unknown, 1);
+        assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+        tocsin_via(&p, &ledger.endpoint(), &["resend", key.as_str(), "--reason", "operator and retry"]).await
+    };
+    let (_, cli) = tokio::join!(retry, operator);
+    assert_eq!(ledger.injected(), 1, "the operator's claim went through the held transaction");
+
+    assert_eq!(cli.code, 1, "the claim is refused: {cli:?}");
+    // It read `send_unknown` (resendable), and the ledger had moved on when its claim arrived.
+    assert!(cli.stderr.contains("SNS already took it") && cli.stderr.contains("changed while claiming"), "{cli:?}");
+    assert_eq!(sms_count(&p).await, 1, "the retry's SMS only");
+    let record = p.record(&key).await;
+    assert_eq!((record.status.state, record.status.attempt_id.as_deref()), (State::Accepted, None));
+    assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refused claim records nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
