@@ -41,17 +41,27 @@ pub fn init() {
         Ok(d) => (d, None),
         Err(p) => ("info".to_owned(), Some(p)),
     };
-    let filter = EnvFilter::try_new(&directive).unwrap_or_else(|_| EnvFilter::new("info"));
-    // The invocation span is always recorded (it carries the request id), whatever the level.
-    let invoke_span = filter::filter_fn(|m| m.is_span() && m.name() == INVOKE_SPAN);
-    let layer = tracing_subscriber::fmt::layer()
-        .fmt_fields(JsonFields::new())
-        .event_format(LambdaJson)
-        .with_filter(filter.or(invoke_span));
-    let _ = tracing_subscriber::registry().with(layer).try_init();
+    let _ = tracing_subscriber::registry().with(json_logs(&directive, std::io::stdout)).try_init();
     if let Some(p) = problem {
         tracing::warn!("{p}; logging at info");
     }
+}
+
+/// The log layer [`init`] installs, writing to `writer` at `directive` (an `info` filter if the
+/// directive is unusable; [`log_directive`] checks it first).
+pub fn json_logs<S, W>(directive: &str, writer: W) -> impl tracing_subscriber::Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let filter = EnvFilter::try_new(directive).unwrap_or_else(|_| EnvFilter::new("info"));
+    // The invocation span is always recorded (it carries the request id), whatever the level.
+    let invoke_span = filter::filter_fn(|m| m.is_span() && m.name() == INVOKE_SPAN);
+    tracing_subscriber::fmt::layer()
+        .fmt_fields(JsonFields::new())
+        .event_format(LambdaJson)
+        .with_writer(writer)
+        .with_filter(filter.or(invoke_span))
 }
 
 /// The log filter, in this order: `RUST_LOG` when set (any `tracing` filter directive), else

@@ -46,6 +46,15 @@ fn count(calls: &[String], op: &str) -> usize {
     calls.iter().filter(|c| c.as_str() == format!("DynamoDB_20120810.{op}")).count()
 }
 
+/// Calls per operation, for assertion messages.
+fn tally(calls: &[String]) -> std::collections::BTreeMap<&str, usize> {
+    let mut t = std::collections::BTreeMap::new();
+    for c in calls {
+        *t.entry(c.as_str()).or_default() += 1;
+    }
+    t
+}
+
 /// The `foreign_records` metric this batch emitted (test runs write EMF lines to a file).
 fn foreign_records_metric(expected: f64) -> bool {
     let metrics = std::fs::read_to_string(tocsin_harness::workspace_root().join("target/tocsin-test-metrics.jsonl"))
@@ -87,8 +96,8 @@ async fn a_batch_of_two_thousand_other_applications_records_applies_tocsins_own_
         assert_eq!(p.record(key).await.status.state, State::Delivered);
     }
     // 2,004 records → 21 lookups of at most 100 ids; no per-record read, no index query, no wait.
-    assert_eq!(count(&calls, "BatchGetItem"), 21, "{calls:?}");
-    assert_eq!((count(&calls, "GetItem"), count(&calls, "Query")), (0, 0));
+    assert_eq!(count(&calls, "BatchGetItem"), 21, "{:?}", tally(&calls));
+    assert_eq!((count(&calls, "GetItem"), count(&calls, "Query")), (0, 0), "{:?}", tally(&calls));
     assert_eq!(count(&calls, "PutItem"), 2_000, "one orphan item per foreign record");
     assert_eq!(count(&calls, "TransactWriteItems"), 4, "one write per own receipt");
     assert_eq!(calls.len(), 21 + 2_000 + 4, "nothing else");
@@ -132,7 +141,7 @@ async fn a_young_record_ahead_of_the_senders_write_is_waited_for_once_per_chunk(
     // 301 records → 4 chunks, each looked up at most twice (before and after its wait; a chunk
     // taken up after the wait is over holds no young record any more).
     let lookups = count(&calls, "BatchGetItem");
-    assert!((5..=8).contains(&lookups), "{lookups} lookups: {calls:?}");
+    assert!((5..=8).contains(&lookups), "{lookups} lookups: {:?}", tally(&calls));
     assert_eq!(count(&calls, "GetItem"), 0);
     assert!(count(&calls, "Query") <= status::OPEN_MATCH_BUDGET, "open-index queries are capped per invocation");
     assert_eq!(count(&calls, "PutItem"), 300);

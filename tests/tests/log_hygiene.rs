@@ -11,6 +11,8 @@ use serde_json::json;
 use tocsin_harness::events::sns_delivery_record;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<u8>>>);
@@ -35,10 +37,10 @@ impl Capture {
 async fn no_phone_number_or_message_body_appears_in_clear_in_any_log_line_or_metric() {
     let logs = Capture::default();
     let sink = logs.clone();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter("info")
-        .with_writer(move || sink.clone())
+    // The functions' own log layer, at the console's DEBUG level (every debug line of tocsin's code).
+    let level = tocsin::telemetry::log_directive(None, Some("DEBUG")).expect("a level");
+    tracing_subscriber::registry()
+        .with(tocsin::telemetry::json_logs(&level, move || sink.clone()))
         .try_init()
         .expect("the only subscriber in this test binary");
     let p = Pipeline::start().await;
@@ -114,6 +116,7 @@ async fn no_phone_number_or_message_body_appears_in_clear_in_any_log_line_or_met
     let metrics = metrics.text();
     assert!(logs.lines().count() >= 20, "the scenario logged ({} lines)", logs.lines().count());
     assert!(logs.contains("+1******0192"), "numbers appear masked");
+    assert!(logs.contains("kept as orphan"), "debug lines were captured too");
     assert!(!metrics.is_empty());
     let all = format!("{logs}\n{metrics}");
     for n in numbers.iter().chain(&["+14155550196", "+14155550197", "+14155550198", "+1415555019"]) {
