@@ -209,8 +209,9 @@ pub struct StatusConfig {
     pub recipients_table: String,
     /// An attempt's search window after its claim (orphan matching).
     pub reconcile_margin: Duration,
-    /// How long to wait, within one invocation, for the sender's message-id write to land before
-    /// a record is kept as an orphan.
+    /// How young a record matching no intent must be for status to wait for the sender's
+    /// message-id write (only such a record can be ahead of it); the wait ends at the record's
+    /// time + this, and never past the invocation's start + this nor its deadline.
     pub orphan_wait: Duration,
 }
 
