@@ -6,6 +6,11 @@
 //! suppresses the number before the function returns. A malformed log event is counted and
 //! skipped; a dependency failure fails the invocation so Lambda retries it, and the retry finds
 //! the already-stored observations and does not apply them twice.
+//!
+//! The log groups are the account's, so most records are other applications' SMS: each costs a
+//! share of one batched lookup and one short-lived orphan write, and only a record too young to be
+//! told apart from one of tocsin's own (ahead of the sender's MessageId write) is waited for —
+//! never past the invocation's deadline ([`StatusHandler::handle`] says how).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
