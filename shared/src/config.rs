@@ -92,6 +92,8 @@ pub struct IntakeConfig {
     pub sweep: SweepPolicy,
     /// Largest accepted HTTP body, bytes.
     pub max_body_bytes: usize,
+    /// Partitions of the due-index new intents are spread over (`TOCSIN_DUE_SHARDS`).
+    pub due_shards: u32,
 }
 
 impl IntakeConfig {
@@ -108,6 +110,7 @@ impl IntakeConfig {
             },
             sweep: sweep_policy(env),
             max_body_bytes: env.number("TOCSIN_MAX_BODY_BYTES", 256usize),
+            due_shards: due_shards(env),
         };
         let mut extra = Vec::new();
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
@@ -126,6 +129,18 @@ fn sweep_policy(env: &mut Env) -> SweepPolicy {
         reenqueue_grace: env.duration("TOCSIN_REENQUEUE_GRACE"),
         requeue_after: env.duration("TOCSIN_REQUEUE_AFTER"),
     }
+}
+
+/// The due-index's partition count: 1 to 1,000. One GSI partition takes about 1,000 writes per
+/// second, and every in-flight intent is written there several times; spreading intents over
+/// `S` partitions multiplies that ceiling by `S`. Only ever raise it: the sweep reads partitions
+/// `0..S`, so intents written under a larger `S` would be missed after lowering it.
+fn due_shards(env: &mut Env) -> u32 {
+    let s = env.number("TOCSIN_DUE_SHARDS", 1u32);
+    if s > 1000 {
+        env.errors.push(format!("TOCSIN_DUE_SHARDS={s} must be at most 1000"));
+    }
+    s
 }
 
 fn finish(env: Env, mut extra: Vec<String>) -> Result<(), ConfigError> {
@@ -247,6 +262,10 @@ pub struct EscalationConfig {
     pub safety_margin: Duration,
     /// How long an escalation lease holds off an overlapping run.
     pub escalation_lease: Duration,
+    /// Partitions of the due-index the sweep reads (`TOCSIN_DUE_SHARDS`, the same as intake's).
+    pub due_shards: u32,
+    /// Due intents handled at once (`TOCSIN_SWEEP_CONCURRENCY`).
+    pub concurrency: usize,
 }
 
 impl EscalationConfig {
@@ -264,6 +283,8 @@ impl EscalationConfig {
             page_size: env.number("TOCSIN_SWEEP_PAGE_SIZE", 1i32),
             safety_margin: env.duration("TOCSIN_SWEEP_SAFETY_MARGIN"),
             escalation_lease: env.duration("TOCSIN_ESCALATION_LEASE"),
+            due_shards: due_shards(env),
+            concurrency: env.number("TOCSIN_SWEEP_CONCURRENCY", 1usize),
         };
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
         Ok(c)

@@ -169,10 +169,15 @@ pub struct OrphanRecord {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Intents whose `next_check` has passed, oldest first, at most `limit` per page.
+/// Intents whose `next_check` has passed, oldest first within a partition, at most `limit` per
+/// page. The index is spread over partitions (so no one partition takes every write); the sweep
+/// reads them all.
 pub trait DueIndex: Send + Sync {
+    /// Every partition of the index.
+    fn due_shards(&self) -> Vec<String>;
     fn due(
         &self,
+        shard: &str,
         now: DateTime<Utc>,
         limit: i32,
         after: Option<String>,

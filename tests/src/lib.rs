@@ -179,7 +179,7 @@ impl Pipeline {
         let esc_cfg =
             EscalationConfig::from_env(&mut env_of(&stack, "EscalationFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
 
-        let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table);
+        let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table).with_due_shards(intake_cfg.due_shards);
         let registry = DynamoRegistry::new(ddb.clone(), &sender_cfg.recipients_table);
         let direct_ddb = aws_sdk_dynamodb::Client::new(&direct);
         let sns_sdk = match &options.sns_endpoint {
@@ -226,7 +226,8 @@ impl Pipeline {
         };
         Pipeline {
             logs: aws_sdk_cloudwatchlogs::Client::new(&direct),
-            inspect: DynamoLedger::new(direct_ddb, stack.table("LedgerTable")),
+            inspect: DynamoLedger::new(direct_ddb, stack.table("LedgerTable"))
+                .with_due_shards(ledger.due_shard_count()),
             proxy,
             emulator,
             stack,
@@ -593,15 +594,57 @@ impl Pipeline {
     }
 }
 
-/// Test runs write EMF metric lines to `target/tocsin-test-metrics.jsonl` instead of stdout.
+/// Test runs write EMF metric lines to files instead of stdout, one per test:
+/// `target/tocsin-test-metrics/<test binary>/<test name>.jsonl`, emptied when the test starts its
+/// pipeline. A line is filed under the thread that emits it — libtest names each test's thread
+/// after the test, and a `#[tokio::test]` body runs there; lines from spawned tasks (runtime
+/// worker threads) go to `untracked.jsonl`.
 fn capture_metrics() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let path = tocsin_harness::workspace_root().join("target/tocsin-test-metrics.jsonl");
-        if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            tocsin::telemetry::set_metrics_sink(Box::new(f));
-        }
-    });
+    ONCE.call_once(|| tocsin::telemetry::set_metrics_sink(Box::new(PerTestMetrics)));
+    let _ = std::fs::remove_file(metrics_file());
+}
+
+/// The EMF lines this test has emitted so far (see `capture_metrics`).
+pub fn emitted_metrics() -> String {
+    std::fs::read_to_string(metrics_file()).unwrap_or_default()
+}
+
+/// This thread's metrics file: the test binary's name without cargo's hash, the test's name.
+fn metrics_file() -> std::path::PathBuf {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".into());
+    let binary = match binary.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name.to_owned(),
+        _ => binary,
+    };
+    let test = match std::thread::current().name() {
+        Some(name) if !name.starts_with("tokio-") && name != "main" => name.replace("::", "."),
+        _ => "untracked".to_owned(),
+    };
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tocsin_harness::workspace_root().join("target"))
+        .join("tocsin-test-metrics")
+        .join(binary);
+    let _ = std::fs::create_dir_all(&dir);
+    dir.join(format!("{test}.jsonl"))
+}
+
+/// Appends each write to the emitting test's file (the telemetry sink's lock serialises writers).
+struct PerTestMetrics;
+
+impl std::io::Write for PerTestMetrics {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(metrics_file())?;
+        std::io::Write::write_all(&mut file, buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A valid alert request body for the built-in `disk_full` template.

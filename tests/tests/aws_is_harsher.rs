@@ -469,3 +469,37 @@ async fn transactions_cancelled_by_a_conflict_are_tried_again_and_the_intent_end
     assert_eq!(conflicts, 4, "both conflicts were met, twice each");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
 }
+
+// ------------------------------------------------------------------------- 7. the due-index has no hot partition
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_partitions() {
+    let p = Pipeline::start().await;
+    let shards = p.ledger.due_shard_count() as usize;
+    assert_eq!(shards, 16, "the template's TOCSIN_DUE_SHARDS");
+    for chunk in (0..1000).collect::<Vec<usize>>().chunks(20) {
+        let answers = futures::future::join_all(chunk.iter().map(|i| {
+            let p = &p;
+            async move { p.submit(&alert(&format!("spread-{i}"), &format!("+1415558{i:04}"))).await.0 }
+        }))
+        .await;
+        assert!(answers.iter().all(|s| *s == 201), "{answers:?}");
+    }
+    let mut per_shard = std::collections::BTreeMap::<String, usize>::new();
+    for item in scan(&p, "LedgerTable").await.iter().filter(|i| s_of(i, "sk") == "INTENT") {
+        *per_shard.entry(s_of(item, "due_shard").to_owned()).or_default() += 1;
+    }
+    assert_eq!(per_shard.len(), shards, "every partition used: {per_shard:?}");
+    assert_eq!(per_shard.values().sum::<usize>(), 1000);
+    let ceiling = 1000 * 12 / (shards * 10);
+    assert!(per_shard.values().all(|n| *n <= ceiling), "none above 1/S + 20 % ({ceiling}): {per_shard:?}");
+    // The writes that follow (claim, accept, …) keep each intent in its partition.
+    let one = scan(&p, "LedgerTable").await.into_iter().find(|i| s_of(i, "sk") == "INTENT").expect("an intent");
+    let key = IdempotencyKey::parse(s_of(&one, "key")).expect("key");
+    let now = p.clock.now_utc();
+    let claimed = p.ledger.claim(&key, "attempt-spread", now, now + Duration::minutes(2)).await.expect("claim");
+    assert!(matches!(claimed, tocsin::ports::ClaimOutcome::Claimed(_)));
+    let after = raw_item(&p, s_of(&one, "pk"), "INTENT").await;
+    assert_eq!(s_of(&after, "due_shard"), s_of(&one, "due_shard"), "an intent's index entries stay in its partition");
+    assert_ne!(after.get("due_at"), one.get("due_at"), "the claim moved its next check");
+}

@@ -77,7 +77,8 @@ async fn a_crash_after_sending_before_marking_sends_again_with_the_same_key() {
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 3).await.expect("proxy");
     let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
     let crashing = escalation::Escalator {
-        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable")),
+        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable"))
+            .with_due_shards(p.ledger.due_shard_count()),
         send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
         escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
         logs: p.escalation.logs.clone(),
@@ -170,8 +171,10 @@ async fn a_silent_intent_becomes_delay_suspected_then_expired_unknown_after_73_h
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::ExpiredUnknown);
     assert_eq!(p.escalations().await.len(), 1, "escalated once only");
-    let (records, _) = p.ledger.due(p.clock.now_utc() + Duration::days(400), 100, None).await.expect("due");
-    assert!(records.is_empty(), "settled intents leave the due index");
+    for shard in p.ledger.due_shards() {
+        let (records, _) = p.ledger.due(&shard, p.clock.now_utc() + Duration::days(400), 100, None).await.expect("due");
+        assert!(records.is_empty(), "settled intents leave the due index");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

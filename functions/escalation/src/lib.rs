@@ -9,6 +9,8 @@
 //! own deadline; the rest stays due for the next run.
 
 use std::collections::HashSet;
+
+use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -47,6 +49,24 @@ enum Escalated {
 pub enum EscalationError {
     #[error("the sweep could not read the due intents: {0}")]
     Dependency(#[from] PortError),
+}
+
+impl RunSummary {
+    /// Adds the counts of one intent's sweep.
+    fn absorb(&mut self, o: &RunSummary) {
+        self.escalated += o.escalated;
+        self.escalation_lease_held_elsewhere += o.escalation_lease_held_elsewhere;
+        self.escalation_not_needed += o.escalation_not_needed;
+        self.delay_suspected += o.delay_suspected;
+        self.expired_unknown += o.expired_unknown;
+        self.lease_expired_unknown += o.lease_expired_unknown;
+        self.re_enqueued += o.re_enqueued;
+        self.reconciled += o.reconciled;
+        self.ambiguous += o.ambiguous;
+        self.still_unknown += o.still_unknown;
+        self.reconcile_deferred += o.reconcile_deferred;
+        self.errors += o.errors;
+    }
 }
 
 impl From<EscalationError> for lambda_runtime::Diagnostic {
@@ -100,32 +120,61 @@ where
     C: Clock,
 {
     /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
-    /// configured safety margin).
+    /// configured safety margin). Every partition of the due-index is read at once, and up to
+    /// `concurrency` due intents are handled at once, so one slow intent (a slow dependency, a
+    /// retried write) never holds up the others; what is not started by `stop_at` stays due.
     pub async fn run(&self, stop_at: Instant) -> Result<RunSummary, EscalationError> {
         let started = Instant::now();
         let run_id = uuid::Uuid::new_v4().to_string();
         let mut summary = RunSummary { run_id: run_id.clone(), complete: true, ..Default::default() };
-        let mut token = None;
         let mut to_reconcile: Vec<IntentRecord> = Vec::new();
-        'pages: loop {
-            let now = self.clock.now();
-            let (page, next) = self.store.due(now, self.config.page_size, token.take()).await?;
-            for record in page {
+        let shards = self.store.due_shards();
+        let pages = shards.iter().map(|shard| self.due_records(shard.as_str()));
+        let mut due = std::pin::pin!(futures::stream::select_all(pages.map(Box::pin)));
+        let mut index_error = None;
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        let concurrency = self.config.concurrency.max(1);
+        loop {
+            // Keep `concurrency` intents in hand while there is time and due work.
+            while in_flight.len() < concurrency {
                 if Instant::now() >= stop_at {
-                    summary.complete = false;
-                    break 'pages;
+                    break;
                 }
-                summary.read += 1;
-                if let Err(e) = self.sweep_one(record, &run_id, &mut summary, &mut to_reconcile).await {
-                    summary.errors += 1;
-                    tracing::warn!(error = %e, "sweep of one intent failed; it stays due for the next run");
+                match due.next().await {
+                    Some(Ok(record)) => {
+                        summary.read += 1;
+                        let run_id = run_id.as_str();
+                        in_flight.push(async move {
+                            let mut part = RunSummary::default();
+                            let mut found = Vec::new();
+                            let r = self.sweep_one(record, run_id, &mut part, &mut found).await;
+                            (r, part, found)
+                        });
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "a due-index partition could not be read; its intents wait for the next run");
+                        index_error.get_or_insert(e);
+                    }
+                    None => break,
                 }
             }
-            match next {
-                Some(t) => token = Some(t),
-                None => break,
+            let Some((result, part, found)) = in_flight.next().await else { break };
+            summary.absorb(&part);
+            to_reconcile.extend(found);
+            if let Err(e) = result {
+                summary.errors += 1;
+                tracing::warn!(error = %e, "sweep of one intent failed; it stays due for the next run");
             }
         }
+        if Instant::now() >= stop_at && due.next().await.is_some() {
+            summary.complete = false;
+        }
+        if let Some(e) = index_error {
+            return Err(EscalationError::Dependency(e));
+        }
+        // Log searches are rate-limited: at most a batch per run, the rest stay due.
+        summary.reconcile_deferred += to_reconcile.len().saturating_sub(self.config.reconcile_batch);
+        to_reconcile.truncate(self.config.reconcile_batch);
         // Escalations first; log searches only with the time that is left.
         self.reconcile(to_reconcile, stop_at, &mut summary).await;
         let mut m = Metrics::new("escalation");
@@ -145,6 +194,24 @@ where
         m.flush();
         tracing::info!(summary = ?summary, "sweep finished");
         Ok(summary)
+    }
+
+    /// The due intents of one partition of the index, page after page.
+    fn due_records<'a>(
+        &'a self,
+        shard: &'a str,
+    ) -> impl futures::Stream<Item = Result<IntentRecord, PortError>> + Send + 'a {
+        futures::stream::try_unfold((Some(None), Vec::new().into_iter()), move |(mut token, mut page)| async move {
+            loop {
+                if let Some(record) = page.next() {
+                    return Ok(Some((record, (token, page))));
+                }
+                let Some(after) = token.take() else { return Ok(None) };
+                let (records, next) = self.store.due(shard, self.clock.now(), self.config.page_size, after).await?;
+                page = records.into_iter();
+                token = next.map(Some);
+            }
+        })
     }
 
     async fn sweep_one(

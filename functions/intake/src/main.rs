@@ -15,7 +15,8 @@ async fn main() -> Result<(), Error> {
     let aws = aws_config::load_from_env().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let intake = intake::Intake {
-        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table),
+        store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table)
+            .with_due_shards(config.due_shards),
         queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
         rejects: SqsRejectSink::new(sqs, &config.rejects_queue_url),
         clock: SystemClock,

@@ -9,6 +9,11 @@
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
+//! `due_shard` is `due#<n>`, n < `TOCSIN_DUE_SHARDS`, chosen once at intake — round robin from a
+//! random start per instance, which spreads intents more evenly than a hash (a hash leaves some
+//! partitions ~25 % above the mean at 1,000 intents over 16) — and kept in `due_home`: every later
+//! write copies it, so the writers after intake need not know the shard count, and one intent's
+//! index entries always share one partition.
 
 use std::collections::HashMap;
 
@@ -31,7 +36,14 @@ use crate::ports::{
 
 pub const DUE_INDEX: &str = "due-index";
 pub const OPEN_INDEX: &str = "open-index";
+/// The one partition of the due-index before it was sharded: still read by the sweep, so intents
+/// written by an earlier version are never missed.
 pub const DUE_SHARD: &str = "due";
+
+/// The name of due-index partition `n`.
+pub fn due_shard_name(n: u32) -> String {
+    format!("due#{n}")
+}
 pub use crate::domain::intent::RETENTION_AFTER_DEADLINE;
 /// How many times a transaction cancelled only by `TransactionConflict` (another transaction on
 /// the same item at the same moment: AWS answers this, the emulator never does) is tried again
@@ -112,7 +124,7 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
     })
 }
 
-fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Item> {
+fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, due_shard: &str) -> PortResult<Item> {
     let i = &r.intent;
     let intent_json =
         serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
@@ -127,7 +139,8 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<Ite
         ("created_at".into(), s(ts(i.created_at))),
         ("deadline".into(), s(ts(i.deadline))),
         ("updated_at".into(), s(ts(i.created_at))),
-        ("due_shard".into(), s(DUE_SHARD)),
+        ("due_shard".into(), s(due_shard)),
+        ("due_home".into(), s(due_shard)),
         ("due_at".into(), n(next_check.timestamp_millis())),
         ("expires_at".into(), n(i.expires_at().timestamp())),
     ]);
@@ -197,7 +210,11 @@ impl Expr {
         match next {
             NextCheck::Keep => {}
             NextCheck::At(t) => {
-                self.set("due_shard", s(DUE_SHARD));
+                // The intent's own partition (an item written before sharding has none: the old one).
+                self.set.push("#due_shard = if_not_exists(#due_home, :legacy_shard)".into());
+                self.names.insert("#due_shard".into(), "due_shard".into());
+                self.names.insert("#due_home".into(), "due_home".into());
+                self.values.insert(":legacy_shard".into(), s(DUE_SHARD));
                 self.set("due_at", n(t.timestamp_millis()));
             }
             NextCheck::Remove => {
@@ -244,11 +261,33 @@ impl Expr {
 pub struct DynamoLedger {
     client: Client,
     table: String,
+    due_shards: u32,
+    /// The next new intent's partition (round robin; shared by clones).
+    next_shard: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl DynamoLedger {
+    /// A ledger whose new intents all go to one due-index partition (set the deployment's count
+    /// with [`Self::with_due_shards`] where intents are created or the index is swept).
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoLedger { client, table: table.into() }
+        let start = rand::random::<u32>();
+        DynamoLedger {
+            client,
+            table: table.into(),
+            due_shards: 1,
+            next_shard: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(start)),
+        }
+    }
+
+    /// The due-index partitions new intents are spread over.
+    pub fn due_shard_count(&self) -> u32 {
+        self.due_shards
+    }
+
+    /// Spreads new intents over `shards` due-index partitions, and sweeps them all.
+    pub fn with_due_shards(mut self, shards: u32) -> Self {
+        self.due_shards = shards.max(1);
+        self
     }
 
     async fn get_item(&self, pk: String, sk: &str) -> PortResult<Option<Item>> {
@@ -300,7 +339,8 @@ impl DynamoLedger {
 
 impl IntentStore for DynamoLedger {
     async fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<PutOutcome> {
-        let item = record_to_item(record, next_check)?;
+        let shard = self.next_shard.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.due_shards;
+        let item = record_to_item(record, next_check, &due_shard_name(shard))?;
         let res = self
             .client
             .put_item()
@@ -651,8 +691,15 @@ impl MessageIndex for DynamoLedger {
 }
 
 impl DueIndex for DynamoLedger {
+    fn due_shards(&self) -> Vec<String> {
+        let mut shards: Vec<String> = (0..self.due_shards).map(due_shard_name).collect();
+        shards.push(DUE_SHARD.to_owned());
+        shards
+    }
+
     async fn due(
         &self,
+        shard: &str,
         now: DateTime<Utc>,
         limit: i32,
         after: Option<String>,
@@ -678,7 +725,7 @@ impl DueIndex for DynamoLedger {
             .table_name(&self.table)
             .index_name(DUE_INDEX)
             .key_condition_expression("due_shard = :shard AND due_at <= :now")
-            .expression_attribute_values(":shard", s(DUE_SHARD))
+            .expression_attribute_values(":shard", s(shard))
             .expression_attribute_values(":now", n(now.timestamp_millis()))
             .limit(limit)
             .set_exclusive_start_key(start)
