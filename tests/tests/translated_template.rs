@@ -436,3 +436,16 @@ fn the_delivery_status_log_groups_are_created_only_on_request_and_retained_and_n
         ])
     );
 }
+
+#[test]
+fn the_intake_edge_and_the_ledger_burst_capacity_are_set_by_parameters() {
+    let stages = resources_of(translated(), "AWS::ApiGatewayV2::Stage");
+    assert_eq!(stages.len(), 1, "{stages:?}");
+    let route = &stages[0].1["Properties"]["DefaultRouteSettings"];
+    assert_eq!(route["ThrottlingRateLimit"], reference("AlertApiRateLimit"));
+    assert_eq!(route["ThrottlingBurstLimit"], reference("AlertApiBurstLimit"));
+    let ledger = &translated()["Resources"]["LedgerTable"]["Properties"];
+    assert_eq!(ledger["WarmThroughput"]["Fn::If"][0], json!("WarmsLedger"));
+    assert_eq!(ledger["WarmThroughput"]["Fn::If"][1]["WriteUnitsPerSecond"], reference("LedgerWarmWritesPerSecond"));
+    assert_eq!(ledger["WarmThroughput"]["Fn::If"][2], reference("AWS::NoValue"), "off unless asked for");
+}
