@@ -57,8 +57,7 @@ fn tally(calls: &[String]) -> std::collections::BTreeMap<&str, usize> {
 
 /// The `foreign_records` metric this batch emitted (test runs write EMF lines to a file).
 fn foreign_records_metric(expected: f64) -> bool {
-    let metrics = std::fs::read_to_string(tocsin_harness::workspace_root().join("target/tocsin-test-metrics.jsonl"))
-        .unwrap_or_default();
+    let metrics = tocsin_tests::emitted_metrics();
     metrics
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -363,8 +363,7 @@ async fn delivery_latency_is_measured_by_carrier_and_country() {
     rec["delivery"]["phoneCarrier"] = json!(carrier);
     rec["delivery"]["dwellTimeMs"] = json!(4321);
     feed(&p, SUCCESS_GROUP, &[line("9401", rec.to_string())]).await;
-    let metrics = std::fs::read_to_string(tocsin_harness::workspace_root().join("target/tocsin-test-metrics.jsonl"))
-        .expect("metrics file");
+    let metrics = tocsin_tests::emitted_metrics();
     let doc: Value = metrics
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
