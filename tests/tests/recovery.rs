@@ -39,14 +39,34 @@ async fn scenario_1_the_client_loses_the_connection_before_intake_answers_and_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_2_intake_stored_the_intent_but_its_answer_was_lost_the_same_event_returns_it_and_no_second_sms() {
     let p = Pipeline::start().await;
+    // Intake's enqueue is slow (2 s); the caller gives up after 1 s — as API Gateway answers 504
+    // while the function runs on — and never sees intake's answer.
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 2).await.expect("proxy");
+    proxy.add_rule(Rule::once("AmazonSQS.SendMessage", Fault::Delay(std::time::Duration::from_secs(2))));
+    let sqs = aws_sdk_sqs::Client::new(&Emulator::sdk_config_for(&proxy.endpoint()).await);
+    let slow_intake = p.intake_enqueueing_to(sqs, &p.stack.queue("SendQueue").url);
     let req = alert("scenario-2", "+14155550182");
-    let _lost_answer = p.submit(&req).await;
-    p.run_sender().await;
+    let first = tokio::spawn({
+        let event = http_api_post(&req.to_string());
+        async move { slow_intake.handle(event).await.map(|r| r["statusCode"].as_u64()) }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(!first.is_finished(), "the caller gave up before intake answered");
+    assert_eq!(p.ledger_item_count().await, 1, "intake had stored the intent");
+
+    // The caller sends the same event again, while the first invocation is still running.
     let (status, body) = p.submit(&req).await;
-    assert_eq!(status, 200);
-    assert_eq!((body["replay"].as_bool(), body["state"].as_str()), (Some(true), Some("accepted")));
+    assert_eq!((status, body["replay"].as_bool()), (200, Some(true)), "{body}");
+    let lost = first.await.expect("join").expect("intake");
+    assert_eq!(lost, Some(201), "the answer nobody received");
+    assert_eq!(proxy.injected(), 1);
+
     p.run_sender().await;
-    assert_eq!(sms(&p).await, 1);
+    p.run_sender().await;
+    assert_eq!(sms(&p).await, 1, "no second SMS");
+    let (status, body) = p.submit(&req).await;
+    assert_eq!((status, body["state"].as_str()), (200, Some("accepted")));
+    assert_eq!(key_of(&body), key_of(&p.submit(&req).await.1), "the same intent every time");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
