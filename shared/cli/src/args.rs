@@ -9,14 +9,23 @@ use tocsin::domain::State;
 /// a recipient or resend an alert, both audited with your AWS identity.
 ///
 /// It reaches AWS (or a local emulator) through the standard AWS environment: credentials and
-/// region from the usual chain (AWS_PROFILE, AWS_REGION, …), AWS_ENDPOINT_URL for an emulator.
+/// region from the usual chain (--profile / AWS_PROFILE, --region / AWS_REGION, …),
+/// AWS_ENDPOINT_URL for an emulator; everything else comes from the stack's outputs.
 #[derive(Debug, Parser)]
 #[command(name = "tocsin", version, about, long_about, propagate_version = true)]
 pub struct Cli {
-    /// The deployed stack's name: tables and queues are `<stack>-ledger`, `<stack>-recipients`,
-    /// `<stack>-send` and `<stack>-escalations`.
+    /// The deployed stack's name: every table, queue, log group and URL the commands use is read
+    /// from its CloudFormation outputs (DescribeStacks).
     #[arg(long, env = "TOCSIN_STACK", global = true, value_parser = stack_name)]
     pub stack: Option<String>,
+
+    /// The AWS profile to use, as the AWS CLI takes it (else AWS_PROFILE, else the default chain).
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+
+    /// The AWS region of the stack, as the AWS CLI takes it (else AWS_REGION or the profile's).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
 
     /// Print JSON (one document on stdout) instead of tables.
     #[arg(long, global = true)]
@@ -61,15 +70,28 @@ pub enum Command {
     #[command(long_about = RESEND_HELP)]
     Resend(ResendArgs),
     /// Reads escalations from the escalation queue; leaves them there unless `--ack`.
+    /// `escalations ack KEY --reason …` acknowledges one, recorded in the ledger.
+    #[command(args_conflicts_with_subcommands = true)]
     Escalations {
+        #[command(subcommand)]
+        action: Option<EscalationsAction>,
         /// Read at most this many messages.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
         max: u32,
-        /// Acknowledge: delete every message shown (nothing else is recorded). Without it they
-        /// are released at once for others to read.
-        #[arg(long)]
+        /// Acknowledge every escalation listed (recorded in each timeline with your identity and
+        /// --reason, then deleted from the queue). Without it the listing changes nothing.
+        #[arg(long, requires = "reason")]
         ack: bool,
+        /// Why they are acknowledged (required with --ack).
+        #[arg(long, requires = "ack", value_parser = reason)]
+        reason: Option<String>,
     },
+    /// Submits an alert through the deployed intake (the stack's AlertApiUrl, SigV4-signed), as an
+    /// upstream system would: the first check after a deploy, and for runbooks.
+    Send(SendArgs),
+    /// Checks what on-call must be able to trust (SMS settings, sandbox, spend, delivery logs and
+    /// their subscriptions, queues, alarms); exits 1 with one line per problem.
+    Doctor,
     /// Shows the delivery-status records that could settle an unknown outcome; links one by hand.
     Reconcile {
         key: String,
@@ -82,6 +104,19 @@ pub enum Command {
         /// The attempt's search window after its claim.
         #[arg(long, env = "TOCSIN_RECONCILE_MARGIN", default_value = "15m", value_parser = duration)]
         margin: Duration,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EscalationsAction {
+    /// Acknowledges one escalation: deletes its message(s) from the escalation queue and records
+    /// who (your AWS identity), when and why in the intent's timeline.
+    Ack {
+        /// The escalated intent's idempotency key (64 hex characters), or a unique prefix of at least 8.
+        key: String,
+        /// What was done about it (e.g. "called the DBA; disk cleaned").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
     },
 }
 
@@ -120,6 +155,46 @@ pub struct ResendArgs {
     /// Maximum price in USD when the intent names none (the deployment's default, if it has one).
     #[arg(long, env = "TOCSIN_SMS_MAX_PRICE_USD")]
     pub max_price_usd: Option<String>,
+}
+
+/// `tocsin send`: the request from a file, or built from flags.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The alert request document (JSON, as in README "Alert requests"); `-` reads stdin.
+    #[arg(long, conflicts_with_all = ["event_id", "template", "vars", "to", "deadline"])]
+    pub file: Option<String>,
+    /// The business event id (one event, one alert: sending it again is a replay).
+    #[arg(long, required_unless_present = "file")]
+    pub event_id: Option<String>,
+    /// The template as NAME@VERSION (e.g. disk_full@1).
+    #[arg(long, required_unless_present = "file", value_parser = template)]
+    pub template: Option<(String, u32)>,
+    /// A template variable, KEY=VALUE (repeat for each).
+    #[arg(long = "var", value_parser = variable)]
+    pub vars: Vec<(String, String)>,
+    /// The recipient, in E.164 (e.g. +14155550100).
+    #[arg(long, required_unless_present = "file")]
+    pub to: Option<String>,
+    /// The deadline: a duration from now ("15m") or an RFC 3339 instant; the stack's default if absent.
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Give up on the HTTP call after this long.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub timeout: Duration,
+}
+
+fn template(raw: &str) -> Result<(String, u32), String> {
+    let (name, version) = raw.split_once('@').ok_or("NAME@VERSION, e.g. disk_full@1")?;
+    let version = version.trim_start_matches('v').parse::<u32>().map_err(|e| format!("version: {e}"))?;
+    if name.is_empty() {
+        return Err("NAME@VERSION, e.g. disk_full@1".into());
+    }
+    Ok((name.to_owned(), version))
+}
+
+fn variable(raw: &str) -> Result<(String, String), String> {
+    let (k, v) = raw.split_once('=').ok_or("KEY=VALUE")?;
+    if k.is_empty() { Err("KEY=VALUE with a non-empty KEY".into()) } else { Ok((k.to_owned(), v.to_owned())) }
 }
 
 fn duration(raw: &str) -> Result<Duration, String> {

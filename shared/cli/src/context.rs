@@ -1,75 +1,153 @@
-//! What every command shares: the stack's resource names and the AWS clients, built once from the
-//! standard AWS environment (credentials chain, AWS_REGION, AWS_ENDPOINT_URL for an emulator).
+//! What every command shares: the stack's resources, read from its CloudFormation outputs, and the
+//! AWS clients, built once from the standard AWS environment (credentials chain, `--profile` /
+//! `AWS_PROFILE`, `--region` / `AWS_REGION`, `AWS_ENDPOINT_URL` for an emulator).
 
-use aws_config::SdkConfig;
+use std::collections::BTreeMap;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
 use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 
 use crate::error::{CliError, CliResult};
 
-/// The stack's resource names, as `template.yaml` derives them from the stack name.
+/// How to reach the stack: its name and, as the AWS CLI takes them, a profile and a region.
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    pub stack: String,
+    pub profile: Option<String>,
+    pub region: Option<String>,
+}
+
+/// The outputs of one deployed stack (CloudFormation DescribeStacks), by output key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackOutputs {
+    pub stack: String,
+    values: BTreeMap<String, String>,
+}
+
+impl StackOutputs {
+    pub fn new(stack: &str, values: BTreeMap<String, String>) -> Self {
+        StackOutputs { stack: stack.to_owned(), values }
+    }
+
+    /// Reads the stack's outputs; a stack that does not exist is a clear error, never a guess.
+    pub async fn describe(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> CliResult<Self> {
+        let out = cfn.describe_stacks().stack_name(stack).send().await.map_err(|e| {
+            let text = crate::error::describe(&e);
+            if text.contains("does not exist") {
+                CliError::Usage(format!(
+                    "no CloudFormation stack named {stack} in this account and region (check --stack, --region, --profile)"
+                ))
+            } else {
+                CliError::Aws { operation: "CloudFormation DescribeStacks", message: format!("stack {stack}: {text}") }
+            }
+        })?;
+        let found = out.stacks().iter().find(|s| s.stack_name() == Some(stack)).ok_or_else(|| {
+            CliError::Usage(format!("no CloudFormation stack named {stack} in this account and region"))
+        })?;
+        let values = found
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+            .collect();
+        Ok(StackOutputs::new(stack, values))
+    }
+
+    /// An output the command cannot do without.
+    pub fn require(&self, key: &str) -> CliResult<&str> {
+        self.values.get(key).map(String::as_str).filter(|v| !v.is_empty()).ok_or_else(|| {
+            CliError::Usage(format!(
+                "stack {} has no output {key}: it was deployed from an older template.yaml, or is not a tocsin \
+                 stack. Deploy this version (sam deploy) and try again",
+                self.stack
+            ))
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+}
+
+/// The stack's resources the CLI always needs, from its outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StackNames {
     pub stack: String,
     pub ledger_table: String,
     pub recipients_table: String,
-    pub send_queue: String,
-    pub escalation_queue: String,
+    pub send_queue_url: String,
+    pub escalation_queue_url: String,
 }
 
 impl StackNames {
-    pub fn of(stack: &str) -> Self {
-        StackNames {
-            stack: stack.to_owned(),
-            ledger_table: format!("{stack}-ledger"),
-            recipients_table: format!("{stack}-recipients"),
-            send_queue: format!("{stack}-send"),
-            escalation_queue: format!("{stack}-escalations"),
-        }
+    pub fn from_outputs(o: &StackOutputs) -> CliResult<Self> {
+        Ok(StackNames {
+            stack: o.stack.clone(),
+            ledger_table: o.require("LedgerTableName")?.to_owned(),
+            recipients_table: o.require("RecipientsTableName")?.to_owned(),
+            send_queue_url: o.require("SendQueueUrl")?.to_owned(),
+            escalation_queue_url: o.require("EscalationQueueUrl")?.to_owned(),
+        })
     }
+}
+
+/// A queue's name: the last segment of its URL.
+pub fn queue_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or(url)
 }
 
 pub struct Context {
     pub names: StackNames,
+    pub outputs: StackOutputs,
     pub json: bool,
-    /// Kept for the one client built per command (SNS, whose timeout is a resend option).
+    /// Kept for the clients built per command (SNS, whose timeout is a resend option; doctor's).
     pub sdk: SdkConfig,
     pub ledger: DynamoLedger,
     pub registry: DynamoRegistry,
+    /// For the CLI's own bounded reads of the ledger (see `scan.rs`).
+    pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sts: aws_sdk_sts::Client,
 }
 
+/// The AWS configuration as the AWS CLI would resolve it, with `--profile` / `--region` on top.
+pub async fn load_sdk(profile: Option<&str>, region: Option<&str>) -> CliResult<SdkConfig> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if let Some(p) = profile {
+        loader = loader.profile_name(p);
+    }
+    if let Some(r) = region {
+        loader = loader.region(Region::new(r.to_owned()));
+    }
+    let sdk = loader.load().await;
+    if sdk.region().is_none() {
+        return Err(CliError::Usage(
+            "no AWS region: pass --region, set AWS_REGION, or use a profile that has one (--profile / AWS_PROFILE)"
+                .into(),
+        ));
+    }
+    Ok(sdk)
+}
+
 impl Context {
-    /// Loads the AWS configuration from the environment and builds the clients.
-    pub async fn connect(stack: &str, json: bool) -> CliResult<Self> {
-        let sdk = aws_config::load_from_env().await;
-        if sdk.region().is_none() {
-            return Err(CliError::Usage(
-                "no AWS region: set AWS_REGION (or use a profile that has one, via AWS_PROFILE)".into(),
-            ));
-        }
-        let names = StackNames::of(stack);
+    /// Loads the AWS configuration, reads the stack's outputs and builds the clients.
+    pub async fn connect(connection: &Connection, json: bool) -> CliResult<Self> {
+        let sdk = load_sdk(connection.profile.as_deref(), connection.region.as_deref()).await?;
+        let cfn = aws_sdk_cloudformation::Client::new(&sdk);
+        let outputs = StackOutputs::describe(&cfn, &connection.stack).await?;
+        let names = StackNames::from_outputs(&outputs)?;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         Ok(Context {
             ledger: DynamoLedger::new(dynamodb.clone(), &names.ledger_table),
-            registry: DynamoRegistry::new(dynamodb, &names.recipients_table),
+            registry: DynamoRegistry::new(dynamodb.clone(), &names.recipients_table),
+            dynamodb,
             sqs: aws_sdk_sqs::Client::new(&sdk),
             sts: aws_sdk_sts::Client::new(&sdk),
             names,
+            outputs,
             json,
             sdk,
         })
-    }
-
-    /// A queue's URL from its name (SQS GetQueueUrl).
-    pub async fn queue_url(&self, name: &str) -> CliResult<String> {
-        let out = self.sqs.get_queue_url().queue_name(name).send().await.map_err(|e| CliError::Aws {
-            operation: "SQS GetQueueUrl",
-            message: format!("queue {name}: {}", crate::error::describe(&e)),
-        })?;
-        out.queue_url
-            .ok_or_else(|| CliError::Aws { operation: "SQS GetQueueUrl", message: format!("no URL for {name}") })
     }
 
     /// Who is acting: the caller's ARN (STS GetCallerIdentity), recorded with audited actions.
@@ -86,12 +164,31 @@ impl Context {
 mod tests {
     use super::*;
 
+    fn outputs(pairs: &[(&str, &str)]) -> StackOutputs {
+        StackOutputs::new("tocsin-prod", pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+    }
+
     #[test]
-    fn resource_names_follow_the_template() {
-        let n = StackNames::of("tocsin-prod");
+    fn resources_come_from_the_stack_outputs() {
+        let o = outputs(&[
+            ("LedgerTableName", "tocsin-prod-ledger"),
+            ("RecipientsTableName", "tocsin-prod-recipients"),
+            ("SendQueueUrl", "https://sqs.eu-west-1.amazonaws.com/1/tocsin-prod-send"),
+            ("EscalationQueueUrl", "https://sqs.eu-west-1.amazonaws.com/1/tocsin-prod-escalations"),
+        ]);
+        let n = StackNames::from_outputs(&o).expect("complete");
         assert_eq!(
-            (n.ledger_table.as_str(), n.recipients_table.as_str(), n.send_queue.as_str(), n.escalation_queue.as_str()),
-            ("tocsin-prod-ledger", "tocsin-prod-recipients", "tocsin-prod-send", "tocsin-prod-escalations")
+            (n.ledger_table.as_str(), n.recipients_table.as_str()),
+            ("tocsin-prod-ledger", "tocsin-prod-recipients")
         );
+        assert_eq!(queue_name(&n.escalation_queue_url), "tocsin-prod-escalations");
+    }
+
+    #[test]
+    fn a_missing_output_is_named_never_guessed() {
+        let o = outputs(&[("LedgerTableName", "t")]);
+        let e = StackNames::from_outputs(&o).expect_err("incomplete");
+        assert!(e.to_string().contains("stack tocsin-prod has no output RecipientsTableName"), "{e}");
+        assert!(outputs(&[("AlertApiUrl", "")]).require("AlertApiUrl").is_err(), "empty is missing");
     }
 }

@@ -3,7 +3,7 @@
 //! resend an intent) through the same adapters and conditional writes as the functions.
 //!
 //! It reaches AWS — or a local emulator — only through the standard AWS environment; there is no
-//! local code path. See `README.md` next to this crate.
+//! local code path. Every resource it uses comes from the stack's CloudFormation outputs. See `README.md` next to this crate.
 
 pub mod args;
 pub mod commands;
@@ -11,8 +11,9 @@ pub mod context;
 pub mod error;
 pub mod output;
 pub mod progress;
+pub mod scan;
 
-use args::Command;
+use args::{Command, EscalationsAction};
 use context::Context;
 use error::{CliError, CliResult, exit};
 
@@ -26,7 +27,15 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         Command::Resend(a) => commands::resend::run(ctx, a)
             .await
             .map(|outcome| if outcome.accepted() { exit::OK } else { exit::NOT_ACCEPTED }),
-        Command::Escalations { max, ack } => commands::escalations::run(ctx, *max, *ack).await.map(|()| exit::OK),
+        Command::Escalations { action: None, max, ack, reason } => {
+            let ack = if *ack { reason.as_deref() } else { None };
+            commands::escalations::run(ctx, *max, ack).await.map(|()| exit::OK)
+        }
+        Command::Escalations { action: Some(EscalationsAction::Ack { key, reason }), .. } => {
+            commands::escalations::ack(ctx, key, reason).await.map(|()| exit::OK)
+        }
+        Command::Send(a) => commands::send::run(ctx, a).await,
+        Command::Doctor => commands::doctor::run(ctx).await,
         Command::Reconcile { key, link, reason, margin } => {
             commands::reconcile::run(ctx, key, link.as_deref(), reason.as_deref(), *margin).await.map(|()| exit::OK)
         }

@@ -479,7 +479,7 @@ async fn escalations_are_shown_and_left_on_the_queue_unless_acknowledged() {
     assert!(!shown.stdout.contains(number));
     assert!(shown.stdout.contains("left on the queue"));
 
-    // Released at once: the next reader sees it immediately.
+    // Looking reads the ledger: the message is not touched.
     let doc = tocsin(&p, &["--json", "escalations"]).await.json();
     let list = doc["escalations"].as_array().expect("escalations");
     assert_eq!(list.len(), 1, "{doc}");
@@ -487,17 +487,24 @@ async fn escalations_are_shown_and_left_on_the_queue_unless_acknowledged() {
     assert_eq!(doc["acknowledged"], false);
     assert_eq!(p.queue_depth("EscalationQueue").await, 1);
 
-    let acked = tocsin(&p, &["--json", "escalations", "--ack"]).await;
+    let no_reason = tocsin(&p, &["escalations", "--ack"]).await;
+    assert_eq!(no_reason.code, 2, "--ack needs --reason: {no_reason:?}");
+    assert_eq!(p.queue_depth("EscalationQueue").await, 1);
+
+    let acked = tocsin(&p, &["--json", "escalations", "--ack", "--reason", "all handled"]).await;
     assert_eq!(acked.code, 0, "{acked:?}");
     assert_eq!(acked.json()["acknowledged"], true);
     assert_eq!(acked.json()["escalations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(acked.json()["deleted"], 1);
     assert_eq!(p.queue_depth("EscalationQueue").await, 0, "acknowledged = deleted");
 
     let empty = tocsin(&p, &["escalations"]).await;
     assert_eq!(empty.code, 0);
     assert!(empty.stdout.contains("no escalations waiting"), "{empty:?}");
-    // Acknowledging records nothing in the ledger.
-    assert!(operator_observations(&p.timeline(&key).await).is_empty());
+    // Acknowledging is recorded in the ledger: who and why.
+    let ops = operator_observations(&p.timeline(&key).await);
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    assert_eq!((ops[0].1.as_str(), ops[0].2.as_str()), ("acknowledged escalation", "all handled"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,9 +8,11 @@ pub mod emulator;
 pub mod events;
 pub mod fault_proxy;
 pub mod python;
+pub mod recorded;
 pub mod runtime_api;
 pub mod sam;
 pub mod stack;
+pub mod stack_outputs;
 
 pub use emulator::{Emulator, SentSms};
 pub use stack::Stack;

@@ -169,6 +169,10 @@ impl Stack {
             }
             pending = rest;
         }
+        // DescribeStacks answers with template.yaml's outputs, as for a deployed stack.
+        if let Some(endpoint) = sdk.endpoint_url() {
+            crate::stack_outputs::publish(endpoint, &stack, stack_name, &[]).await?;
+        }
         Ok(stack)
     }
 

@@ -1,10 +1,29 @@
-//! `tocsin escalations [--max N] [--ack]`: what on-call must handle, from the escalation queue.
+//! `tocsin escalations [--max N] [--ack]` and `tocsin escalations ack KEY --reason …`: what
+//! on-call must handle.
 //!
-//! Messages are received with a short visibility timeout; without `--ack` they are released at
-//! once (visibility 0) for other readers, with `--ack` each shown message is deleted. Nothing else
-//! is recorded. A message whose body is not an escalation is never deleted: it is released and
-//! reported.
+//! Looking never touches the queue. SQS has no peek: every ReceiveMessage — with a visibility
+//! timeout of 0 too — adds one to the message's receive count, and AWS leaves a message received
+//! three times or more out of `ApproximateAgeOfOldestMessage` (documented for that metric, with or
+//! without a redrive policy). Three looks would have taken an escalation off the age alarm. So the
+//! listing reads the ledger instead: escalated intents without an acknowledgement, next to the
+//! queue's depth (GetQueueAttributes, which counts nothing).
+//!
+//! `ack KEY --reason` records who, when and why in the intent's timeline (an operator
+//! observation, stored once per escalation), then deletes that intent's message(s) from the queue.
+//! Finding them means receiving: the messages looked past are released at once (visibility 0),
+//! each received once more. `--ack` (all shown) receives and deletes every escalation message,
+//! recording nothing. A message that is not an escalation is never deleted.
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::{IdempotencyKey, IntentRecord, State};
+use tocsin::ports::{IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
+
+use super::{load, resolve_key};
+use crate::context::queue_name;
 use serde::Serialize;
 use tocsin::ports::EscalationMessage;
 
@@ -16,80 +35,57 @@ use crate::progress::Spinner;
 /// How long received messages stay hidden if this command dies before releasing or deleting them.
 const VISIBILITY_SECONDS: i32 = 30;
 
-#[derive(Debug, Serialize)]
-struct Shown {
-    message_id: String,
-    #[serde(flatten)]
-    escalation: EscalationMessage,
-}
-
-#[derive(Debug, Serialize)]
-struct EscalationsDocument<'a> {
-    queue: &'a str,
-    acknowledged: bool,
-    escalations: Vec<Shown>,
-    /// Message ids of bodies that are not escalations (released, never deleted).
-    unreadable: Vec<String>,
-}
-
 struct Received {
     message_id: String,
     receipt_handle: String,
     escalation: Option<EscalationMessage>,
 }
 
-pub async fn run(ctx: &Context, max: u32, ack: bool) -> CliResult<()> {
-    let queue = &ctx.names.escalation_queue;
-    let url = ctx.queue_url(queue).await?;
-    let spinner = Spinner::start(format!("reading {queue}…"));
-    let received = receive(ctx, &url, max, &spinner).await;
-    // Whatever happened, hand back what we hold before reporting.
-    let (done, release): (Vec<&Received>, Vec<&Received>) = match &received {
-        Ok(r) => r.iter().partition(|m| ack && m.escalation.is_some()),
-        Err(_) => (Vec::new(), Vec::new()),
-    };
-    spinner.set_message(if ack { "acknowledging…" } else { "releasing…" });
-    let settled = settle(ctx, &url, &done, &release).await;
-    spinner.done();
-    let received = received?;
-    settled?;
+/// The operator observation's action for an acknowledged escalation.
+pub const ACK_ACTION: &str = "acknowledged escalation";
 
-    let mut shown = Vec::new();
-    let mut unreadable = Vec::new();
-    for m in received {
-        match m.escalation {
-            Some(e) => shown.push(Shown { message_id: m.message_id, escalation: e }),
-            None => unreadable.push(m.message_id),
+/// Without `ack`: the listing. With `ack` (a reason): acknowledges every escalation listed, as
+/// `ack KEY` does for one — recorded in each timeline, then their messages deleted.
+pub async fn run(ctx: &Context, max: u32, ack: Option<&str>) -> CliResult<()> {
+    let Some(reason) = ack else {
+        return look(ctx, max).await;
+    };
+    let url = ctx.names.escalation_queue_url.clone();
+    let queue = queue_name(&url);
+    let spinner = Spinner::start("reading the ledger for escalations…");
+    let mut waiting = unacknowledged(ctx, &spinner).await?;
+    waiting.truncate(usize::try_from(max).unwrap_or(usize::MAX));
+    let operator = ctx.operator().await?;
+    let now = Utc::now();
+    for (i, r) in waiting.iter().enumerate() {
+        spinner.set_message(format!("recording acknowledgements: {i} of {} recorded…", waiting.len()));
+        if let Some(e) = &r.status.escalation {
+            record_ack(ctx, r, &e.at, &operator, reason, now).await?;
         }
     }
+    let keys: std::collections::HashSet<&str> = waiting.iter().map(|r| r.intent.key.as_str()).collect();
+    spinner.set_message(format!("deleting their messages from {queue}…"));
+    let (deleted, released) = delete_messages(ctx, &spinner, |k| keys.contains(k)).await?;
+    spinner.done();
+    let rows: Vec<Waiting> = waiting.iter().map(Waiting::from).collect();
     if ctx.json {
-        return output::json(&EscalationsDocument { queue, acknowledged: ack, escalations: shown, unreadable });
+        return output::json(&serde_json::json!({
+            "queue": queue, "acknowledged": true, "operator": operator, "reason": reason,
+            "escalations": rows, "deleted": deleted, "released": released,
+        }));
     }
-    for id in &unreadable {
-        eprintln!("warning: message {id} on {queue} is not an escalation; left on the queue");
+    if rows.is_empty() {
+        return output::line(format!("no escalations waiting ({queue}): nothing acknowledged"));
     }
-    if shown.is_empty() {
-        return output::line(format!("no escalations waiting on {queue}"));
+    output::line(format!(
+        "{} acknowledged by {operator} ({reason}); {} deleted from {queue}:",
+        output::count(rows.len(), "escalation"),
+        output::count(deleted, "message")
+    ))?;
+    for e in &rows {
+        output::line(format!("  {} {} {} {}", e.idempotency_key, e.event_id, e.recipient_masked, e.state))?;
     }
-    let mut t = output::table(["escalated", "key", "event id", "recipient", "state", "reason"]);
-    for s in &shown {
-        let e = &s.escalation;
-        t.add_row([
-            output::time(e.escalated_at),
-            e.idempotency_key.get(..12).unwrap_or(&e.idempotency_key).to_owned(),
-            e.event_id.clone(),
-            e.recipient_masked.clone(),
-            e.state.to_string(),
-            e.reason.clone(),
-        ]);
-    }
-    output::line(t)?;
-    let what = if ack {
-        "acknowledged (deleted from the queue)"
-    } else {
-        "left on the queue (acknowledge with --ack once handled)"
-    };
-    output::line(format!("{} {what}", output::count(shown.len(), "escalation")))
+    Ok(())
 }
 
 async fn receive(ctx: &Context, url: &str, max: u32, spinner: &Spinner) -> CliResult<Vec<Received>> {
@@ -176,4 +172,276 @@ async fn settle(ctx: &Context, url: &str, delete: &[&Received], release: &[&Rece
     } else {
         Err(CliError::Aws { operation: "SQS batch", message: failures.join("; ") })
     }
+}
+
+/// An escalation as the ledger holds it (the listing's row).
+#[derive(Debug, Serialize)]
+struct Waiting {
+    idempotency_key: String,
+    event_id: String,
+    template: String,
+    recipient_masked: String,
+    deadline: DateTime<Utc>,
+    state: State,
+    reason: String,
+    escalated_at: DateTime<Utc>,
+    sns_message_id: Option<String>,
+}
+
+impl From<&IntentRecord> for Waiting {
+    fn from(r: &IntentRecord) -> Self {
+        let (i, s) = (&r.intent, &r.status);
+        let (escalated_at, reason) =
+            s.escalation.as_ref().map_or((i.deadline, String::new()), |e| (e.at, e.reason.clone()));
+        Waiting {
+            idempotency_key: i.key.to_string(),
+            event_id: i.event_id.clone(),
+            template: i.template.to_string(),
+            recipient_masked: i.recipient.masked(),
+            deadline: i.deadline,
+            state: s.state,
+            reason,
+            escalated_at,
+            sns_message_id: s.sns_message_id.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct LookDocument<'a> {
+    queue: &'a str,
+    acknowledged: bool,
+    /// Messages on the queue now (visible, and received by someone but not deleted).
+    queue_visible: Option<u64>,
+    queue_in_flight: Option<u64>,
+    escalations: Vec<Waiting>,
+}
+
+/// Who acknowledged an escalation, when and why: the operator observation in its timeline.
+pub fn acknowledgement(timeline: &[Observation]) -> Option<(&str, DateTime<Utc>, &str)> {
+    timeline.iter().find_map(|o| match &o.kind {
+        ObservationKind::Operator { operator, action, reason } if action == ACK_ACTION => {
+            Some((operator.as_str(), o.at, reason.as_str()))
+        }
+        _ => None,
+    })
+}
+
+/// The escalated intents nobody acknowledged yet, oldest escalation first, from the ledger.
+async fn unacknowledged(ctx: &Context, spinner: &Spinner) -> CliResult<Vec<IntentRecord>> {
+    let mut escalated = crate::scan::intents_where(
+        ctx,
+        Some(("attribute_exists(escalated_at)", HashMap::<String, AttributeValue>::new())),
+        "escalated intents",
+        spinner,
+    )
+    .await?;
+    escalated.sort_by_key(|r| r.status.escalation.as_ref().map(|e| e.at));
+    let mut out = Vec::new();
+    for (i, r) in escalated.into_iter().enumerate() {
+        spinner.set_message(format!("checking acknowledgements: {i} checked, {} waiting…", out.len()));
+        let timeline = ctx
+            .ledger
+            .observations(&r.intent.key)
+            .await
+            .map_err(CliError::port(format!("reading the timeline of {}", r.intent.key)))?;
+        if acknowledgement(&timeline).is_none() {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// The queue's depth by GetQueueAttributes (receives nothing, so counts nothing).
+async fn depth(ctx: &Context, url: &str) -> CliResult<(Option<u64>, Option<u64>)> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = ctx
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(CliError::aws("SQS GetQueueAttributes"))?;
+    let attrs = out.attributes.unwrap_or_default();
+    let get = |a: &A| attrs.get(a).and_then(|v| v.parse::<u64>().ok());
+    Ok((get(&A::ApproximateNumberOfMessages), get(&A::ApproximateNumberOfMessagesNotVisible)))
+}
+
+async fn look(ctx: &Context, max: u32) -> CliResult<()> {
+    let url = &ctx.names.escalation_queue_url;
+    let queue = queue_name(url);
+    let spinner = Spinner::start("reading the ledger for escalations…");
+    let mut waiting = unacknowledged(ctx, &spinner).await?;
+    let (visible, in_flight) = depth(ctx, url).await?;
+    spinner.done();
+    let total = waiting.len();
+    waiting.truncate(usize::try_from(max).unwrap_or(usize::MAX));
+    let rows: Vec<Waiting> = waiting.iter().map(Waiting::from).collect();
+    if ctx.json {
+        return output::json(&LookDocument {
+            queue,
+            acknowledged: false,
+            queue_visible: visible,
+            queue_in_flight: in_flight,
+            escalations: rows,
+        });
+    }
+    let on_queue = format!(
+        "{queue}: {} visible, {} in flight",
+        visible.map_or_else(|| "?".to_owned(), |v| v.to_string()),
+        in_flight.map_or_else(|| "?".to_owned(), |v| v.to_string())
+    );
+    if rows.is_empty() {
+        return output::line(format!("no escalations waiting ({on_queue})"));
+    }
+    let mut t = output::table(["escalated", "key", "event id", "recipient", "state", "reason"]);
+    for e in &rows {
+        t.add_row([
+            output::time(e.escalated_at),
+            e.idempotency_key.get(..12).unwrap_or(&e.idempotency_key).to_owned(),
+            e.event_id.clone(),
+            e.recipient_masked.clone(),
+            e.state.to_string(),
+            e.reason.clone(),
+        ]);
+    }
+    output::line(t)?;
+    output::line(format!(
+        "{} of {total} unacknowledged, oldest first; left on the queue ({on_queue}). Acknowledge one with \
+         `tocsin escalations ack <key> --reason …` once handled.",
+        output::count(rows.len(), "escalation")
+    ))
+}
+
+#[derive(Debug, Serialize)]
+struct AckDocument<'a> {
+    key: String,
+    operator: &'a str,
+    reason: &'a str,
+    at: DateTime<Utc>,
+    /// Recorded by this command (false: it was acknowledged before; that record stands).
+    recorded: bool,
+    /// Messages for this intent deleted from the escalation queue.
+    deleted: usize,
+    /// Other messages received on the way and released at once.
+    released: usize,
+}
+
+/// `tocsin escalations ack KEY --reason …`.
+pub async fn ack(ctx: &Context, raw_key: &str, reason: &str) -> CliResult<()> {
+    let key = resolve_key(ctx, raw_key).await?;
+    let record = load(ctx, &key).await?;
+    let Some(escalation) = record.status.escalation.clone() else {
+        return Err(CliError::Refused(format!(
+            "intent {key} was not escalated (state {}): nothing to acknowledge",
+            record.status.state
+        )));
+    };
+    let timeline =
+        ctx.ledger.observations(&key).await.map_err(CliError::port(format!("reading the timeline of {key}")))?;
+    let earlier = acknowledgement(&timeline).map(|(o, at, r)| (o.to_owned(), at, r.to_owned()));
+    let operator = ctx.operator().await?;
+    let now = Utc::now();
+    // The ledger first: if the queue call fails, running the command again finds the record and
+    // only deletes the message.
+    let recorded = match &earlier {
+        Some(_) => false,
+        None => record_ack(ctx, &record, &escalation.at, &operator, reason, now).await?,
+    };
+    let spinner = Spinner::start(format!("removing {}'s escalation from the queue…", key.short()));
+    let (deleted, released) = delete_messages_of(ctx, &key, &spinner).await?;
+    spinner.done();
+    let (by, at, why) = match &earlier {
+        Some((o, at, r)) if !recorded => (o.as_str(), *at, r.as_str()),
+        _ => (operator.as_str(), now, reason),
+    };
+    if ctx.json {
+        return output::json(&AckDocument {
+            key: key.to_string(),
+            operator: by,
+            reason: why,
+            at,
+            recorded,
+            deleted,
+            released,
+        });
+    }
+    if recorded {
+        output::line(format!("Escalation of {key} acknowledged by {by} at {}: {why}.", output::time(at)))?;
+    } else {
+        output::line(format!(
+            "Escalation of {key} was already acknowledged by {by} at {} ({why}); nothing new recorded.",
+            output::time(at)
+        ))?;
+    }
+    output::line(match deleted {
+        0 => "No message of it was on the escalation queue (deleted before, or held by another reader: run again \
+              in 30 s if the alarm still fires)."
+            .to_owned(),
+        n => format!("{} deleted from the escalation queue.", output::count(n, "message")),
+    })
+}
+
+async fn record_ack(
+    ctx: &Context,
+    record: &IntentRecord,
+    escalated_at: &DateTime<Utc>,
+    operator: &str,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> CliResult<bool> {
+    let key = &record.intent.key;
+    let observation = Observation::new(
+        format!("operator:ack-escalation:{}", escalated_at.timestamp_millis()),
+        now,
+        ObservationKind::Operator {
+            operator: operator.to_owned(),
+            action: ACK_ACTION.to_owned(),
+            reason: reason.to_owned(),
+        },
+    )
+    .with_state(record.status.state);
+    let t = Transition {
+        key: key.clone(),
+        from: Vec::new(),
+        attempt_id: None,
+        patch: StatusPatch::default(),
+        observation,
+        next_check: NextCheck::Keep,
+        index_message: None,
+        expect: Default::default(),
+        retain_until: Some(record.intent.expires_at()),
+    };
+    match ctx.ledger.transition(t).await.map_err(CliError::port(format!("recording the acknowledgement of {key}")))? {
+        TransitionOutcome::Applied => Ok(true),
+        // Another operator's acknowledgement of the same escalation landed first.
+        TransitionOutcome::AlreadyApplied => Ok(false),
+        TransitionOutcome::Refused(_) => Err(CliError::NotFound(key.to_string())),
+    }
+}
+
+/// Receives the queue through, deletes `key`'s messages and releases every other one at once.
+async fn delete_messages_of(ctx: &Context, key: &IdempotencyKey, spinner: &Spinner) -> CliResult<(usize, usize)> {
+    delete_messages(ctx, spinner, |k| k == key.as_str()).await
+}
+
+/// Receives the queue through, deletes the escalations whose key `wanted` accepts and releases
+/// every other message at once (a message that is not an escalation is never deleted).
+async fn delete_messages(ctx: &Context, spinner: &Spinner, wanted: impl Fn(&str) -> bool) -> CliResult<(usize, usize)> {
+    let url = ctx.names.escalation_queue_url.clone();
+    let received = receive(ctx, &url, 1000, spinner).await;
+    let (mine, others): (Vec<&Received>, Vec<&Received>) = match &received {
+        Ok(r) => r.iter().partition(|m| m.escalation.as_ref().is_some_and(|e| wanted(&e.idempotency_key))),
+        Err(_) => (Vec::new(), Vec::new()),
+    };
+    for m in others.iter().filter(|m| m.escalation.is_none()) {
+        eprintln!("warning: message {} on {} is not an escalation; left on the queue", m.message_id, queue_name(&url));
+    }
+    let counts = (mine.len(), others.len());
+    let settled = settle(ctx, &url, &mine, &others).await;
+    received?;
+    settled?;
+    Ok(counts)
 }

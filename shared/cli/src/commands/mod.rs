@@ -1,10 +1,12 @@
 //! One module per command, and what they share: finding an intent by key and its masked view.
 
+pub mod doctor;
 pub mod escalations;
 pub mod list;
 pub mod re_enable;
 pub mod reconcile;
 pub mod resend;
+pub mod send;
 pub mod show;
 pub mod suppressed;
 
