@@ -1,23 +1,60 @@
-//! Cost per million alerts from the measured calls and durations, at list prices
-//! (us-east-1, as published by AWS in 2025; on-demand, no free tier).
+//! Cost per million delivered alerts, one row per billed item, from what one delivered alert was
+//! measured to do ([`crate::wru`]: calls, write and read units from real item sizes, log bytes,
+//! stored bytes) and the template's settings. Prices: AWS's public pricing pages, region
+//! us-east-1, on-demand, first tier, no free tier, as read on [`PRICES_READ`] — no network here,
+//! so they are constants with their source named; change them here when AWS changes them.
 
-use crate::api_calls::ApiCalls;
+use crate::wru::Wru;
 
 pub const REGION: &str = "us-east-1";
-/// Lambda, arm64: USD per GB-second (first pricing tier) and per request.
+/// When the prices below were read from AWS's pricing pages.
+pub const PRICES_READ: &str = "2026-11-30";
+
+/// "Amazon API Gateway pricing", HTTP APIs: USD per request (first 300 million; 512 KB units).
+pub const HTTP_API_REQUEST: f64 = 1.00 / 1e6;
+/// "Amazon EventBridge pricing", custom events published: USD per 64 KB event (the other entry).
+pub const EVENTBRIDGE_EVENT: f64 = 1.00 / 1e6;
+/// "AWS Lambda pricing", Arm: USD per GB-second (first 7.5 billion) and per request.
 pub const LAMBDA_ARM_GB_S: f64 = 0.000_013_333_4;
 pub const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
-/// DynamoDB on-demand: USD per write and per read request unit.
+/// "Amazon DynamoDB pricing", on-demand: USD per write and read request unit.
 pub const DDB_WRU: f64 = 0.625 / 1e6;
 pub const DDB_RRU: f64 = 0.125 / 1e6;
-/// SQS standard queue: USD per request (64 KB chunk).
+/// "Amazon DynamoDB pricing": table storage and continuous backups (PITR), USD per GB-month.
+pub const DDB_STORAGE_GB_MONTH: f64 = 0.25;
+pub const DDB_PITR_GB_MONTH: f64 = 0.20;
+/// AWS: each stored item carries 100 bytes of overhead (storage is billed with it).
+pub const DDB_ITEM_STORAGE_OVERHEAD: usize = 100;
+/// "Amazon SQS pricing", standard queue: USD per request (64 KB chunk).
 pub const SQS_REQUEST: f64 = 0.40 / 1e6;
-/// CloudWatch Logs ingestion: USD per GB (the SNS delivery-status log line, ~0.5 KB).
-pub const LOGS_PER_GB: f64 = 0.50;
-pub const DELIVERY_LOG_BYTES: f64 = 500.0;
-/// SMS to a US number: `priceInUSD` of SNS's own delivery record for one part (varies by
-/// country, origination identity and carrier fees).
+/// "AWS Key Management Service pricing": USD per 10,000 requests, and per key-month.
+pub const KMS_REQUEST: f64 = 0.03 / 10_000.0;
+pub const KMS_KEY_MONTH: f64 = 1.00;
+/// "Amazon CloudWatch pricing", Logs (Standard): ingestion per GB, archival per GB-month.
+pub const LOGS_INGEST_GB: f64 = 0.50;
+pub const LOGS_STORE_GB_MONTH: f64 = 0.03;
+/// CloudWatch Logs counts 26 bytes per log event besides its message (PutLogEvents batch size).
+pub const LOGS_EVENT_OVERHEAD: u64 = 26;
+/// Lambda's own platform lines per invocation in JSON log format (platform.start and
+/// platform.report; sizes from AWS's documented examples, rounded up): an assumption.
+pub const PLATFORM_LOG_BYTES_PER_INVOCATION: u64 = 700;
+/// The HTTP API's access-log line (template's `AccessLogSettings.Format`, filled in): an
+/// assumption, the format's length with typical values.
+pub const ACCESS_LOG_BYTES: u64 = 220;
+/// SMS to a US number: `priceInUSD` of SNS's delivery record for one part.
 pub const SMS_US_PART: f64 = 0.006_45;
+
+/// Realistic batching at sustained load (assumptions, stated in BENCHMARKS.md): the sender's
+/// event source mapping delivers full batches of `BatchSize` (template: 10), and one status
+/// invocation carries this many delivery records (a subscription delivers log events in batches).
+pub const SENDER_BATCH: f64 = 10.0;
+pub const STATUS_RECORDS_PER_INVOCATION: f64 = 10.0;
+/// Days a ledger item stays past its deadline (template: TTL `expires_at` = deadline + 30 days).
+pub const LEDGER_RETENTION_DAYS: f64 = 30.0;
+/// The template's `LogRetentionDays` default.
+pub const LOG_RETENTION_DAYS: f64 = 30.0;
+pub const DAYS_PER_MONTH: f64 = 30.0;
+
 /// The template's memory size.
 pub const MEMORY_GB: f64 = 128.0 / 1024.0;
 
@@ -27,6 +64,8 @@ pub struct CostLine {
     pub per_alert: f64,
     pub unit: String,
     pub unit_price: f64,
+    /// Where the quantity comes from (measured / template / assumption).
+    pub source: String,
 }
 
 impl CostLine {
@@ -35,54 +74,174 @@ impl CostLine {
     }
 }
 
+fn line(item: impl Into<String>, per_alert: f64, unit: &str, unit_price: f64, source: impl Into<String>) -> CostLine {
+    CostLine { item: item.into(), per_alert, unit: unit.into(), unit_price, source: source.into() }
+}
+
+/// Sum of the lines, per million alerts.
+pub fn total(lines: &[CostLine]) -> f64 {
+    lines.iter().map(CostLine::per_million).sum()
+}
+
 /// The lines of the estimate (SMS excluded: see [`SMS_US_PART`]).
-pub fn estimate(calls: &ApiCalls) -> Vec<CostLine> {
-    let ddb = |suffix: &str| calls.count(|o| o.starts_with("DynamoDB_") && o.ends_with(suffix)) as f64;
-    let transact_items: usize = calls.phases.iter().map(|p| p.transact_items).sum();
-    let writes = ddb(".PutItem") + ddb(".UpdateItem") + ddb(".DeleteItem") + 2.0 * transact_items as f64;
-    let reads = ddb(".GetItem") + ddb(".Query") + ddb(".BatchGetItem");
-    let sqs = calls.count(|o| o.starts_with("AmazonSQS.")) as f64 + 2.0;
-    let billed_ms: f64 = calls.phases.iter().map(|p| (p.handler.as_secs_f64() * 1000.0).ceil()).sum();
-    let functions = calls.phases.len() as f64;
-    vec![
-        CostLine {
-            item: format!("Lambda requests ({} invocations, batch of 1: an upper bound)", calls.phases.len()),
-            per_alert: functions,
-            unit: "request".into(),
-            unit_price: LAMBDA_REQUEST,
-        },
-        CostLine {
-            item: format!("Lambda arm64 compute, 128 MB × {billed_ms:.0} ms measured handler time"),
-            per_alert: MEMORY_GB * billed_ms / 1000.0,
-            unit: "GB-s".into(),
-            unit_price: LAMBDA_ARM_GB_S,
-        },
-        CostLine {
-            item: format!(
-                "DynamoDB writes: 1 WRU per Put/Update/Delete, 2 per item of TransactWriteItems ({transact_items} items); items ≤ 1 KB; GSI propagation not included"
+pub fn estimate(w: &Wru) -> Vec<CostLine> {
+    let phase = |f: &str| w.phases.iter().find(|p| p.function == f);
+    let ms = |f: &str| phase(f).map(|p| (p.handler.as_secs_f64() * 1000.0).ceil()).unwrap_or(0.0);
+    let invocations = |f: &str| match f {
+        "sender" => 1.0 / SENDER_BATCH,
+        "status" => 1.0 / STATUS_RECORDS_PER_INVOCATION,
+        _ => 1.0,
+    };
+    let requests: f64 = ["intake", "sender", "status"].iter().map(|f| invocations(f)).sum();
+    // Billed duration per alert: the measured handler time for this alert (an invocation of a
+    // batch takes about the batch's records times one record's time), 1 ms granularity.
+    let billed_ms: f64 = ["intake", "sender", "status"].iter().map(|f| ms(f)).sum();
+    let ops = |pred: &dyn Fn(&str) -> bool| -> f64 {
+        w.phases.iter().flat_map(|p| p.ops.iter()).filter(|(o, _)| pred(o)).map(|(_, n)| *n as f64).sum()
+    };
+    let sqs_calls = ops(&|o| o.starts_with("AmazonSQS."));
+    let own_logs: u64 = w.phases.iter().map(|p| p.log_bytes + p.emf_bytes).sum();
+    let own_events: u64 = w.phases.iter().map(|p| p.log_lines).sum();
+    let platform = PLATFORM_LOG_BYTES_PER_INVOCATION as f64 * requests;
+    let own_log_gb = (own_logs + own_events * LOGS_EVENT_OVERHEAD) as f64 / 1e9 + platform / 1e9;
+    let record_gb = (w.delivery_record_bytes as u64 + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
+    let access_gb = (ACCESS_LOG_BYTES + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
+    let stored_items = w.writes.iter().filter(|x| x.table.ends_with("ledger") && x.bytes_before == 0).count();
+    let stored_gb = (w.stored_bytes + stored_items * DDB_ITEM_STORAGE_OVERHEAD) as f64 / 1e9;
+    let ledger_months = LEDGER_RETENTION_DAYS / DAYS_PER_MONTH;
+    let log_months = LOG_RETENTION_DAYS / DAYS_PER_MONTH;
+    let mut lines = vec![
+        line(
+            "API Gateway HTTP API request (intake; an EventBridge custom event costs the same)",
+            1.0,
+            "request",
+            HTTP_API_REQUEST,
+            "1 per alert",
+        ),
+        line(
+            format!(
+                "Lambda requests: intake 1, sender 1/{SENDER_BATCH:.0} (BatchSize 10, full batches), status 1/{STATUS_RECORDS_PER_INVOCATION:.0} (records per invocation)"
             ),
-            per_alert: writes,
-            unit: "WRU".into(),
-            unit_price: DDB_WRU,
-        },
-        CostLine {
-            item: "DynamoDB reads: 1 RRU per GetItem/Query (strongly consistent, ≤ 4 KB: an upper bound)".into(),
-            per_alert: reads,
-            unit: "RRU".into(),
-            unit_price: DDB_RRU,
-        },
-        CostLine {
-            item: "SQS requests: the functions' calls + the event source mapping's ReceiveMessage and DeleteMessage (batch of 1)"
-                .into(),
-            per_alert: sqs,
-            unit: "request".into(),
-            unit_price: SQS_REQUEST,
-        },
-        CostLine {
-            item: "CloudWatch Logs ingestion of the delivery-status record (~0.5 KB)".into(),
-            per_alert: DELIVERY_LOG_BYTES / 1e9,
-            unit: "GB".into(),
-            unit_price: LOGS_PER_GB,
-        },
-    ]
+            requests,
+            "request",
+            LAMBDA_REQUEST,
+            "template + assumption (status batching)",
+        ),
+        line(
+            format!(
+                "Lambda arm64 compute, 128 MB × {billed_ms:.0} ms handler time per alert (emulator-bound: an upper bound)"
+            ),
+            MEMORY_GB * billed_ms / 1000.0,
+            "GB-s",
+            LAMBDA_ARM_GB_S,
+            "measured",
+        ),
+        line(
+            format!("DynamoDB writes, base tables ({} writes, real item sizes, ×2 in transactions)", w.writes.len()),
+            w.table_wru() as f64,
+            "WRU",
+            DDB_WRU,
+            "measured (section WRU)",
+        ),
+    ];
+    for ix in &w.indexes {
+        lines.push(line(
+            format!("DynamoDB writes, GSI `{}` (projection {})", ix.name, ix.projection.describe()),
+            w.of_index(&ix.name) as f64,
+            "WRU",
+            DDB_WRU,
+            "measured (section WRU)",
+        ));
+    }
+    lines.extend([
+        line(
+            format!(
+                "DynamoDB reads ({} requests: GetItem per 4 KB of the item read, consistent; a Query counted as 1)",
+                w.reads.len()
+            ),
+            w.rru(),
+            "RRU",
+            DDB_RRU,
+            "measured",
+        ),
+        line(
+            format!(
+                "SQS requests: the functions' {sqs_calls:.0} + the event source mapping's ReceiveMessage and DeleteMessageBatch per batch of {SENDER_BATCH:.0}"
+            ),
+            sqs_calls + 2.0 / SENDER_BATCH,
+            "request",
+            SQS_REQUEST,
+            "measured + template",
+        ),
+        line(
+            "KMS requests (customer key on ledger, queues, logs): data keys are cached per period (SQS 5 min, DynamoDB table key), not per alert",
+            0.0,
+            "request",
+            KMS_REQUEST,
+            "AWS docs; fixed ~$1/key-month + per-period requests",
+        ),
+        line(
+            format!("CloudWatch Logs ingestion, SNS delivery-status record ({} B + 26 B per event)", w.delivery_record_bytes),
+            record_gb,
+            "GB",
+            LOGS_INGEST_GB,
+            "measured record",
+        ),
+        line(
+            format!(
+                "CloudWatch Logs ingestion, the functions' own logs ({} B of JSON lines + EMF at RUST_LOG=info, + {} B platform lines per invocation)",
+                own_logs, PLATFORM_LOG_BYTES_PER_INVOCATION
+            ),
+            own_log_gb,
+            "GB",
+            LOGS_INGEST_GB,
+            "measured + assumption (platform lines)",
+        ),
+        line(
+            format!("CloudWatch Logs ingestion, HTTP API access log (~{ACCESS_LOG_BYTES} B)"),
+            access_gb,
+            "GB",
+            LOGS_INGEST_GB,
+            "assumption (template's format)",
+        ),
+        line(
+            format!(
+                "CloudWatch Logs storage, all of the above for {LOG_RETENTION_DAYS:.0} days (LogRetentionDays; uncompressed: an upper bound)"
+            ),
+            (record_gb + own_log_gb + access_gb) * log_months,
+            "GB-month",
+            LOGS_STORE_GB_MONTH,
+            "measured + template",
+        ),
+        line(
+            format!(
+                "DynamoDB storage: the alert's {} ledger items ({} B + 100 B each) for deadline + {LEDGER_RETENTION_DAYS:.0} days",
+                stored_items, w.stored_bytes
+            ),
+            stored_gb * ledger_months,
+            "GB-month",
+            DDB_STORAGE_GB_MONTH,
+            "measured + template (TTL)",
+        ),
+        line(
+            "DynamoDB point-in-time recovery (PointInTimeRecoveryEnabled) on the same bytes",
+            stored_gb * ledger_months,
+            "GB-month",
+            DDB_PITR_GB_MONTH,
+            "measured + template",
+        ),
+    ]);
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_million_alerts_at_one_unit_each_cost_the_unit_price_times_a_million() {
+        let l = line("x", 1.0, "WRU", DDB_WRU, "t");
+        assert!((l.per_million() - 0.625).abs() < 1e-9);
+        assert!((total(&[l.clone(), l]) - 1.25).abs() < 1e-9);
+    }
 }

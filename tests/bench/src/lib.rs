@@ -9,19 +9,24 @@
 
 pub mod api_calls;
 pub mod binaries;
+pub mod capacity;
 pub mod cold_start;
 pub mod cost;
 pub mod cpu;
 pub mod error;
 pub mod function;
 pub mod machine;
+pub mod merge;
 pub mod probe;
 pub mod python_peer;
 pub mod report;
+mod report_scale;
 pub mod rss;
 pub mod size;
 pub mod stats;
+pub mod sweep_rate;
 pub mod sweep_reads;
 pub mod workload;
+pub mod wru;
 
 pub use error::{BenchError, Result};

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::api_calls::{self, ApiCalls};
 use crate::cold_start::{ColdStart, FunctionCold};
-use crate::cost;
 use crate::cpu::{self, Estimate};
 use crate::machine::Machine;
 use crate::rss::{self, PeakRss};
@@ -35,6 +34,12 @@ pub struct Report {
     pub criterion: Option<Result<()>>,
     pub status_parse: Option<Result<Estimate>>,
     pub intake_cpu: Option<Result<Estimate>>,
+    /// Write units of one delivered alert, measured (and the cost and capacity built on them).
+    pub wru: Option<Result<crate::wru::Wru>>,
+    pub capacity: Option<Result<crate::capacity::Capacity>>,
+    /// Sweep throughput per concurrency, and the (due intents, budget, defaults?) it ran with.
+    pub sweep_rates: Option<Vec<(usize, Result<crate::sweep_rate::SweepRate>)>>,
+    pub sweep_rate_settings: Option<(usize, Duration, bool)>,
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
@@ -46,16 +51,16 @@ fn mb(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / 1024.0 / 1024.0)
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
 }
 
-fn error_line(out: &mut String, what: &str, e: &BenchError) {
+pub(crate) fn error_line(out: &mut String, what: &str, e: &BenchError) {
     let _ = writeln!(out, "> **Not measured** ({what}): `{}`\n", truncate(&e.to_string(), 400));
 }
 
 /// A summary row: (measurement, target, result, verdict).
-type Row = (String, String, String, String);
+pub(crate) type Row = (String, String, String, String);
 
 impl Report {
     pub fn render(&self) -> String {
@@ -72,7 +77,10 @@ impl Report {
              starts the local AWS emulator (moto) as the tests do, and rewrites this file. Needs what `cargo test \
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
-             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,rss,sweep`; all by default), \
+             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate`; all by default; \
+             sections not run keep their text from the previous BENCHMARKS.md), \
+             `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,4,8,16`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
+             run, default 300), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), \
              `TOCSIN_BENCH_STATUS_TIMEOUT` (seconds for the ~1 MB status event, default 240), `TOCSIN_BENCH_SKIP_BUILD`, \
              `TOCSIN_BENCH_SKIP_ARM64`, `TOCSIN_BENCH_SKIP_CRITERION`, `TOCSIN_BENCH_ARM64_DIR`, `TOCSIN_BENCH_BIN_DIR`, `PYTHON` (the interpreter \
              that creates the Python peer's venv, default `python3`).\n"
@@ -88,7 +96,11 @@ impl Report {
         self.rss_section(&mut body, &mut rows);
         self.size_section(&mut body, &mut rows);
         self.calls_section(&mut body, &mut rows);
+        self.wru_section(&mut body, &mut rows);
+        self.cost_section(&mut body, &mut rows);
+        self.capacity_section(&mut body, &mut rows);
         self.sweep_section(&mut body, &mut rows);
+        self.sweep_rate_section(&mut body, &mut rows);
         self.cpu_section(&mut body, &mut rows);
         let _ = writeln!(out, "## Summary\n\n| measurement | target | result | verdict |\n|---|---|---|---|");
         for (m, t, r, v) in &rows {
@@ -474,7 +486,7 @@ impl Report {
     }
 
     fn calls_section(&self, out: &mut String, rows: &mut Vec<Row>) {
-        let _ = writeln!(out, "## 4. AWS API calls per alert, and cost\n");
+        let _ = writeln!(out, "## 4. AWS API calls per alert\n");
         let _ = writeln!(
             out,
             "Method: one alert on the happy path (intake → sender → carrier's SUCCESS record → status → `delivered`) \
@@ -522,39 +534,8 @@ impl Report {
              (accepted with that message id, not escalated) and conditioned on it; when the intent has moved on, \
              the refused write costs one read more.\n"
         );
-        let lines = cost::estimate(calls);
-        let _ = writeln!(
-            out,
-            "Cost per 1M alerts at list prices, region {} (Lambda arm64 ${:.10}/GB-s and $0.20/1M requests; DynamoDB \
-             on-demand $0.625/1M WRU, $0.125/1M RRU; SQS standard $0.40/1M requests; CloudWatch Logs ingestion \
-             $0.50/GB). Handler durations are the emulator-bound in-process times above (AWS latencies are lower, so \
-             compute is an upper bound):\n",
-            cost::REGION,
-            cost::LAMBDA_ARM_GB_S
-        );
-        let _ = writeln!(out, "| item | per alert | unit price (USD) | per 1M alerts (USD) |\n|---|---|---|---|");
-        let mut sum = 0.0;
-        for l in &lines {
-            sum += l.per_million();
-            let _ = writeln!(
-                out,
-                "| {} | {:.6} {} | {:.10} | {:.2} |",
-                l.item,
-                l.per_alert,
-                l.unit,
-                l.unit_price,
-                l.per_million()
-            );
-        }
-        let _ = writeln!(
-            out,
-            "| **total, excluding SMS** | | | **{sum:.2}** |\n\nSMS, separately: ${:.5} per part to a US number \
-             (the `priceInUSD` of SNS's delivery record) → **${:.0} per 1M single-part alerts**; it dominates everything \
-             above by three orders of magnitude. The escalation sweep (every minute) is a fixed cost independent of \
-             alert volume and is not included.\n",
-            cost::SMS_US_PART,
-            cost::SMS_US_PART * 1e6
-        );
+        let _ =
+            writeln!(out, "Their write and read units, and the cost per alert, are measured in sections 4b and 4c.\n");
     }
 
     fn sweep_section(&self, out: &mut String, rows: &mut Vec<Row>) {
@@ -564,13 +545,16 @@ impl Report {
             "Method: as in `tests/tests/escalation.rs` — a fresh stack; {} alerts submitted and sent (accepted, never \
              delivered); N delivered intents written straight into the ledger with BatchWriteItem (25 per call; they \
              never enter the sparse `due-index`); the clock moved 16 minutes on; one sweep run with the recorder on. \
-             *Items read* is the sweep's own count; read calls are DynamoDB Query/Scan/GetItem calls.\n",
+             *Items read* is the sweep's own count; read calls are DynamoDB Query/Scan/GetItem calls. The due-index is \
+             sharded (`TOCSIN_DUE_SHARDS` partitions): the sweep pages each partition with its own Query, so \
+             *due-index Queries* is at least the partition count whatever the table size, and *other Queries* are the \
+             per-intent reads (the escalation message carries the intent's history).\n",
             sweep_reads::DUE
         );
         let Some(results) = &self.sweeps else { return };
         let _ = writeln!(
             out,
-            "| delivered intents | due | items read | escalated | DynamoDB read calls | seeding time | sweep time |\n|---|---|---|---|---|---|---|"
+            "| delivered intents | due | items read | escalated | due-index Queries | other Queries | DynamoDB read calls | seeding time | sweep time |\n|---|---|---|---|---|---|---|---|---|"
         );
         let mut reads = Vec::new();
         for (n, r) in results {
@@ -580,11 +564,13 @@ impl Report {
                     reads.push((s.items_read, s.read_calls.values().sum::<usize>()));
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {} | {} | {:.1} s | {} ms |",
+                        "| {} | {} | {} | {} | {} | {} | {} | {:.1} s | {} ms |",
                         s.delivered,
                         sweep_reads::DUE,
                         s.items_read,
                         s.escalated,
+                        s.index_queries,
+                        s.other_queries,
                         calls,
                         s.seeding.as_secs_f64(),
                         ms(s.sweep)
@@ -593,7 +579,7 @@ impl Report {
                 Err(e) => {
                     let _ = writeln!(
                         out,
-                        "| {n} | {} | — | — | not measured: `{}` | | |",
+                        "| {n} | {} | — | — | | | not measured: `{}` | | |",
                         sweep_reads::DUE,
                         truncate(&e.to_string(), 200)
                     );
@@ -612,13 +598,13 @@ impl Report {
                 .collect();
             let _ = writeln!(
                 out,
-                "\n**Reading the table.** Read calls are one `due-index` Query plus one observations Query per due \
-                 intent (the escalation message carries the intent's history), whatever the table size. The sweep's \
+                "\n**Reading the table.** Read calls are the `due-index` Queries (one per partition and page) plus one \
+                 observations Query per due intent (the escalation message carries the intent's history), whatever the table size. The sweep's \
                  *time* is the emulator's: {} — moto answers a GSI Query by filtering every item of the table, so its \
                  latency grows linearly with the table, which DynamoDB's does not (a Query costs the items it returns). \
                  Where a row shows fewer than {} escalated, the sweep stopped at the harness's 50 s time budget \
                  (`Pipeline::run_escalation`) with the rest still due for the next run — an emulator limit, not a \
-                 growth in reads: the reads per escalated intent stay 1 + 1/run.",
+                 growth in reads: the reads per escalated intent stay 1, plus the partitions' Queries per run.",
                 per_query.join(", "),
                 sweep_reads::DUE
             );
@@ -629,8 +615,11 @@ impl Report {
             reads.iter().map(|(i, c)| format!("{i} items / {c} calls")).collect::<Vec<_>>().join(" · "),
             if flat {
                 "**met** (flat)".into()
-            } else if !reads.is_empty() && reads.iter().all(|(i, c)| *c == i + 1) {
-                "**met**: 1 + 1 read call per intent read at every size; see section 5".into()
+            } else if !reads.is_empty()
+                && sweeps.iter().all(|s| s.other_queries == s.items_read && s.index_queries == sweeps[0].index_queries)
+            {
+                "**met**: 1 read call per intent read plus the same partition Queries at every size; see section 5"
+                    .into()
             } else {
                 "see section 5".into()
             },

@@ -21,6 +21,10 @@ pub struct SweepReads {
     pub escalated: usize,
     /// DynamoDB read operations (Query/Scan/GetItem/BatchGetItem) → calls during the sweep.
     pub read_calls: BTreeMap<String, usize>,
+    /// Of the Queries: those on the `due-index` (one or more per due partition), and the others
+    /// (one observations Query per due intent).
+    pub index_queries: usize,
+    pub other_queries: usize,
     pub seeding: Duration,
     pub sweep: Duration,
 }
@@ -86,11 +90,28 @@ pub async fn measure_one(delivered: usize) -> Result<SweepReads> {
     let run = p.run_escalation_within(Duration::from_secs(900)).await;
     let sweep = sweep_started.elapsed();
     let ops = p.emulator.stop_recording().await?;
+    let queries: Vec<bool> = crate::wru::download(&p.emulator.endpoint())
+        .await?
+        .iter()
+        .filter(|r| r.op.ends_with(".Query"))
+        .map(|r| r.body.get("IndexName").and_then(serde_json::Value::as_str) == Some("due-index"))
+        .collect();
+    let index_queries = queries.iter().filter(|q| **q).count();
+    let other_queries = queries.len() - index_queries;
     let read_calls = ops.into_iter().filter(|o| is_read(o)).fold(BTreeMap::new(), |mut m, o| {
         *m.entry(o).or_insert(0) += 1;
         m
     });
-    Ok(SweepReads { delivered, items_read: run.read, escalated: run.escalated, read_calls, seeding, sweep })
+    Ok(SweepReads {
+        delivered,
+        items_read: run.read,
+        escalated: run.escalated,
+        read_calls,
+        index_queries,
+        other_queries,
+        seeding,
+        sweep,
+    })
 }
 
 /// 1k, 10k, 50k delivered intents; a size whose seeding fails is reported as its error.

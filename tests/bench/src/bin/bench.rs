@@ -5,7 +5,9 @@
 use std::process::ExitCode;
 
 use tocsin_bench::report::Report;
-use tocsin_bench::{api_calls, binaries, cold_start, cpu, machine, rss, size, sweep_reads};
+use tocsin_bench::{
+    api_calls, binaries, capacity, cold_start, cpu, machine, merge, rss, size, sweep_rate, sweep_reads, wru,
+};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -18,15 +20,32 @@ fn sizes() -> Vec<usize> {
         .unwrap_or_else(|| vec![1_000, 10_000, 50_000])
 }
 
-/// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, rss, calls, sweep) selects
-/// sections; all by default.
+/// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, rss, sweep,
+/// sweeprate) selects sections; all by default.
 fn enabled(section: &str) -> bool {
     std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
 }
 
 fn write(report: &Report) -> std::io::Result<()> {
     let path = tocsin_harness::workspace_root().join("BENCHMARKS.md");
-    std::fs::write(&path, report.render())?;
+    let mut text = report.render();
+    // A partial run keeps the sections it did not measure from the previous file.
+    if let Ok(sections) = std::env::var("TOCSIN_BENCH_SECTIONS")
+        && let Ok(old) = std::fs::read_to_string(&path)
+    {
+        let date = report.machine.as_ref().map(|m| m.date.clone()).unwrap_or_default();
+        let note = format!(
+            "> This file was last updated by a partial run ({date}, `TOCSIN_BENCH_SECTIONS={sections}`): the other \
+             sections are from earlier runs of the same command.\n\n"
+        );
+        let old = old
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with("> This file was last updated by a partial run"))
+            .collect::<String>();
+        let old = old.replace("\n\n\n", "\n\n");
+        text = merge::merge(&old, &text, &note);
+    }
+    std::fs::write(&path, text)?;
     eprintln!("bench: wrote {}", path.display());
     Ok(())
 }
@@ -77,6 +96,16 @@ async fn run() -> std::io::Result<()> {
         report.calls = Some(api_calls::measure().await);
         write(&report)?;
     }
+    if enabled("wru") {
+        eprintln!("bench: write units, cost and capacity of one delivered alert");
+        let measured = wru::measure().await;
+        if let Ok(w) = &measured {
+            eprintln!("bench: {}", wru::summary_line(w));
+            report.capacity = Some(wru::template_json().and_then(|t| capacity::model(w, &t)));
+        }
+        report.wru = Some(measured);
+        write(&report)?;
+    }
     if enabled("rss") {
         eprintln!("bench: peak RSS");
         report.rss = Some(rss::measure().await);
@@ -86,6 +115,22 @@ async fn run() -> std::io::Result<()> {
         let sizes = sizes();
         eprintln!("bench: escalation reads at {sizes:?} delivered intents");
         report.sweeps = Some(sweep_reads::measure(&sizes).await);
+        write(&report)?;
+    }
+    if enabled("sweeprate") {
+        let concurrencies: Vec<usize> = std::env::var("TOCSIN_BENCH_SWEEP_CONCURRENCIES")
+            .ok()
+            .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+            .unwrap_or_else(|| sweep_rate::CONCURRENCIES.to_vec());
+        let due = env_usize("TOCSIN_BENCH_SWEEP_DUE", sweep_rate::DUE);
+        let budget = std::time::Duration::from_secs(env_usize(
+            "TOCSIN_BENCH_SWEEP_BUDGET_S",
+            sweep_rate::BUDGET.as_secs() as usize,
+        ) as u64);
+        let defaults =
+            concurrencies == sweep_rate::CONCURRENCIES && due == sweep_rate::DUE && budget == sweep_rate::BUDGET;
+        report.sweep_rate_settings = Some((due, budget, defaults));
+        report.sweep_rates = Some(sweep_rate::measure(&concurrencies, due, budget).await);
         write(&report)?;
     }
     Ok(())

@@ -1,0 +1,342 @@
+//! BENCHMARKS.md sections for issue 17: write units per delivered alert (4b), the cost per
+//! million alerts (4c), the capacity model of one stack (4d), and the sweep's throughput (5b).
+
+use std::fmt::Write;
+
+use crate::capacity::Capacity;
+use crate::report::{Report, Row, error_line, verdict};
+use crate::stats::ms;
+use crate::wru::{self, Wru};
+use crate::{cost, sweep_rate};
+
+fn indexes_text(w: &Wru) -> String {
+    w.indexes.iter().map(|i| format!("`{}` ({})", i.name, i.projection.describe())).collect::<Vec<_>>().join(", ")
+}
+
+impl Report {
+    pub(crate) fn wru_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let _ = writeln!(out, "## 4b. Write units per delivered alert (measured)\n");
+        let _ = writeln!(
+            out,
+            "Method (`tests/bench/src/wru.rs`): one delivered alert (after a warm-up alert) through the real handlers \
+             (`tocsin_tests::Pipeline`: submit → sender → the carrier's SUCCESS record → status), the emulator's \
+             request recorder on around each handler. Every write request (PutItem, UpdateItem, DeleteItem, \
+             TransactWriteItems, BatchWriteItem) is read back from the recording and applied in order to an image of \
+             the tables scanned just before the phase, so each write's item is known before and after it; after each \
+             phase the computed images are compared with the emulator's items. Item size by AWS's rules (attribute \
+             names + values: strings their UTF-8 bytes, numbers ⌈significant digits ÷ 2⌉ + 1, booleans/nulls 1, \
+             lists/maps 3 + 1 per element); a write costs 1 WRU per started KB of the larger of its before and after \
+             sizes, ×2 inside TransactWriteItems. Each GSI the item is in before or after (from template.yaml as it is \
+             when the bench runs: {}) costs its own writes: entering or leaving the sparse index 1, a changed index \
+             key a delete + a put (2), a changed projected attribute 1, each at the index entry's size (table key + \
+             index key + projected attributes + {} B). GSI writes are not doubled inside transactions. Goal: ≤ {} WRU \
+             per delivered alert.\n",
+            self.wru.as_ref().and_then(|w| w.as_ref().ok()).map(indexes_text).unwrap_or_else(|| "—".into()),
+            wru::INDEX_ENTRY_OVERHEAD,
+            wru::TARGET_WRU
+        );
+        let Some(w) = &self.wru else { return };
+        let w = match w {
+            Ok(w) => w,
+            Err(e) => {
+                error_line(out, "write units", e);
+                rows.push(("4b. WRU per delivered alert".into(), "≤ 12".into(), "not measured".into(), "—".into()));
+                return;
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| function | write | item | bytes before → after | table WRU | index writes | WRU |\n|---|---|---|---|---|---|---|"
+        );
+        for x in &w.writes {
+            let ix = if x.index.is_empty() {
+                "—".to_owned()
+            } else {
+                x.index
+                    .iter()
+                    .map(|i| format!("{} {} ({} B): {}", i.index, i.kind, i.bytes, i.wru))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | `{}` | {} → {} | {}{} | {} | **{}** |",
+                x.function,
+                x.operation,
+                x.item,
+                x.bytes_before,
+                x.bytes_after,
+                x.table_wru,
+                if x.transactional { " (×2)" } else { "" },
+                ix,
+                x.total()
+            );
+        }
+        let total = w.total();
+        let _ = writeln!(out, "| **total** | | | | **{}** | | **{total}** |\n", w.table_wru());
+        let _ = writeln!(out, "| function | WRU per delivered alert |\n|---|---|");
+        for f in ["intake", "sender", "status"] {
+            let _ = writeln!(out, "| {f} | {} |", w.of_function(f));
+        }
+        for i in &w.indexes {
+            let _ = writeln!(out, "| of which GSI `{}` | {} |", i.name, w.of_index(&i.name));
+        }
+        let _ = writeln!(out, "| **all** | **{total}** |\n");
+        let _ = writeln!(out, "Final state: `{}`.", w.final_state);
+        if w.mismatches.is_empty() {
+            let _ = writeln!(out, "Computed item images agree with the emulator's items after every phase.\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "**Computed images differ from the emulator's** (the figures above may be off): {}.\n",
+                w.mismatches.join("; ")
+            );
+        }
+        let met = (total as f64) <= wru::TARGET_WRU;
+        rows.push((
+            "4b. WRU per delivered alert (measured)".into(),
+            format!("≤ {}", wru::TARGET_WRU),
+            format!("{total} WRU ({} table, {} GSI)", w.table_wru(), total - w.table_wru()),
+            verdict(met).into(),
+        ));
+        if !met {
+            let mut heavy: Vec<&wru::WriteCost> = w.writes.iter().collect();
+            heavy.sort_by_key(|x| std::cmp::Reverse(x.total()));
+            let top: Vec<String> = heavy
+                .iter()
+                .take(3)
+                .map(|x| format!("{} {} `{}` ({} WRU)", x.function, x.operation, x.item, x.total()))
+                .collect();
+            let big = w.writes.iter().filter(|x| x.bytes_before.max(x.bytes_after) > 1024).count();
+            let gsi = total - w.table_wru();
+            let _ = writeln!(
+                out,
+                "**Why missed.** The heaviest writes: {}. {} of the {} writes are of items over 1 KB (2+ WRU each, \
+                 twice in a transaction); the GSIs add {} WRU. What would cut them: project only what the sweep and \
+                 the orphan match read (INCLUDE, not ALL) so each index write stays one unit; write the immutable \
+                 intent body once (its own item, never rewritten) so state changes rewrite a small item; record \
+                 state changes without a transaction where a single conditional UpdateItem suffices.\n",
+                top.join("; "),
+                big,
+                w.writes.len(),
+                gsi
+            );
+        }
+    }
+
+    pub(crate) fn cost_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let _ = writeln!(out, "## 4c. Cost per million delivered alerts\n");
+        let Some(Ok(w)) = &self.wru else {
+            let _ = writeln!(out, "Needs section 4b (`wru`).\n");
+            return;
+        };
+        let lines = cost::estimate(w);
+        let _ = writeln!(
+            out,
+            "From section 4b's measured alert (`tests/bench/src/cost.rs`). Prices: AWS's public pricing pages for \
+             region {}, on-demand, first tier, without free tier, as read on {} and kept as constants in the bench \
+             (this machine has no network: they are assumptions, each with its source named) — API Gateway pricing \
+             (HTTP APIs ${:.2}/1M requests), EventBridge pricing (custom events ${:.2}/1M), Lambda pricing (Arm \
+             ${:.10}/GB-s, ${:.2}/1M requests), DynamoDB pricing (on-demand ${:.3}/1M WRU, ${:.3}/1M RRU, storage \
+             ${:.2}/GB-month, PITR ${:.2}/GB-month), SQS pricing (standard ${:.2}/1M requests), KMS pricing \
+             (${:.2}/10k requests, ${:.2}/key-month), CloudWatch pricing (Logs ingestion ${:.2}/GB, archive \
+             ${:.2}/GB-month). Lambda at the template's 128 MB; handler times are the emulator-bound in-process times \
+             of section 4b (AWS latencies are lower: compute is an upper bound). Batching at sustained load: the \
+             sender's BatchSize of {:.0} (full batches), {:.0} delivery records per status invocation (an assumption: \
+             the subscription batches log events). Retention in force: ledger items until deadline + {:.0} days (TTL \
+             `expires_at`; the default 15-minute deadline makes that ~1 month), logs {} days (`LogRetentionDays`).\n",
+            cost::REGION,
+            cost::PRICES_READ,
+            cost::HTTP_API_REQUEST * 1e6,
+            cost::EVENTBRIDGE_EVENT * 1e6,
+            cost::LAMBDA_ARM_GB_S,
+            cost::LAMBDA_REQUEST * 1e6,
+            cost::DDB_WRU * 1e6,
+            cost::DDB_RRU * 1e6,
+            cost::DDB_STORAGE_GB_MONTH,
+            cost::DDB_PITR_GB_MONTH,
+            cost::SQS_REQUEST * 1e6,
+            cost::KMS_REQUEST * 1e4,
+            cost::KMS_KEY_MONTH,
+            cost::LOGS_INGEST_GB,
+            cost::LOGS_STORE_GB_MONTH,
+            cost::SENDER_BATCH,
+            cost::STATUS_RECORDS_PER_INVOCATION,
+            cost::LEDGER_RETENTION_DAYS,
+            cost::LOG_RETENTION_DAYS
+        );
+        let _ = writeln!(
+            out,
+            "| item | per alert | unit price (USD) | per 1M alerts (USD) | quantity from |\n|---|---|---|---|---|"
+        );
+        for l in &lines {
+            let _ = writeln!(
+                out,
+                "| {} | {:.9} {} | {:.10} | {:.2} | {} |",
+                l.item,
+                l.per_alert,
+                l.unit,
+                l.unit_price,
+                l.per_million(),
+                l.source
+            );
+        }
+        let sum = cost::total(&lines);
+        let _ = writeln!(
+            out,
+            "| **total, excluding SMS** | | | **{sum:.2}** | |\n\nNot per alert, so not above: the escalation sweep \
+             (a scheduled invocation a minute and one Query per due-index partition per run: ~1,440 invocations and \
+             ~{} Queries a day), the KMS key ($1/month), CloudWatch alarms and the EMF custom metrics (per metric-month). \
+             SMS, separately: ${:.5} per part to a US number (the `priceInUSD` of SNS's delivery record) → **${:.0} \
+             per 1M single-part alerts**; it dominates everything above by about three orders of magnitude.\n",
+            1440 * self
+                .capacity
+                .as_ref()
+                .and_then(|c| c.as_ref().ok())
+                .map(|c| c.settings.due_shards as usize)
+                .unwrap_or(16),
+            cost::SMS_US_PART,
+            cost::SMS_US_PART * 1e6
+        );
+        rows.push((
+            "4c. cost per 1M delivered alerts (excl. SMS)".into(),
+            "report, every item with its source".into(),
+            format!("${sum:.2}"),
+            "reported".into(),
+        ));
+    }
+
+    pub(crate) fn capacity_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let _ = writeln!(out, "## 4d. Capacity model of one stack\n");
+        let Some(c) = &self.capacity else {
+            let _ = writeln!(out, "Needs section 4b (`wru`).\n");
+            return;
+        };
+        let c: &Capacity = match c {
+            Ok(c) => c,
+            Err(e) => {
+                error_line(out, "capacity model", e);
+                return;
+            }
+        };
+        let _ = writeln!(
+            out,
+            "From section 4b's measured calls, write units and handler times, template.yaml's settings \
+             (`TOCSIN_DUE_SHARDS` = S = {}, `SmsRatePerSecond` = {}, `AlertApiRateLimit` = {}, `SenderMaxConcurrency` \
+             = {}, sender BatchSize {}) and AWS's documented limits (a DynamoDB partition, a GSI's too, ~{:.0} WCU/s \
+             and ~{:.0} RCU/s; {:.0} WRU/s per on-demand table by default, ~{:.0} WRU/s at once for a new one; SNS \
+             20 SMS parts/s by default; {:.0} concurrent Lambda executions per account by default) \
+             (`tests/bench/src/capacity.rs`). The due-index partitions are written round robin (`due_home`), so \
+             each takes 1/S of the index's writes.\n",
+            c.settings.due_shards,
+            c.settings.sms_rate,
+            c.settings.api_rate,
+            c.settings.sender_concurrency,
+            c.settings.sender_batch,
+            crate::capacity::PARTITION_WCU_PER_S,
+            crate::capacity::PARTITION_RCU_PER_S,
+            crate::capacity::TABLE_WRU_PER_S,
+            crate::capacity::NEW_TABLE_WRU_PER_S,
+            crate::capacity::LAMBDA_ACCOUNT_CONCURRENCY
+        );
+        let _ = writeln!(
+            out,
+            "| function | AWS calls per alert | WRU per alert | handler time (emulator) |\n|---|---|---|---|"
+        );
+        for (f, calls, wru, t) in &c.per_function {
+            let _ = writeln!(out, "| {f} | {calls} | {wru} | {t:.2} ms |");
+        }
+        let _ = writeln!(out, "\n| limit | adjustable | max alerts/s | from |\n|---|---|---|---|");
+        let mut sorted: Vec<_> = c.ceilings.iter().collect();
+        sorted.sort_by(|a, b| a.alerts_per_s.total_cmp(&b.alerts_per_s));
+        for x in sorted {
+            let rate = if x.alerts_per_s.is_finite() { format!("{:.0}", x.alerts_per_s) } else { "—".into() };
+            let _ =
+                writeln!(out, "| {} | {} | {} | {} |", x.limit, if x.adjustable { "yes" } else { "no" }, rate, x.how);
+        }
+        let (Some(d), s) = (c.at_defaults(), c.structural()) else { return };
+        let structural = match s {
+            Some(s) => format!(
+                "With every adjustable quota and parameter raised, the stack's own ceiling is **{:.0} alerts/s**, bound by \
+                 the {}.",
+                s.alerts_per_s, s.limit
+            ),
+            None => "No fixed limit remains once the adjustable ones are raised.".into(),
+        };
+        let _ = writeln!(
+            out,
+            "\n**Maximum sustained rate at the template's defaults: {:.0} alerts/s, bound by the {}.** {}\n",
+            d.alerts_per_s, d.limit, structural
+        );
+        rows.push((
+            "4d. max sustained alerts/s, one stack".into(),
+            format!("model at S = {}", c.settings.due_shards),
+            format!(
+                "{:.0}/s at defaults ({}); {}",
+                d.alerts_per_s,
+                crate::report::truncate(&d.limit, 40),
+                s.map(|s| format!("{:.0}/s with quotas raised", s.alerts_per_s)).unwrap_or_default()
+            ),
+            "reported".into(),
+        ));
+    }
+
+    pub(crate) fn sweep_rate_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let _ = writeln!(out, "## 5b. Sweep throughput versus concurrency\n");
+        let Some(results) = &self.sweep_rates else { return };
+        let (due, budget, defaults) = self.sweep_rate_settings.unwrap_or((sweep_rate::DUE, sweep_rate::BUDGET, true));
+        let _ = writeln!(
+            out,
+            "Method (`tests/bench/src/sweep_rate.rs`): per setting of `TOCSIN_SWEEP_CONCURRENCY`, a fresh pipeline \
+             with it as an environment override; {due} alerts submitted and sent (accepted, never delivered; the \
+             sender's SMS pacing raised for seeding only); the clock moved 16 minutes on; one sweep run with a time \
+             budget of {:.1} s (`Pipeline::run_escalation_within`, as the Lambda stops before its timeout). Escalations \
+             per second = escalated ÷ the run's time. Emulator-bound: every call is a moto request on this machine, \
+             so the rates are the code's concurrency against one local server, not AWS's.{}\n",
+            budget.as_secs_f64(),
+            if defaults { "" } else { " **Non-default bench settings** (see the knobs above)." }
+        );
+        let _ = writeln!(
+            out,
+            "| concurrency | due | escalated within budget | run time | escalations/s | run complete | errors |\n|---|---|---|---|---|---|---|"
+        );
+        let mut rates = Vec::new();
+        for (c, r) in results {
+            match r {
+                Ok(x) => {
+                    rates.push(x.per_second());
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} ms | {:.1} | {} | {} |",
+                        x.concurrency,
+                        x.due,
+                        x.escalated,
+                        ms(x.elapsed),
+                        x.per_second(),
+                        if x.complete { "yes" } else { "no (budget)" },
+                        x.errors
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "| {c} | {due} | not measured: `{}` | | | | |",
+                        crate::report::truncate(&e.to_string(), 200)
+                    );
+                }
+            }
+        }
+        let grows = rates.len() > 1 && rates.windows(2).all(|w| w[1] >= w[0] * 0.95) && rates.last() > rates.first();
+        out.push('\n');
+        rows.push((
+            "5b. sweep escalations/s vs. concurrency".into(),
+            "grow with concurrency".into(),
+            results
+                .iter()
+                .filter_map(|(c, r)| r.as_ref().ok().map(|x| format!("{c}: {:.1}/s", x.per_second())))
+                .collect::<Vec<_>>()
+                .join(" · "),
+            if grows { verdict(true).into() } else { "see section 5b".into() },
+        ));
+    }
+}
