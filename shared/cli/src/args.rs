@@ -65,6 +65,11 @@ pub enum Command {
         /// Why the number may be used again (e.g. "confirmed by phone: opted back in").
         #[arg(long, required = true, value_parser = reason)]
         reason: String,
+        /// If SNS still has the number opted out, opt it back in (SNS OptInPhoneNumber: allowed
+        /// once per 30 days per number). Without it such a number is not re-enabled: the person
+        /// must reply START first.
+        #[arg(long)]
+        opt_in: bool,
     },
     /// Sends an intent again, once, after an unknown outcome or a failure. See `tocsin resend --help`.
     #[command(long_about = RESEND_HELP)]

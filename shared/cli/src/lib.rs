@@ -23,7 +23,9 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         Command::Show { key } => commands::show::run(ctx, key).await.map(|()| exit::OK),
         Command::List { state, limit } => commands::list::run(ctx, *state, *limit).await.map(|()| exit::OK),
         Command::Suppressed { reveal } => commands::suppressed::run(ctx, *reveal).await.map(|()| exit::OK),
-        Command::ReEnable { number, reason } => commands::re_enable::run(ctx, number, reason).await.map(|()| exit::OK),
+        Command::ReEnable { number, reason, opt_in } => {
+            commands::re_enable::run(ctx, number, reason, *opt_in).await.map(|()| exit::OK)
+        }
         Command::Resend(a) => commands::resend::run(ctx, a)
             .await
             .map(|outcome| if outcome.accepted() { exit::OK } else { exit::NOT_ACCEPTED }),

@@ -8,7 +8,7 @@
 //!
 //! | item | pk | sk |
 //! |---|---|---|
-//! | current state | `RCPT#<e164>` | `STATE` |
+//! | current state | `RCPT#<e164>` | `STATE` (`needs_opt_out_check`: re-enabled, SNS not asked yet) |
 //! | audit event | `RCPT#<e164>` | `EVENT#<time>#<suppress:log id \| re-enable:operator>` |
 //!
 //! Retention (the table's TTL attribute `expires_at`): the state item of a suppressed number has
@@ -103,6 +103,48 @@ impl DynamoRegistry {
                     .map_err(|e| PortError::Corrupt { what: "registry event".into(), message: e.to_string() })
             })
             .collect()
+    }
+
+    /// Whether `p` was re-enabled and no send has asked SNS since whether it is still opted out
+    /// (`CheckIfPhoneNumberIsOptedOut`): set by [`RecipientRegistry::re_enable`], cleared by
+    /// [`Self::opt_out_checked`]. A number that opted out stays opted out at SNS until it is opted
+    /// back in or the person replies START, whatever the registry says.
+    pub async fn needs_opt_out_check(&self, p: &PhoneNumber) -> PortResult<bool> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk(p)))
+            .key("sk", s("STATE"))
+            .projection_expression("needs_opt_out_check")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "DynamoDB GetItem (registry)", message: describe(&e) })?;
+        Ok(matches!(out.item.as_ref().and_then(|i| i.get("needs_opt_out_check")), Some(AttributeValue::Bool(true))))
+    }
+
+    /// Clears the flag once SNS said the number is not opted out (only on a re-enabled number).
+    pub async fn opt_out_checked(&self, p: &PhoneNumber) -> PortResult<()> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(pk(p)))
+            .key("sk", s("STATE"))
+            .update_expression("REMOVE needs_opt_out_check")
+            .condition_expression("suppressed = :f")
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            // Suppressed again meanwhile: the flag no longer matters, the suppression does.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => {
+                Err(PortError::Unavailable { operation: "DynamoDB UpdateItem (registry)", message: describe(&e) })
+            }
+        }
     }
 
     /// Every suppressed number (operator listing; a scan).
@@ -203,7 +245,7 @@ impl RecipientRegistry for DynamoRegistry {
             .key("pk", s(pk(recipient)))
             .key("sk", s("STATE"))
             .update_expression(
-                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why, expires_at = :exp",
+                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why, expires_at = :exp, needs_opt_out_check = :t",
             )
             .expression_attribute_values(":exp", expiry(at))
             .condition_expression("suppressed = :t")

@@ -1,4 +1,11 @@
-//! `tocsin re-enable <E.164> --reason <text>`: the audited way back from suppression.
+//! `tocsin re-enable <E.164> --reason <text> [--opt-in]`: the audited way back from suppression.
+//!
+//! The registry is tocsin's; the opt-out list is SNS's. A number that replied STOP stays opted out
+//! at SNS whatever the registry says, and SNS accepts a publish to it only to fail it later. So
+//! SNS is asked first (CheckIfPhoneNumberIsOptedOut): an opted-out number is re-enabled only with
+//! `--opt-in` (OptInPhoneNumber, which SNS allows once per 30 days per number); otherwise nothing
+//! changes and the person must reply START. The re-enabled number carries
+//! `needs_opt_out_check`, for the sender to ask SNS again before its first send.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -16,12 +23,45 @@ struct ReEnabled<'a> {
     operator: &'a str,
     reason: &'a str,
     at: DateTime<Utc>,
+    /// SNS had the number opted out (CheckIfPhoneNumberIsOptedOut) before this command.
+    opted_out_at_sns: bool,
+    /// This command opted it back in (OptInPhoneNumber).
+    opted_in: bool,
     history: &'a [RegistryEvent],
 }
 
-pub async fn run(ctx: &Context, number: &str, reason: &str) -> CliResult<()> {
+pub async fn run(ctx: &Context, number: &str, reason: &str, opt_in: bool) -> CliResult<()> {
     let phone = PhoneNumber::parse(number.trim()).map_err(|e| CliError::Usage(format!("the number {e}")))?;
     let masked = phone.masked();
+    if ctx.registry.suppression(&phone).await.map_err(CliError::port(format!("reading {masked}")))?.is_none() {
+        return Err(CliError::Refused(format!("{masked} is not suppressed: nothing changed")));
+    }
+    let sns = aws_sdk_sns::Client::new(&ctx.sdk);
+    let opted_out = sns
+        .check_if_phone_number_is_opted_out()
+        .phone_number(phone.expose())
+        .send()
+        .await
+        .map_err(CliError::aws("SNS CheckIfPhoneNumberIsOptedOut"))?
+        .is_opted_out;
+    let mut opted_in = false;
+    if opted_out {
+        if !opt_in {
+            return Err(CliError::Refused(format!(
+                "{masked} is opted out at SNS (the person replied STOP): SMS to it are dropped whatever tocsin's \
+                 registry says. The person must reply START to your sending number; or run this again with \
+                 --opt-in (SNS OptInPhoneNumber, allowed once per 30 days per number). Nothing changed"
+            )));
+        }
+        sns.opt_in_phone_number().phone_number(phone.expose()).send().await.map_err(|e| CliError::Aws {
+            operation: "SNS OptInPhoneNumber",
+            message: format!(
+                "{}. SNS allows it once per 30 days per number: the person must reply START instead. Nothing changed",
+                crate::error::describe(&e)
+            ),
+        })?;
+        opted_in = true;
+    }
     let operator = ctx.operator().await?;
     let at = Utc::now();
     let changed = ctx
@@ -35,7 +75,18 @@ pub async fn run(ctx: &Context, number: &str, reason: &str) -> CliResult<()> {
     let history =
         ctx.registry.history(&phone).await.map_err(CliError::port(format!("reading the audit trail of {masked}")))?;
     if ctx.json {
-        return output::json(&ReEnabled { recipient: masked, operator: &operator, reason, at, history: &history });
+        return output::json(&ReEnabled {
+            recipient: masked,
+            operator: &operator,
+            reason,
+            at,
+            opted_out_at_sns: opted_out,
+            opted_in,
+            history: &history,
+        });
+    }
+    if opted_in {
+        output::line(format!("{masked} was opted out at SNS and is opted back in (OptInPhoneNumber)."))?;
     }
     output::line(format!("{masked} re-enabled by {operator}: alerts to it will be sent again."))?;
     output::line(format!("Audit trail of {masked}, oldest first:"))?;

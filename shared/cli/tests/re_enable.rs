@@ -1,0 +1,76 @@
+//! `tocsin re-enable`: SNS's opt-out list is asked first, and a re-enabled number is flagged for
+//! the sender to ask SNS again before its first send. moto reports every number ending in 99 as
+//! opted out (CheckIfPhoneNumberIsOptedOut) and serves OptInPhoneNumber.
+
+mod common;
+
+use common::{Run, aws_env, tocsin_with};
+use tocsin::adapters::registry::RegistryEvent;
+use tocsin::domain::PhoneNumber;
+use tocsin::ports::{RecipientRegistry, SuppressionEvidence};
+use tocsin_tests::Pipeline;
+
+async fn tocsin(p: &Pipeline, args: &[&str]) -> Run {
+    let mut all = vec!["--stack", "tocsin-local"];
+    all.extend_from_slice(args);
+    tocsin_with(aws_env(&p.emulator.endpoint()), &all).await
+}
+
+async fn suppressed(p: &Pipeline, number: &str) -> PhoneNumber {
+    let phone = PhoneNumber::parse(number).expect("valid");
+    let evidence = SuppressionEvidence {
+        log_event_id: "38000000000000000000000000000000000000000000000000000001".into(),
+        provider_response: Some("Phone number is opted out".into()),
+        at: chrono::Utc::now(),
+        intent_key: "ab".repeat(32),
+        table_version: "test".into(),
+    };
+    p.registry.suppress(&phone, &evidence).await.expect("suppress");
+    phone
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_sns_still_has_opted_out_is_not_re_enabled_without_opt_in_and_the_person_is_told_to_reply_start() {
+    let p = Pipeline::start().await;
+    let phone = suppressed(&p, "+14155550199").await;
+    let r = tocsin(&p, &["re-enable", "+14155550199", "--reason", "says it works again"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("opted out at SNS") && r.stderr.contains("reply START"), "{r:?}");
+    assert!(r.stderr.contains("--opt-in") && r.stderr.contains("once per 30 days"), "{r:?}");
+    assert!(!r.stderr.contains("+14155550199"), "masked: {r:?}");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "still suppressed");
+    assert_eq!(p.registry.history(&phone).await.expect("history").len(), 1, "nothing recorded");
+
+    p.emulator.start_recording().await.expect("record");
+    let r = tocsin(&p, &["--json", "re-enable", "+14155550199", "--reason", "asked; opting in", "--opt-in"]).await;
+    let calls = p.emulator.stop_recording().await.expect("recording");
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    assert_eq!((doc["opted_out_at_sns"].as_bool(), doc["opted_in"].as_bool()), (Some(true), Some(true)), "{doc}");
+    assert!(calls.iter().any(|c| c == "SNS.OptInPhoneNumber"), "{calls:?}");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none());
+    assert!(matches!(p.registry.history(&phone).await.expect("history").last(), Some(RegistryEvent::ReEnabled { .. })));
+    assert!(p.registry.needs_opt_out_check(&phone).await.expect("flag"), "the sender must ask SNS before sending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_enabled_number_is_flagged_until_a_send_has_asked_sns_about_it() {
+    let p = Pipeline::start().await;
+    let phone = suppressed(&p, "+14155550163").await;
+    assert!(!p.registry.needs_opt_out_check(&phone).await.expect("flag"), "a suppressed number is not flagged");
+    p.emulator.start_recording().await.expect("record");
+    let r = tocsin(&p, &["--json", "re-enable", "+14155550163", "--reason", "carrier fixed it"]).await;
+    let calls = p.emulator.stop_recording().await.expect("recording");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["opted_out_at_sns"], false);
+    assert!(calls.iter().any(|c| c == "SNS.CheckIfPhoneNumberIsOptedOut"), "{calls:?}");
+    assert!(!calls.iter().any(|c| c == "SNS.OptInPhoneNumber"), "not opted out: no opt-in spent");
+    assert!(p.registry.needs_opt_out_check(&phone).await.expect("flag"));
+
+    p.registry.opt_out_checked(&phone).await.expect("checked");
+    assert!(!p.registry.needs_opt_out_check(&phone).await.expect("flag"), "cleared once SNS was asked");
+    // Suppressed again: the flag cannot be cleared back into a suppressed number's state.
+    let phone = suppressed(&p, "+14155550163").await;
+    p.registry.opt_out_checked(&phone).await.expect("no error");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some());
+}
