@@ -47,7 +47,8 @@ pub fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_owned() } else { format!("{}…", s.chars().take(n).collect::<String>()) }
 }
 
-fn mb(bytes: u64) -> String {
+/// Bytes in MiB (2^20 bytes), the unit every size and RSS figure here is given in.
+fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / 1024.0 / 1024.0)
 }
 
@@ -171,7 +172,7 @@ impl Report {
                 ms(f.to_first_response.median),
                 ms(f.to_first_response.p90),
                 ratio(f.to_first_response.median, cold.floor.to_first_response.median),
-                f.peak_rss_kib.map(|k| format!("{:.1} MB", k as f64 / 1024.0)).unwrap_or_else(|| "—".into()),
+                f.peak_rss_kib.map(|k| format!("{:.1} MiB", k as f64 / 1024.0)).unwrap_or_else(|| "—".into()),
             );
         };
         row(out, &cold.floor);
@@ -241,7 +242,7 @@ impl Report {
             ms(peer.to_first_next.p90),
             ms(peer.to_first_response.median),
             ms(peer.to_first_response.p90),
-            peer.peak_rss_kib.map(|k| format!("{:.1} MB", k as f64 / 1024.0)).unwrap_or_else(|| "—".into()),
+            peer.peak_rss_kib.map(|k| format!("{:.1} MiB", k as f64 / 1024.0)).unwrap_or_else(|| "—".into()),
         );
         let _ = writeln!(
             out,
@@ -291,7 +292,7 @@ impl Report {
              `/proc/<pid>/status` while the process waits for its next event. Sender: 10 alerts submitted through \
              intake (`tocsin_tests::Pipeline`, in-process), their 10 send requests received from the real queue and \
              handed to the **sender binary** as one SQS event. Status: a ~1 MB subscription event built with \
-             `tocsin_harness::events::{{logs_payload, logs_envelope, sns_delivery_record}}`. Target ≤ 16 MB. \
+             `tocsin_harness::events::{{logs_payload, logs_envelope, sns_delivery_record}}`. Target ≤ 16 MiB. \
              **Python peer** (section 1): the same method on the same workloads — a fresh batch of 10 send requests \
              seeded the same way, and the very same ~1 MB event — doing the same calls per record (sender: \
              powertools idempotency record, `GetItem` + conditional `UpdateItem` claim on the ledger, `GetItem` on the \
@@ -324,7 +325,7 @@ impl Report {
                     };
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {:.1} MB | {} ms | `{}` | {} |",
+                        "| {} | {} | {:.1} MiB | {} ms | `{}` | {} |",
                         p.function,
                         p.workload,
                         p.peak_rss_kib as f64 / 1024.0,
@@ -337,7 +338,7 @@ impl Report {
                     let met = p.peak_rss_kib <= rss::TARGET_KIB;
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {:.1} MB | {} ms | `{}` | {} |",
+                        "| {} | {} | {:.1} MiB | {} ms | `{}` | {} |",
                         p.function,
                         p.workload,
                         p.peak_rss_kib as f64 / 1024.0,
@@ -347,8 +348,8 @@ impl Report {
                     );
                     rows.push((
                         format!("2. peak RSS, {}", p.function),
-                        "≤ 16 MB".into(),
-                        format!("{:.1} MB", p.peak_rss_kib as f64 / 1024.0),
+                        "≤ 16 MiB".into(),
+                        format!("{:.1} MiB", p.peak_rss_kib as f64 / 1024.0),
                         verdict(met).into(),
                     ));
                 }
@@ -381,7 +382,7 @@ impl Report {
             let init: Vec<String> = cold
                 .functions
                 .iter()
-                .filter_map(|f| f.peak_rss_kib.map(|k| format!("{} {:.1} MB", f.name, k as f64 / 1024.0)))
+                .filter_map(|f| f.peak_rss_kib.map(|k| format!("{} {:.1} MiB", f.name, k as f64 / 1024.0)))
                 .collect();
             let _ = writeln!(
                 out,
@@ -437,11 +438,11 @@ impl Report {
                     }
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} MB | {} MB | {} | {} |",
+                        "| {} | {} | {} MiB | {} MiB | {} | {} |",
                         b.function,
                         b.target,
-                        mb(b.bytes),
-                        mb(b.deflated_bytes),
+                        mib(b.bytes),
+                        mib(b.deflated_bytes),
                         b.built,
                         if is_floor { "floor" } else { verdict(b.bytes <= size::TARGET_BYTES) }
                     );
@@ -460,25 +461,27 @@ impl Report {
                 .all(|b| b.bytes <= size::TARGET_BYTES);
             rows.push((
                 "3. deployment size (unzipped)".into(),
-                "≤ 8 MB".into(),
-                format!("largest {} MB ({}, {}); zip {} MB", mb(w.bytes), w.function, w.target, mb(w.deflated_bytes)),
+                "≤ 8 MiB".into(),
+                format!(
+                    "largest {} MiB ({}, {}); zip {} MiB",
+                    mib(w.bytes),
+                    w.function,
+                    w.target,
+                    mib(w.deflated_bytes)
+                ),
                 verdict(met).into(),
             ));
             if !met {
                 let _ = writeln!(
                     out,
-                    "**Why missed.** The floor (`lambda_runtime` + tokio + serde, no SDK) is {} MB; the functions add the \
-                     AWS SDK for Rust. Where the bytes go (`cargo bloat --release -p intake --crates`, x86_64, \
-                     unstripped, with `opt-level = 3`, measured 2026-11-30): of 8.3 MiB of code, `std` 1.5 MiB, \
-                     `aws_lc_sys` (the TLS crypto library) 1.3 MiB, `h2` (HTTP/2, linked by the SDK's client though \
-                     DynamoDB, SQS and SNS speak HTTP/1.1) 0.6 MiB, `aws_smithy_runtime` 0.5 MiB, `rustls` 0.4 MiB, \
-                     `aws_config` 0.3 MiB, each service client 0.1–0.3 MiB, `regex` (the log filter's directives) \
-                     0.3 MiB, tocsin's own code 0.3 MiB. Levers left: rustls' `ring` provider instead of `aws-lc-rs` \
-                     (needs an explicit HTTP client for every SDK config), `tracing-subscriber`'s `Targets` filter \
-                     instead of `EnvFilter` (drops `regex`). The largest zipped artifact is {} MB ({} Lambda's 50 MB \
-                     zip limit).\n",
-                    floor.map(mb).unwrap_or_else(|| "?".into()),
-                    mb(w.deflated_bytes),
+                    "**Why missed.** The floor (`lambda_runtime` + tokio + serde, no SDK) is {} MiB; the functions add the \
+                     AWS SDK for Rust. This run did not measure where the bytes go: `cargo bloat --release -p intake \
+                     --crates` shows it per crate. Levers to check there: rustls' `ring` provider instead of \
+                     `aws-lc-rs`, HTTP/2 (`h2`) linked although DynamoDB, SQS and SNS speak HTTP/1.1, \
+                     `tracing-subscriber`'s `EnvFilter` (pulls in `regex`). The largest zipped artifact is {} MiB \
+                     ({} Lambda's 50 MB zip limit).\n",
+                    floor.map(mib).unwrap_or_else(|| "?".into()),
+                    mib(w.deflated_bytes),
                     if w.deflated_bytes < 50 * 1024 * 1024 { "within" } else { "over" }
                 );
             }
