@@ -170,8 +170,9 @@ pub struct OrphanRecord {
 }
 
 /// Intents whose `next_check` has passed, oldest first within a partition, at most `limit` per
-/// page. The index is spread over partitions (so no one partition takes every write); the sweep
-/// reads them all.
+/// page: their keys (the index is eventually consistent and projects keys only; the caller reads
+/// each intent from the table). The index is spread over partitions (so no one partition takes
+/// every write); the sweep reads them all.
 pub trait DueIndex: Send + Sync {
     /// Every partition of the index.
     fn due_shards(&self) -> Vec<String>;
@@ -181,7 +182,7 @@ pub trait DueIndex: Send + Sync {
         now: DateTime<Utc>,
         limit: i32,
         after: Option<String>,
-    ) -> impl Future<Output = PortResult<(Vec<IntentRecord>, Option<String>)>> + Send;
+    ) -> impl Future<Output = PortResult<(Vec<IdempotencyKey>, Option<String>)>> + Send;
     /// Takes an escalation lease so overlapping runs do not both send, and returns the intent as
     /// it is now (read in the same write, never from the lagging index). `None`: another run holds
     /// the lease, the intent is escalated already, or it is delivered.

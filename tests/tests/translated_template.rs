@@ -449,3 +449,14 @@ fn the_intake_edge_and_the_ledger_burst_capacity_are_set_by_parameters() {
     assert_eq!(ledger["WarmThroughput"]["Fn::If"][1]["WriteUnitsPerSecond"], reference("LedgerWarmWritesPerSecond"));
     assert_eq!(ledger["WarmThroughput"]["Fn::If"][2], reference("AWS::NoValue"), "off unless asked for");
 }
+
+#[test]
+fn every_function_takes_its_log_level_from_the_console_setting() {
+    for (id, f) in resources_of(translated(), "AWS::Lambda::Function") {
+        let p = &f["Properties"];
+        assert_eq!(p["LoggingConfig"]["ApplicationLogLevel"], json!("INFO"), "{id}");
+        assert_eq!(p["LoggingConfig"]["LogFormat"], json!("JSON"), "{id}");
+        // RUST_LOG would override AWS_LAMBDA_LOG_LEVEL, which is how Lambda passes the console's level.
+        assert!(p["Environment"]["Variables"].get("RUST_LOG").is_none(), "{id}");
+    }
+}

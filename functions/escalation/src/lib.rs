@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tocsin::config::EscalationConfig;
-use tocsin::domain::State;
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
 use tocsin::domain::sweep::{Action, decide, next_check};
+use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
     Clock, DeliveryLogSearch, DueIndex, EscalationMessage, EscalationQueue, IntentStore, MessageIndex, NextCheck,
     PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition, TransitionOutcome,
@@ -141,13 +141,18 @@ where
                     break;
                 }
                 match due.next().await {
-                    Some(Ok(record)) => {
+                    Some(Ok(key)) => {
                         summary.read += 1;
                         let run_id = run_id.as_str();
                         in_flight.push(async move {
                             let mut part = RunSummary::default();
                             let mut found = Vec::new();
-                            let r = self.sweep_one(record, run_id, &mut part, &mut found).await;
+                            // The index only proposes: decide on the intent as the table has it now.
+                            let r = match self.store.get(&key).await {
+                                Ok(Some(record)) => self.sweep_one(record, run_id, &mut part, &mut found).await,
+                                Ok(None) => Ok(()),
+                                Err(e) => Err(e),
+                            };
                             (r, part, found)
                         });
                     }
@@ -196,11 +201,11 @@ where
         Ok(summary)
     }
 
-    /// The due intents of one partition of the index, page after page.
+    /// The due intents' keys in one partition of the index, page after page.
     fn due_records<'a>(
         &'a self,
         shard: &'a str,
-    ) -> impl futures::Stream<Item = Result<IntentRecord, PortError>> + Send + 'a {
+    ) -> impl futures::Stream<Item = Result<IdempotencyKey, PortError>> + Send + 'a {
         futures::stream::try_unfold((Some(None), Vec::new().into_iter()), move |(mut token, mut page)| async move {
             loop {
                 if let Some(record) = page.next() {

@@ -703,7 +703,7 @@ impl DueIndex for DynamoLedger {
         now: DateTime<Utc>,
         limit: i32,
         after: Option<String>,
-    ) -> PortResult<(Vec<IntentRecord>, Option<String>)> {
+    ) -> PortResult<(Vec<IdempotencyKey>, Option<String>)> {
         let start: Option<Item> = match after {
             Some(token) => {
                 let m: HashMap<String, String> = serde_json::from_str(&token)
@@ -732,7 +732,19 @@ impl DueIndex for DynamoLedger {
             .send()
             .await
             .map_err(|e| unavailable("DynamoDB Query (due-index)", &e))?;
-        let records = page.items().iter().map(record_from_item).collect::<PortResult<Vec<_>>>()?;
+        // The index projects keys only (an index write costs what the keys weigh, not the
+        // intent): the sweep reads each due intent from the table itself.
+        let keys = page
+            .items()
+            .iter()
+            .map(|item| {
+                let pk = get_s(item, "pk").unwrap_or_default();
+                IdempotencyKey::parse(pk.trim_start_matches("INTENT#")).map_err(|_| PortError::Corrupt {
+                    what: format!("due-index entry {pk}"),
+                    message: "not an intent key".into(),
+                })
+            })
+            .collect::<PortResult<Vec<_>>>()?;
         let next = match page.last_evaluated_key {
             Some(k) if !k.is_empty() => {
                 let m: HashMap<String, String> = k
@@ -749,7 +761,7 @@ impl DueIndex for DynamoLedger {
             }
             _ => None,
         };
-        Ok((records, next))
+        Ok((keys, next))
     }
 
     async fn lease_escalation(
