@@ -24,6 +24,7 @@ mod report_scale;
 pub mod rss;
 pub mod size;
 pub mod stats;
+pub mod storm;
 pub mod sweep_rate;
 pub mod sweep_reads;
 pub mod workload;

@@ -40,6 +40,8 @@ pub struct Report {
     /// Sweep throughput per concurrency, and the (due intents, budget, defaults?) it ran with.
     pub sweep_rates: Option<Vec<(usize, Result<crate::sweep_rate::SweepRate>)>>,
     pub sweep_rate_settings: Option<(usize, Duration, bool)>,
+    /// The storm test's summary at the size this command runs it.
+    pub storm: Option<Result<serde_json::Value>>,
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
@@ -78,9 +80,9 @@ impl Report {
              starts the local AWS emulator (moto) as the tests do, and rewrites this file. Needs what `cargo test \
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
-             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate`; all by default; \
+             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate,storm`; all by default; \
              sections not run keep their text from the previous BENCHMARKS.md), \
-             `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,4,8,16`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
+             `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,4,8,16`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
              run, default 300), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), \
              `TOCSIN_BENCH_STATUS_TIMEOUT` (seconds for the ~1 MB status event, default 240), `TOCSIN_BENCH_SKIP_BUILD`, \
              `TOCSIN_BENCH_SKIP_ARM64`, `TOCSIN_BENCH_SKIP_CRITERION`, `TOCSIN_BENCH_ARM64_DIR`, `TOCSIN_BENCH_BIN_DIR`, `PYTHON` (the interpreter \
@@ -103,6 +105,7 @@ impl Report {
         self.sweep_section(&mut body, &mut rows);
         self.sweep_rate_section(&mut body, &mut rows);
         self.cpu_section(&mut body, &mut rows);
+        self.storm_section(&mut body);
         let _ = writeln!(out, "## Summary\n\n| measurement | target | result | verdict |\n|---|---|---|---|");
         for (m, t, r, v) in &rows {
             let _ = writeln!(out, "| {m} | {t} | {r} | {v} |");
@@ -110,6 +113,46 @@ impl Report {
         out.push('\n');
         out.push_str(&body);
         out
+    }
+
+    fn storm_section(&self, out: &mut String) {
+        let Some(storm) = &self.storm else { return };
+        let _ = writeln!(out, "## Storm at full size\n");
+        let _ = writeln!(
+            out,
+            "Method: `TOCSIN_STORM_INTENTS=<n> cargo test -p tocsin-tests --test storm` (CI runs the same test at \
+             its default of 60 intents): every request to intake three times at once, every queue message to the \
+             sender three times at once, about one AWS call in ten failed by the fault proxy (seed 2026), the \
+             carrier failing one SMS in ten; the test's own assertions (at most one SMS per intent, every intent \
+             delivered or escalated, delivered ≥ what the faults allow, SMS = delivered + failed + accepted \
+             without receipt) passed for the figures below. Times are the emulator's.\n"
+        );
+        match storm {
+            Ok(s) => {
+                let n = |k: &str| s[k].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "—".into());
+                let _ = writeln!(
+                    out,
+                    "| intents | intake calls | proxied AWS calls | faults injected | SMS | delivered | failed by the \
+                     carrier | kept from SNS by a fault | escalated (messages) | seconds |\n|---|---|---|---|---|---|---|---|---|---|"
+                );
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.0} |\n",
+                    n("intents"),
+                    n("intake_calls"),
+                    n("proxied_calls"),
+                    n("faults"),
+                    n("sms"),
+                    n("delivered"),
+                    n("failed_by_receipt"),
+                    n("without_sms_each_explained_by_a_fault"),
+                    n("escalated"),
+                    n("escalation_messages"),
+                    s["seconds"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+            Err(e) => error_line(out, "storm", e),
+        }
     }
 
     fn machine_section(&self, out: &mut String) {
@@ -414,7 +457,7 @@ impl Report {
              of headers). x86_64: built by this command. arm64 (the deployed architecture): the `bootstrap`s of \
              `cargo lambda build --release --arm64` (cargo-lambda + zig, as `sam build` runs it) in `{}`, built by \
              this command when cargo-lambda is installed, else measured as found (their build time is shown). \
-             Target ≤ 8 MB unzipped.\n",
+             Target ≤ 8 MiB unzipped.\n",
             size::arm64_dir().display()
         );
         if let Some(why) = &self.arm64_skipped {
