@@ -25,6 +25,8 @@ pub async fn intents_where(
         None => ("sk = :intent".to_owned(), HashMap::new()),
     };
     values.insert(":intent".into(), AttributeValue::S("INTENT".into()));
+    // `state` is a reserved word in expressions.
+    let names = expression.contains("#state").then(|| HashMap::from([("#state".to_owned(), "state".to_owned())]));
     let mut out = Vec::new();
     let mut read: i64 = 0;
     let mut start = None;
@@ -34,6 +36,7 @@ pub async fn intents_where(
             .scan()
             .table_name(table)
             .filter_expression(&expression)
+            .set_expression_attribute_names(names.clone())
             .set_expression_attribute_values(Some(values.clone()))
             .set_exclusive_start_key(start.take())
             .send()

@@ -37,10 +37,22 @@ pub async fn resolve_key(ctx: &Context, raw: &str) -> CliResult<IdempotencyKey> 
         )));
     }
     let spinner = Spinner::start(format!("looking for keys starting with {raw}…"));
-    let all = ctx.ledger.list(None, usize::MAX).await.map_err(CliError::port("scanning the ledger for the key"))?;
+    // The table answers only the intents whose key starts with the prefix (a filter on the scan),
+    // not every intent.
+    let values = std::collections::HashMap::from([(
+        ":prefix".to_owned(),
+        aws_sdk_dynamodb::types::AttributeValue::S(format!("INTENT#{raw}")),
+    )]);
+    let found = crate::scan::intents_where(
+        ctx,
+        Some(("begins_with(pk, :prefix)", values)),
+        &format!("keys starting with {raw}"),
+        &spinner,
+    )
+    .await?;
     spinner.done();
     let mut matching: Vec<IdempotencyKey> =
-        all.into_iter().map(|r| r.intent.key).filter(|k| k.as_str().starts_with(raw)).collect();
+        found.into_iter().map(|r| r.intent.key).filter(|k| k.as_str().starts_with(raw)).collect();
     match matching.len() {
         0 => Err(CliError::NotFound(format!("{raw}…"))),
         1 => Ok(matching.remove(0)),
