@@ -458,7 +458,11 @@ impl Report {
              `cargo lambda build --release --arm64` (cargo-lambda + zig, as `sam build` runs it) in `{}`, built by \
              this command when cargo-lambda is installed, else measured as found (their build time is shown). \
              Target ≤ 8 MiB unzipped.\n",
-            size::arm64_dir().display()
+            // Relative to the workspace, so the report names no machine's paths.
+            size::arm64_dir()
+                .strip_prefix(tocsin_harness::workspace_root())
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "the directory `TOCSIN_BENCH_ARM64_DIR` names".into())
         );
         if let Some(why) = &self.arm64_skipped {
             let _ = writeln!(out, "> arm64 deployment build not run by this command: {why}.\n");
