@@ -117,7 +117,10 @@ pub fn model(w: &Wru, t: &Value) -> Result<Capacity> {
     let busy_s: f64 = w.phases.iter().map(|p| p.handler.as_secs_f64()).sum();
     let mut ceilings = vec![
         Ceiling {
-            limit: format!("SNS SMS rate (SmsRatePerSecond = {}, SNS's default quota 20 parts/s)", s.sms_rate),
+            limit: format!(
+                "SNS SMS rate (SmsRatePerSecond = {}, SNS's default quota 20 parts/s; the sender's {} instances each publish at {} ÷ {})",
+                s.sms_rate, s.sender_concurrency, s.sms_rate, s.sender_concurrency
+            ),
             adjustable: true,
             alerts_per_s: s.sms_rate,
             how: "1 part per single-part alert".into(),
@@ -161,21 +164,6 @@ pub fn model(w: &Wru, t: &Value) -> Result<Capacity> {
                 "{:.1} ms of function time per alert (emulator-bound handler times: a lower bound on the ceiling)",
                 busy_s * 1000.0
             ),
-        },
-        Ceiling {
-            limit: format!(
-                "sender concurrency (SenderMaxConcurrency = {} × BatchSize {})",
-                s.sender_concurrency, s.sender_batch
-            ),
-            adjustable: true,
-            alerts_per_s: s.sender_concurrency
-                / w.phases
-                    .iter()
-                    .find(|p| p.function == "sender")
-                    .map(|p| p.handler.as_secs_f64())
-                    .unwrap_or(1.0)
-                    .max(1e-6),
-            how: "instances ÷ measured seconds per record (emulator-bound)".into(),
         },
     ]);
     if open > 0.0 {

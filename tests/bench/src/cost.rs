@@ -41,6 +41,9 @@ pub const PLATFORM_LOG_BYTES_PER_INVOCATION: u64 = 700;
 /// The HTTP API's access-log line (template's `AccessLogSettings.Format`, filled in): an
 /// assumption, the format's length with typical values.
 pub const ACCESS_LOG_BYTES: u64 = 220;
+/// A real delivery-status record with carrier name, provider response and dwell times runs to
+/// about this many bytes (AWS's published sample is shorter): an assumption, the larger is used.
+pub const REAL_DELIVERY_RECORD_BYTES: u64 = 600;
 /// SMS to a US number: `priceInUSD` of SNS's delivery record for one part.
 pub const SMS_US_PART: f64 = 0.006_45;
 
@@ -104,9 +107,10 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
     let own_events: u64 = w.phases.iter().map(|p| p.log_lines).sum();
     let platform = PLATFORM_LOG_BYTES_PER_INVOCATION as f64 * requests;
     let own_log_gb = (own_logs + own_events * LOGS_EVENT_OVERHEAD) as f64 / 1e9 + platform / 1e9;
-    let record_gb = (w.delivery_record_bytes as u64 + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
+    let record_bytes = (w.delivery_record_bytes as u64).max(REAL_DELIVERY_RECORD_BYTES);
+    let record_gb = (record_bytes + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
     let access_gb = (ACCESS_LOG_BYTES + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
-    let stored_items = w.writes.iter().filter(|x| x.table.ends_with("ledger") && x.bytes_before == 0).count();
+    let stored_items = w.stored_items;
     let stored_gb = (w.stored_bytes + stored_items * DDB_ITEM_STORAGE_OVERHEAD) as f64 / 1e9;
     let ledger_months = LEDGER_RETENTION_DAYS / DAYS_PER_MONTH;
     let log_months = LOG_RETENTION_DAYS / DAYS_PER_MONTH;
@@ -181,11 +185,14 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
             "AWS docs; fixed ~$1/key-month + per-period requests",
         ),
         line(
-            format!("CloudWatch Logs ingestion, SNS delivery-status record ({} B + 26 B per event)", w.delivery_record_bytes),
+            format!(
+                "CloudWatch Logs ingestion, SNS delivery-status record ({record_bytes} B + 26 B per event; the emulator's record, AWS's published sample, is {} B)",
+                w.delivery_record_bytes
+            ),
             record_gb,
             "GB",
             LOGS_INGEST_GB,
-            "measured record",
+            "assumption (real records), measured sample",
         ),
         line(
             format!(

@@ -475,8 +475,9 @@ pub struct Wru {
     pub mismatches: Vec<String>,
     /// The delivery-status record SNS writes for the alert, bytes (as read from the log group).
     pub delivery_record_bytes: usize,
-    /// The ledger items the alert leaves (their sizes; storage).
+    /// The ledger items the alert leaves (their sizes; storage) and their number.
     pub stored_bytes: usize,
+    pub stored_items: usize,
     pub final_state: String,
 }
 
@@ -509,6 +510,8 @@ fn label(item: &Map<String, Value>) -> String {
 struct Applier<'a> {
     shapes: &'a HashMap<String, TableShape>,
     images: Images,
+    /// (table, key) of every item written.
+    written: Vec<(String, String)>,
 }
 
 impl Applier<'_> {
@@ -534,6 +537,7 @@ impl Applier<'_> {
         let base = write_units(bytes_before.max(bytes_after));
         let index = index_writes(&shape, before.as_ref(), after.as_ref());
         let shown = after.as_ref().or(before.as_ref()).map(label).unwrap_or_default();
+        self.written.push((table.to_owned(), key.clone()));
         let t = self.images.entry(table.to_owned()).or_default();
         match after {
             Some(a) => {
@@ -795,6 +799,7 @@ struct Run<'a> {
     reads: Vec<ReadCost>,
     phases: Vec<PhaseFacts>,
     mismatches: Vec<String>,
+    written: Vec<(String, String)>,
 }
 
 impl Run<'_> {
@@ -807,19 +812,19 @@ impl Run<'_> {
         let started = Instant::now();
         let out = f.await;
         let handler = started.elapsed();
-        self.p.emulator.stop_recording().await?;
+        // Operation names as the harness reads them (SNS's query protocol included).
+        let names = self.p.emulator.stop_recording().await?;
         let log_bytes = LOG_BYTES.load(Ordering::Relaxed);
         let log_lines = LOG_LINES.load(Ordering::Relaxed);
         let emf_bytes = (tocsin_tests::emitted_metrics().len() as u64).saturating_sub(emf_before);
         let recorded = download(&self.p.emulator.endpoint()).await?;
         let mut ops = BTreeMap::new();
-        let mut applier = Applier { shapes: &self.tables.shapes, images };
+        // `Logs_…`: the harness reading the log group in place of the subscription.
+        for n in names.into_iter().filter(|n| !n.starts_with("Logs_")) {
+            *ops.entry(n).or_insert(0) += 1;
+        }
+        let mut applier = Applier { shapes: &self.tables.shapes, images, written: Vec::new() };
         for r in &recorded {
-            // `Logs_…`: the harness reading the log group in place of the subscription.
-            if r.op.starts_with("Logs_") {
-                continue;
-            }
-            *ops.entry(r.op.clone()).or_insert(0) += 1;
             let (w, rd) = applier.apply(function, r)?;
             self.writes.extend(w);
             self.reads.extend(rd);
@@ -842,6 +847,7 @@ impl Run<'_> {
                 }
             }
         }
+        self.written.extend(applier.written);
         self.phases.push(PhaseFacts { function, ops, handler, log_bytes, log_lines, emf_bytes });
         Ok(out)
     }
@@ -870,19 +876,25 @@ pub async fn measure() -> Result<Wru> {
     };
     // Warm-up: connections, the emulator's caches (not measured).
     deliver(&p, None, "wru-warmup", "+14155553100").await?;
-    let mut run =
-        Run { p: &p, tables, writes: Vec::new(), reads: Vec::new(), phases: Vec::new(), mismatches: Vec::new() };
+    let mut run = Run {
+        p: &p,
+        tables,
+        writes: Vec::new(),
+        reads: Vec::new(),
+        phases: Vec::new(),
+        mismatches: Vec::new(),
+        written: Vec::new(),
+    };
     let (key, record_bytes) = deliver(&p, Some(&mut run), "wru-measured", "+14155553101").await?;
     let final_state = format!("{:?}", p.record(&key).await.status.state);
+    // What the alert leaves in the ledger: every item its writes touched, as they are now.
     let ledger = p.stack.table("LedgerTable").to_owned();
-    let prefix = format!("\"INTENT#{}", key.as_str());
-    let stored_bytes = run
-        .tables
-        .images()
-        .await?
-        .get(&ledger)
-        .map(|t| t.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, i)| item_size(i)).sum())
-        .unwrap_or(0);
+    let now = run.tables.images().await?;
+    let mut kept: Vec<&(String, String)> = run.written.iter().filter(|(t, _)| *t == ledger).collect();
+    kept.sort();
+    kept.dedup();
+    let stored: Vec<usize> =
+        kept.iter().filter_map(|(t, k)| now.get(t).and_then(|items| items.get(k)).map(item_size)).collect();
     Ok(Wru {
         writes: run.writes,
         reads: run.reads,
@@ -890,7 +902,8 @@ pub async fn measure() -> Result<Wru> {
         indexes,
         mismatches: run.mismatches,
         delivery_record_bytes: record_bytes,
-        stored_bytes,
+        stored_bytes: stored.iter().sum(),
+        stored_items: stored.len(),
         final_state,
     })
 }
