@@ -260,6 +260,8 @@ pub enum PublishOutcome {
 
 pub trait SmsGateway: Send + Sync {
     fn publish(&self, message: SmsMessage<'_>) -> impl Future<Output = PublishOutcome> + Send;
+    /// Whether SNS holds the number as opted out (it then accepts a publish and drops it).
+    fn is_opted_out(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<bool>> + Send;
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -277,9 +279,23 @@ pub struct Suppression {
     pub reason: String,
 }
 
+/// Where a recipient stands before a send, in one read of the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    Clear,
+    Suppressed(Suppression),
+    /// Re-enabled by an operator and not yet checked against SNS's opt-out list: a number that
+    /// opted out stays opted out at SNS until it is opted back in or the person replies START.
+    ReEnabledUnchecked,
+}
+
 /// The recipient registry: who must not be sent to.
 pub trait RecipientRegistry: Send + Sync {
     fn suppression(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Option<Suppression>>> + Send;
+    /// [`Self::suppression`] and the re-enabled-but-unchecked mark, from the same read.
+    fn standing(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Standing>> + Send;
+    /// SNS says the re-enabled number is not opted out: clears the mark.
+    fn opt_out_checked(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<()>> + Send;
     fn suppress(
         &self,
         recipient: &PhoneNumber,

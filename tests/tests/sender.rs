@@ -240,3 +240,52 @@ async fn a_publish_that_outlasts_the_publish_timeout_is_send_unknown_and_never_r
     assert_eq!(sms_count(&p.emulator).await, 1, "never a second SMS after a timeout");
     assert_eq!(p.record(&key).await.status.attempts, 1);
 }
+
+async fn suppressed_then_re_enabled(p: &Pipeline, number: &str) {
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    let evidence = SuppressionEvidence {
+        log_event_id: format!("ev-{number}"),
+        provider_response: Some("Phone number is opted out".into()),
+        at: p.clock.now_utc(),
+        intent_key: "earlier".into(),
+        table_version: "t".into(),
+    };
+    p.registry.suppress(&phone, &evidence).await.expect("suppress");
+    assert!(
+        p.registry
+            .re_enable(&phone, "alice@ops", "asked to be paged again", p.clock.now_utc())
+            .await
+            .expect("re-enable")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_enabled_number_that_sns_still_holds_as_opted_out_is_not_sent_to_and_says_why() {
+    let p = Pipeline::start().await;
+    // The emulator holds every number ending in 99 as opted out.
+    suppressed_then_re_enabled(&p, "+14155550199").await;
+    let (_, body) = p.submit(&alert("re-enabled-opted-out", "+14155550199")).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Suppressed, "{:?}", r.status);
+    assert_eq!(sms_count(&p.emulator).await, 0, "SNS would have accepted and dropped it");
+    let why = p.timeline(&key).await.iter().map(|o| o.summary()).collect::<Vec<_>>().join(" | ");
+    assert!(why.contains("reply START"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_enabled_number_is_checked_with_sns_once_then_sent_to_as_usual() {
+    let p = Pipeline::start().await;
+    suppressed_then_re_enabled(&p, "+14155550123").await;
+    p.emulator.start_recording().await.expect("record");
+    for i in 0..2 {
+        let (_, body) = p.submit(&alert(&format!("re-enabled-{i}"), "+14155550123")).await;
+        p.run_sender().await;
+        assert_eq!(p.record(&key_of(&body)).await.status.state, State::Accepted);
+    }
+    let ops = p.emulator.stop_recording().await.expect("recording");
+    let checks = ops.iter().filter(|o| o.ends_with("CheckIfPhoneNumberIsOptedOut")).count();
+    assert_eq!(checks, 1, "asked before the first send only: {ops:?}");
+    assert_eq!(sms_count(&p.emulator).await, 2);
+}

@@ -328,7 +328,17 @@ where
         // older than the intent (the index lags) and must not re-add a settled intent.
         if !escalation_pending {
             let next = self.next_check_from(&record, now);
-            self.store.set_next_check(&key, next, Some(record.status.state)).await?;
+            // Index writes cost a write on the index too: only when the next check changes.
+            let unchanged = match next {
+                NextCheck::At(t) => {
+                    record.status.next_check.map(|c| c.timestamp_millis()) == Some(t.timestamp_millis())
+                }
+                NextCheck::Remove => record.status.next_check.is_none(),
+                NextCheck::Keep => true,
+            };
+            if !unchanged {
+                self.store.set_next_check(&key, next, Some(record.status.state)).await?;
+            }
         }
         Ok(())
     }

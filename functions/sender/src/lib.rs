@@ -29,7 +29,7 @@ use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
     ClaimOutcome, Clock, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry, SendQueue, SmsGateway,
-    SmsMessage, StatusPatch, Transition, TransitionOutcome,
+    SmsMessage, Standing, StatusPatch, Suppression, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -292,8 +292,23 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
             );
             return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Stale);
         }
-        match self.registry.suppression(&intent.recipient).await {
-            Ok(Some(s)) => {
+        let standing = match self.registry.standing(&intent.recipient).await {
+            // Re-enabled by an operator: SNS may still hold the number as opted out, and would
+            // accept the publish and drop it. Ask once, before the first send after re-enabling.
+            Ok(Standing::ReEnabledUnchecked) => match self.gateway.is_opted_out(&intent.recipient).await {
+                Ok(true) => Ok(Standing::Suppressed(Suppression {
+                    since: now,
+                    reason: "re-enabled, but SNS still holds the number as opted out: the person must reply START, \
+                             or re-enable with --opt-in"
+                        .into(),
+                })),
+                Ok(false) => self.registry.opt_out_checked(&intent.recipient).await.map(|()| Standing::Clear),
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        match standing {
+            Ok(Standing::Suppressed(s)) => {
                 let t = self.settle(
                     record,
                     attempt_id,
@@ -304,9 +319,9 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                 );
                 return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed);
             }
-            Ok(None) => {}
+            Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
             Err(e) => {
-                tracing::warn!(key = intent.key.short(), error = %e, "registry unavailable; releasing the claim");
+                tracing::warn!(key = intent.key.short(), error = %e, "registry or opt-out check unavailable; releasing the claim");
                 return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;
             }
         }

@@ -116,6 +116,11 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             reconcile_attempts: get_u32(item, "reconcile_attempts"),
             reconcile_next_at: get_time(item, "reconcile_next_at"),
             enqueued_at: get_time(item, "enqueued_at"),
+            next_check: item
+                .get("due_at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+                .and_then(DateTime::from_timestamp_millis),
             reconcile_state: match get_s(item, "reconcile_state") {
                 Some("ambiguous") => ReconcileState::Ambiguous,
                 _ => ReconcileState::Pending,

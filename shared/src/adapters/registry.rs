@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::describe;
 use super::dynamodb::ts;
 use crate::domain::PhoneNumber;
-use crate::ports::{PortError, PortResult, RecipientRegistry, Suppression, SuppressionEvidence};
+use crate::ports::{PortError, PortResult, RecipientRegistry, Standing, Suppression, SuppressionEvidence};
 
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -181,6 +181,17 @@ impl DynamoRegistry {
 
 impl RecipientRegistry for DynamoRegistry {
     async fn suppression(&self, recipient: &PhoneNumber) -> PortResult<Option<Suppression>> {
+        Ok(match self.standing(recipient).await? {
+            Standing::Suppressed(s) => Some(s),
+            Standing::Clear | Standing::ReEnabledUnchecked => None,
+        })
+    }
+
+    async fn opt_out_checked(&self, recipient: &PhoneNumber) -> PortResult<()> {
+        DynamoRegistry::opt_out_checked(self, recipient).await
+    }
+
+    async fn standing(&self, recipient: &PhoneNumber) -> PortResult<Standing> {
         let out = self
             .client
             .get_item()
@@ -191,13 +202,17 @@ impl RecipientRegistry for DynamoRegistry {
             .send()
             .await
             .map_err(|e| PortError::Unavailable { operation: "DynamoDB GetItem (registry)", message: describe(&e) })?;
-        let Some(item) = out.item else { return Ok(None) };
+        let Some(item) = out.item else { return Ok(Standing::Clear) };
         if !matches!(item.get("suppressed"), Some(AttributeValue::Bool(true))) {
-            return Ok(None);
+            return Ok(if matches!(item.get("needs_opt_out_check"), Some(AttributeValue::Bool(true))) {
+                Standing::ReEnabledUnchecked
+            } else {
+                Standing::Clear
+            });
         }
         let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
         let since = DateTime::parse_from_rfc3339(&get("since")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
-        Ok(Some(Suppression { since, reason: get("reason") }))
+        Ok(Standing::Suppressed(Suppression { since, reason: get("reason") }))
     }
 
     async fn suppress(&self, recipient: &PhoneNumber, evidence: &SuppressionEvidence) -> PortResult<()> {

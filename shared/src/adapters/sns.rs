@@ -111,6 +111,19 @@ pub fn classify_error(err: &SdkError<PublishError, HttpResponse>) -> PublishOutc
 }
 
 impl SmsGateway for SnsGateway {
+    async fn is_opted_out(&self, recipient: &crate::domain::PhoneNumber) -> crate::ports::PortResult<bool> {
+        // A read: safe to ask again if the answer is lost (the client's retries are off for
+        // Publish's sake, so the caller retries through SQS).
+        let out =
+            self.client.check_if_phone_number_is_opted_out().phone_number(recipient.expose()).send().await.map_err(
+                |e| crate::ports::PortError::Unavailable {
+                    operation: "SNS CheckIfPhoneNumberIsOptedOut",
+                    message: describe(&e),
+                },
+            )?;
+        Ok(out.is_opted_out)
+    }
+
     async fn publish(&self, m: SmsMessage<'_>) -> PublishOutcome {
         let mut req = self.client.publish().phone_number(m.to.expose()).message(m.body).set_message_attributes(None);
         if let Some(a) = attr("Transactional") {

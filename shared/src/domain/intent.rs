@@ -191,6 +191,9 @@ pub struct Status {
     /// When the intent was last put on the send queue (intake, a release for retry, the sweep).
     #[serde(default)]
     pub enqueued_at: Option<DateTime<Utc>>,
+    /// When the sweep next looks at the intent (its due-index entry); `None`: not in the index.
+    #[serde(default)]
+    pub next_check: Option<DateTime<Utc>>,
 }
 
 impl Status {
@@ -211,6 +214,7 @@ impl Status {
             reconcile_next_at: None,
             reconcile_state: ReconcileState::Pending,
             enqueued_at: None,
+            next_check: None,
         }
     }
 }
