@@ -353,6 +353,44 @@ async fn transient_and_unknown_failures_fail_the_alert_without_suppressing_the_n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_up_spend_limit_escalates_the_alert_at_once_and_never_suppresses_the_number() {
+    let p = Pipeline::start().await;
+    let number = "+14155550152";
+    let (key, id) = sent(&p, "spend-1", number).await;
+    // SNS's record for our SMS, and one for another application's SMS in the same account.
+    let s = feed(
+        &p,
+        FAILURE_GROUP,
+        &[
+            line("9351", record(&p, &id, number, false, "No quota left for account")),
+            line("9352", record(&p, "not-ours-1", "+14155550999", false, "No quota left for account")),
+        ],
+    )
+    .await;
+    assert_eq!((s.failed, s.suppressed, s.orphaned, s.spend_exhausted), (1, 0, 1, 2));
+    let phone = PhoneNumber::parse(number).expect("valid");
+    assert!(
+        p.registry.suppression(&phone).await.expect("registry").is_none(),
+        "the account's failure, not the number's"
+    );
+    let failed = p.record(&key).await;
+    assert_eq!(failed.status.state, State::Failed);
+    // On-call hears of it at the next sweep, long before the deadline, told why.
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 1);
+    let escalations = p.escalations().await;
+    let [(message, _)] = escalations.as_slice() else { panic!("one escalation: {escalations:?}") };
+    assert_eq!(message.idempotency_key, key.as_str());
+    assert!(message.reason.contains("spend limit is reached"), "{}", message.reason);
+    assert!(message.reason.contains("not the recipient's fault"), "{}", message.reason);
+    assert!(tocsin_tests::emitted_metrics().contains("\"spend_exhausted\""), "the alarm's metric is emitted");
+    // Once the limit is raised, the same number gets the next alert.
+    p.submit(&alert("spend-2", number)).await;
+    p.run_sender().await;
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_latency_is_measured_by_carrier_and_country() {
     let p = Pipeline::start().await;
     let (_, id) = sent(&p, "metrics-1", "+14155550150").await;

@@ -274,6 +274,12 @@ fn the_safety_net_pages_on_its_own_failures() {
         (&spend["Threshold"], &spend["ComparisonOperator"]),
         (&json!(80), &json!("GreaterThanOrEqualToThreshold"))
     );
+    // The limit reached, from SNS's own records: pages at the first one.
+    let exhausted = &alarm("SmsSpendExhaustedAlarm")["Properties"];
+    assert_eq!(
+        (&exhausted["MetricName"], &exhausted["Threshold"], &exhausted["ComparisonOperator"]),
+        (&json!("spend_exhausted"), &json!(1), &json!("GreaterThanOrEqualToThreshold"))
+    );
     let success = alarm_metrics(alarm("DeliverySuccessRateAlarm"));
     assert_eq!(success.iter().map(|(_, n, _)| n.as_str()).collect::<Vec<_>>(), ["delivered", "failed"]);
     assert!(

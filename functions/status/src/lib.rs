@@ -23,7 +23,7 @@ use serde_json::Value;
 use tocsin::config::StatusConfig;
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
 use tocsin::domain::phone::mask_phone_like;
-use tocsin::domain::provider::FailureClass;
+use tocsin::domain::provider::{FailureClass, classify};
 use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
@@ -94,6 +94,9 @@ pub struct Summary {
     pub orphaned: usize,
     pub unparseable: usize,
     pub suppressed: usize,
+    /// Records in the batch, tocsin's or other applications', saying the account's SMS spend limit
+    /// is used up ([`FailureClass::AccountLimit`]): no SMS leaves the account until it is raised.
+    pub spend_exhausted: usize,
 }
 
 pub struct StatusHandler<S, R, C> {
@@ -187,7 +190,10 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                         }
                     }
                 });
-                let chunks = events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &budget));
+                let spend_exhausted = AtomicUsize::new(0);
+                let chunks = events
+                    .chunks(LOOKUP_CHUNK)
+                    .map(|c| self.process_chunk(group, c, wait_horizon, &budget, &spend_exhausted));
                 let mut results = std::pin::pin!(chunks.buffer_unordered(2));
                 while let Some(chunk) = results.next().await {
                     for (r, suppressed) in chunk {
@@ -209,6 +215,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                         }
                     }
                 }
+                summary.spend_exhausted = spend_exhausted.load(Ordering::Relaxed);
             }
         }
         match decoder.await {
@@ -234,6 +241,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             ("foreign_records", summary.orphaned),
             ("unparseable", summary.unparseable),
             ("suppressed", summary.suppressed),
+            ("spend_exhausted", summary.spend_exhausted),
             ("dependency_error", errors.len()),
         ] {
             if v > 0 {
@@ -241,6 +249,12 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             }
         }
         m.flush();
+        if summary.spend_exhausted > 0 {
+            tracing::error!(
+                records = summary.spend_exhausted,
+                "the account's SMS spend limit is reached: SNS is sending no SMS (tocsin's or anyone's) until it is raised"
+            );
+        }
         tracing::info!(log_group = group, summary = ?summary, "status batch processed");
         match errors.into_iter().next() {
             None => Ok(summary),
@@ -259,6 +273,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         entries: Vec<LogEntry>,
         wait_horizon: Instant,
         budget: &AtomicUsize,
+        spend_exhausted: &AtomicUsize,
     ) -> Vec<Processed> {
         let mut out: Vec<Processed> = Vec::with_capacity(entries.len());
         let mut parsed = Vec::with_capacity(entries.len());
@@ -279,6 +294,10 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         if parsed.is_empty() {
             return out;
         }
+        // Any application's record counts: the limit is the account's, so a foreign SMS refused
+        // for it means tocsin's are refused too.
+        let refused_for_spend = parsed.iter().filter(|p| says_spend_exhausted(&p.record)).count();
+        spend_exhausted.fetch_add(refused_for_spend, Ordering::Relaxed);
         let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
         let index = match self.store.lookup_many(&ids).await {
             Ok(index) => index,
@@ -470,6 +489,12 @@ fn handled(s: &Summary) -> usize {
         + s.unparseable
 }
 
+/// A failure record whose provider response says the account's SMS spend limit is used up.
+fn says_spend_exhausted(r: &DeliveryRecord) -> bool {
+    r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
+        && classify(r.provider_response.as_deref()).class == FailureClass::AccountLimit
+}
+
 /// Latency and price by carrier and country, so p95/p99 per carrier can be graphed.
 fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureClass, bool)>) {
     let carrier = r.carrier.clone().unwrap_or_else(|| "unknown".into());
@@ -490,6 +515,7 @@ fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureClass, bool)>
                 match c {
                     FailureClass::PermanentRecipient => "failure_permanent_recipient",
                     FailureClass::PermanentMessage => "failure_permanent_message",
+                    FailureClass::AccountLimit => "failure_account_limit",
                     FailureClass::Transient => "failure_transient",
                     FailureClass::Unknown => "failure_unknown",
                 },

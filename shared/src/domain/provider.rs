@@ -3,21 +3,25 @@
 //! AWS does not say which responses are permanent, and public systems disagree, so this is
 //! tocsin's own judgement, with the reasoning next to each entry. Permanent-for-recipient
 //! suppresses the number at once (re-enable is an audited operator action); permanent-for-message
-//! fails this alert but leaves the number usable; transient and unknown fail this alert without
-//! suppressing. An unrecognised text is `Unknown` and counted — never success, never suppression.
+//! fails this alert but leaves the number usable; account-limit (the account's SMS spend is used
+//! up) fails this alert, never the number, and tells on-call the account is not sending SMS at all;
+//! transient and unknown fail this alert without suppressing. An unrecognised text is `Unknown` and counted — never success, never suppression.
 //!
 //! Change the table only by bumping [`TABLE_VERSION`]; the version is stored with every
 //! classification so past decisions stay explainable.
 
 use serde::{Deserialize, Serialize};
 
-pub const TABLE_VERSION: &str = "2026-11-29.1";
+pub const TABLE_VERSION: &str = "2026-11-30.1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
     PermanentRecipient,
     PermanentMessage,
+    /// The account, not the number or the message: its monthly SMS spend limit is reached and SNS
+    /// sends no SMS until it is raised or the month turns.
+    AccountLimit,
     Transient,
     Unknown,
 }
@@ -27,6 +31,7 @@ impl FailureClass {
         match self {
             FailureClass::PermanentRecipient => "permanent_recipient",
             FailureClass::PermanentMessage => "permanent_message",
+            FailureClass::AccountLimit => "account_limit",
             FailureClass::Transient => "transient",
             FailureClass::Unknown => "unknown",
         }
@@ -98,6 +103,11 @@ pub const TABLE: &[Entry] = &[
         why: "The configured MaxPrice is below the route's price; the same settings fail again. Configuration, not the number.",
     },
     Entry {
+        response: "No quota left for account",
+        class: FailureClass::AccountLimit,
+        why: "The account's monthly SMS spend limit is reached: SNS sends no SMS for anyone until it is raised or the month turns. The number is fine; suppressing it would silence on-call after the limit is raised.",
+    },
+    Entry {
         response: "Phone carrier is currently unreachable/unavailable",
         class: FailureClass::Transient,
         why: "A carrier outage: nothing is wrong with the number; a human should use another channel now.",
@@ -166,6 +176,7 @@ mod tests {
             "Phone is currently unreachable/unavailable",
             "Phone number is opted out",
             "This delivery would exceed max price",
+            "No quota left for account",
             "Unknown error attempting to reach phone",
             "Destination is blacklisted",
             "Phone is blacklisted",
@@ -190,6 +201,13 @@ mod tests {
         assert_eq!(classify(Some("Blocked as spam by phone carrier")).class, FailureClass::PermanentMessage);
         assert_eq!(classify(Some("Phone carrier is currently unreachable/unavailable")).class, FailureClass::Transient);
         assert_eq!(classify(Some("Unknown error attempting to reach phone")).class, FailureClass::Unknown);
+    }
+
+    #[test]
+    fn a_used_up_spend_limit_is_the_accounts_failure_never_the_numbers() {
+        let c = classify(Some("No quota left for account."));
+        assert_eq!(c, Classification { class: FailureClass::AccountLimit, recognised: true });
+        assert_ne!(c.class, FailureClass::PermanentRecipient);
     }
 
     #[test]

@@ -88,6 +88,18 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
 }
 
+/// What a failed delivery's intent records as its error (and its escalation repeats to on-call).
+pub fn failure_text(provider_response: Option<&str>, class: Option<FailureClass>) -> String {
+    let response = provider_response.unwrap_or("delivery failed");
+    match class {
+        Some(FailureClass::AccountLimit) => format!(
+            "the account's SMS spend limit is reached (SNS: {response}): SNS is sending no SMS at all until the limit is \
+             raised; not the recipient's fault, the number stays enabled"
+        ),
+        _ => format!("{response} ({})", class.map_or("unclassified", FailureClass::as_str)),
+    }
+}
+
 /// The facts about the intent a receipt's effect is decided on.
 #[derive(Debug, Clone)]
 struct Basis {
@@ -168,11 +180,7 @@ async fn apply_observation<S: IntentStore>(
                 patch.final_at = Some(at);
                 patch.clear_claim = true;
                 if to == State::Failed {
-                    patch.last_error = Some(format!(
-                        "{} ({})",
-                        record.provider_response.as_deref().unwrap_or("delivery failed"),
-                        class.map_or("unclassified", FailureClass::as_str)
-                    ));
+                    patch.last_error = Some(failure_text(record.provider_response.as_deref(), class));
                     next = if basis.escalated { NextCheck::Remove } else { NextCheck::At(now) };
                 } else {
                     next = NextCheck::Remove;
