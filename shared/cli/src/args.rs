@@ -165,7 +165,7 @@ pub struct ResendArgs {
 /// `tocsin send`: the request from a file, or built from flags.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The alert request document (JSON, as in README "Alert requests"); `-` reads stdin.
+    /// The alert request document (JSON, as in docs/alert-requests.md); `-` reads stdin.
     #[arg(long, conflicts_with_all = ["event_id", "template", "vars", "to", "deadline"])]
     pub file: Option<String>,
     /// The business event id (one event, one alert: sending it again is a replay).

@@ -1,5 +1,5 @@
 //! The ledger table in DynamoDB: intents, their observations, the SNS message-id index, orphaned
-//! delivery records. Item layout (documented in README.md, "Data model"):
+//! delivery records. Item layout (documented in docs/data-model.md, "Data model"):
 //!
 //! | item | pk | sk |
 //! |---|---|---|

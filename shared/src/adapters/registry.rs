@@ -4,7 +4,7 @@
 //! access is limited by IAM. A hash would not protect anything: the space of phone numbers is
 //! small enough to enumerate in minutes, so a hashed key is pseudonymisation in name only, and it
 //! would stop an operator from finding a number they were asked about. The numbers never leave
-//! the table in clear: logs and metrics carry the masked form. See README.md, "Data model".
+//! the table in clear: logs and metrics carry the masked form. See docs/data-model.md, "Data model".
 //!
 //! | item | pk | sk |
 //! |---|---|---|

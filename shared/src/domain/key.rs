@@ -1,6 +1,6 @@
 //! The idempotency key: one business event and one template identity give one key, forever.
 //!
-//! Byte layout hashed with SHA-256 (documented in README.md, "The idempotency key"):
+//! Byte layout hashed with SHA-256 (documented in docs/data-model.md, "The idempotency key"):
 //!
 //! ```text
 //! "tocsin/idempotency/v1" 0x00

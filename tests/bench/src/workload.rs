@@ -46,7 +46,7 @@ pub fn envelope_of_size(log_group: &str, target_bytes: usize, at: DateTime<Utc>)
     (envelope(log_group, &delivery_lines(n, at)), n)
 }
 
-/// A valid alert request body (the README's example shape).
+/// A valid alert request body (the example in docs/alert-requests.md).
 pub fn alert_body(i: usize) -> Value {
     serde_json::json!({
         "event_id": format!("monitoring:disk:db-1:/var:2026-11-29T22:00Z:{i}"),
