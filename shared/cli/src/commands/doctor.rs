@@ -399,6 +399,6 @@ async fn alarms(ctx: &Context, cloudwatch: &aws_sdk_cloudwatch::Client, checks: 
         checks.push(ok(C, format!("none of {prefix}* in ALARM")));
     }
     for a in firing {
-        checks.push(problem("alarm", format!("{a} is in ALARM (runbook: README, Alarms)")));
+        checks.push(problem("alarm", format!("{a} is in ALARM (runbook: docs/operations.md, Alarms)")));
     }
 }
