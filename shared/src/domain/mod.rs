@@ -12,6 +12,7 @@ pub mod reconcile;
 pub mod request;
 pub mod segments;
 pub mod state;
+pub mod storm;
 pub mod sweep;
 pub mod template;
 
