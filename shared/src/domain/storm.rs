@@ -471,7 +471,7 @@ impl DigestId {
 
     /// The first 8 characters: the `ref` printed in the SMS, for `tocsin show`.
     pub fn short(&self) -> &str {
-        &self.0[..8]
+        self.0.get(..8).unwrap_or(&self.0)
     }
 }
 
@@ -513,6 +513,7 @@ pub fn summary(body: &str, max_chars: usize) -> String {
     let text = body.split_whitespace().collect::<Vec<_>>().join(" ");
     let text = text.strip_prefix("ALERT:").map_or(text.as_str(), str::trim_start);
     let first = text.find(". ").map_or(text, |i| &text[..i]);
+    let first = if first.trim().is_empty() { text } else { first };
     let first = first.strip_suffix('.').unwrap_or(first);
     if first.chars().count() <= max_chars {
         return first.to_owned();
@@ -928,6 +929,7 @@ mod tests {
         assert_eq!(summary("one two three four five six", 15), "one two...");
         assert_eq!(summary("abcdefghijklmnopqrstuvwxyz", 10), "abcdefg...");
         assert_eq!(summary("abcdef", 2), "ab");
+        assert_eq!(summary(". starts with a stop", 48), ". starts with a stop");
     }
 
     #[test]
