@@ -381,7 +381,7 @@ async fn a_used_up_spend_limit_escalates_the_alert_at_once_and_never_suppresses_
     let escalations = p.escalations().await;
     let [(message, _)] = escalations.as_slice() else { panic!("one escalation: {escalations:?}") };
     assert_eq!(message.idempotency_key, key.as_str());
-    assert!(message.reason.contains("spend limit is reached"), "{}", message.reason);
+    assert!(message.reason.contains("SMS spend limit reached for the account"), "{}", message.reason);
     assert!(message.reason.contains("not the recipient's fault"), "{}", message.reason);
     assert!(tocsin_tests::emitted_metrics().contains("\"spend_exhausted\""), "the alarm's metric is emitted");
     // Once the limit is raised, the same number gets the next alert.

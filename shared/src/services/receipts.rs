@@ -93,8 +93,8 @@ pub fn failure_text(provider_response: Option<&str>, class: Option<FailureClass>
     let response = provider_response.unwrap_or("delivery failed");
     match class {
         Some(FailureClass::AccountLimit) => format!(
-            "the account's SMS spend limit is reached (SNS: {response}): SNS is sending no SMS at all until the limit is \
-             raised; not the recipient's fault, the number stays enabled"
+            "{} (SNS: {response}); SNS sends no SMS at all until the limit is raised, and the number stays enabled",
+            crate::domain::storm::AccountSpendExhausted::REASON
         ),
         _ => format!("{response} ({})", class.map_or("unclassified", FailureClass::as_str)),
     }
