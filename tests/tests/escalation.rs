@@ -210,3 +210,42 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
     assert_eq!(p.run_escalation().await.escalated, 1);
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
 }
+
+/// Issue 17: the due-index is written across `TOCSIN_DUE_SHARDS` partitions, none hotter than its
+/// share + 20 %. Every later write of an intent stays in its intake shard (`due_home`), so the
+/// intents' spread is the writes' spread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_shards() {
+    use futures::StreamExt;
+    let p = Pipeline::start().await;
+    let shards = p.ledger.due_shards();
+    assert!(shards.len() >= 16, "the template's shard count reaches the functions: {shards:?}");
+    let total = 1000usize;
+    let created = futures::stream::iter(0..total)
+        .map(|i| {
+            let p = &p;
+            async move { p.submit(&alert(&format!("spread-{i}"), &format!("+1415{:07}", 5_000_000 + i))).await.0 }
+        })
+        .buffer_unordered(8)
+        .filter(|code| std::future::ready(*code == 201))
+        .count()
+        .await;
+    assert_eq!(created, total);
+    let far = p.clock.now_utc() + Duration::days(400);
+    let mut per_shard = BTreeMap::new();
+    for shard in &shards {
+        let (mut n, mut after) = (0usize, None);
+        loop {
+            let (keys, next) = p.ledger.due(shard, far, 1000, after).await.expect("due");
+            n += keys.len();
+            match next {
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        per_shard.insert(shard.clone(), n);
+    }
+    assert_eq!(per_shard.values().sum::<usize>(), total, "every alert is in the due-index once");
+    let ceiling = (total as f64 / shards.len() as f64 * 1.2).floor() as usize;
+    assert!(per_shard.values().all(|&n| n <= ceiling), "none above 1/S + 20 % ({ceiling}): {per_shard:?}");
+}
