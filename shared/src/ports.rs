@@ -169,6 +169,13 @@ pub struct OrphanRecord {
     pub expires_at: DateTime<Utc>,
 }
 
+/// The escalations nobody has acknowledged yet (an operator's `ack` takes one off): the sweep
+/// reports the oldest one's age every run, which the unacknowledged-escalation alarm reads.
+pub trait EscalationBacklog: Send + Sync {
+    /// When the oldest unacknowledged escalation was made; `None` when there is none.
+    fn oldest_open_escalation(&self) -> impl Future<Output = PortResult<Option<DateTime<Utc>>>> + Send;
+}
+
 /// Intents whose `next_check` has passed, oldest first within a partition, at most `limit` per
 /// page: their keys (the index is eventually consistent and projects keys only; the caller reads
 /// each intent from the table). The index is spread over partitions (so no one partition takes

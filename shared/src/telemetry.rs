@@ -183,6 +183,7 @@ fn write_line(line: &str) {
 pub enum Unit {
     Count,
     Milliseconds,
+    Seconds,
     None,
 }
 
@@ -191,6 +192,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Milliseconds => "Milliseconds",
+            Unit::Seconds => "Seconds",
             Unit::None => "None",
         }
     }

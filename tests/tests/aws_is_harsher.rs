@@ -158,6 +158,9 @@ async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified
         } else if pk.starts_with("MSG#") {
             let owner = format!("INTENT#{}", s_of(item, "key"));
             assert_eq!(Some(&expires), intents.get(&owner), "the message index expires with its intent");
+        } else if pk.starts_with("ESC#") {
+            let owner = format!("INTENT#{}", s_of(item, "key"));
+            assert_eq!(Some(&expires), intents.get(&owner), "an open escalation expires with its intent");
         } else if pk.starts_with("ORPHAN#") {
             assert!(expires <= now + 24 * 3600, "an orphan record (phone number inside) expires within hours");
         } else {

@@ -137,8 +137,18 @@ async fn scenario_4_a_failed_alert_is_isolated_and_the_paging_alarm_would_fire_w
     let age = template.get("Resources").and_then(|r| r.get("EscalationAgeAlarm")).expect("age alarm");
     assert_eq!(
         age.get("Properties").and_then(|p| p.get("MetricName")).and_then(|v| v.as_str()),
-        Some("ApproximateAgeOfOldestMessage")
+        Some("oldest_unacknowledged_escalation_s"),
+        "the age comes from the ledger (every sweep run), not from the queue"
     );
+    assert_eq!(run_age(&p).await, Some(0), "escalated this run: under a minute old");
+    p.clock.advance(Duration::minutes(7));
+    assert_eq!(run_age(&p).await, Some(7), "unacknowledged for 7 minutes: past the 300 s threshold");
+}
+
+/// The age the sweep reports for the oldest unacknowledged escalation, in whole minutes (the
+/// pipeline's clock runs on in real time besides its advances).
+async fn run_age(p: &Pipeline) -> Option<u64> {
+    p.run_escalation().await.oldest_unacknowledged_s.map(|s| s / 60)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,8 +22,9 @@ use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_att
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
-    Clock, DeliveryLogSearch, DueIndex, EscalationMessage, EscalationQueue, IntentStore, MessageIndex, NextCheck,
-    PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition, TransitionOutcome,
+    Clock, DeliveryLogSearch, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue, IntentStore,
+    MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition,
+    TransitionOutcome,
 };
 use tocsin::services::receipts::{self, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -96,6 +97,12 @@ pub struct RunSummary {
     /// Searches not made because FilterLogEvents was throttled or out of time (next run).
     pub reconcile_deferred: usize,
     pub errors: usize,
+    /// Seconds the oldest unacknowledged escalation has waited (0: none), after this run's
+    /// escalations; `None` when the list could not be read. Emitted every run as
+    /// `oldest_unacknowledged_escalation_s`, the metric of the escalation-unacknowledged alarm:
+    /// read from the ledger, so looking at the queue never hides an escalation from it, and an
+    /// idle queue's paused SQS metrics do not matter.
+    pub oldest_unacknowledged_s: Option<u64>,
     /// False when the run stopped at its time budget with due intents left for the next run.
     pub complete: bool,
 }
@@ -112,7 +119,7 @@ pub struct Escalator<S, Q, E, L, R, C> {
 
 impl<S, Q, E, L, R, C> Escalator<S, Q, E, L, R, C>
 where
-    S: IntentStore + DueIndex + MessageIndex,
+    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog,
     Q: SendQueue,
     E: EscalationQueue,
     L: DeliveryLogSearch,
@@ -182,7 +189,19 @@ where
         to_reconcile.truncate(self.config.reconcile_batch);
         // Escalations first; log searches only with the time that is left.
         self.reconcile(to_reconcile, stop_at, &mut summary).await;
+        let now = self.clock.now();
+        summary.oldest_unacknowledged_s = match self.store.oldest_open_escalation().await {
+            Ok(oldest) => Some(oldest.map_or(0, |at| u64::try_from((now - at).num_seconds()).unwrap_or(0))),
+            Err(e) => {
+                summary.errors += 1;
+                tracing::warn!(error = %e, "the open escalations could not be read; their age is not reported this run");
+                None
+            }
+        };
         let mut m = Metrics::new("escalation");
+        if let Some(age) = summary.oldest_unacknowledged_s {
+            m.add("oldest_unacknowledged_escalation_s", age as f64, Unit::Seconds);
+        }
         m.count("reconciled", summary.reconciled as u64);
         m.count("reconcile_ambiguous", summary.ambiguous as u64);
         m.count("still_unknown", summary.still_unknown as u64);

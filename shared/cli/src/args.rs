@@ -51,6 +51,10 @@ pub enum Command {
         /// At most this many intents.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         limit: u32,
+        /// How many days back (UTC creation days, today included) to look: the listing reads the
+        /// list-index one day at a time, newest first, and stops when it has `--limit` intents.
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=400))]
+        days: u32,
     },
     /// Suppressed recipients, since when and why (numbers masked).
     Suppressed {

@@ -104,8 +104,6 @@ pub struct Context {
     pub sdk: SdkConfig,
     pub ledger: DynamoLedger,
     pub registry: DynamoRegistry,
-    /// For the CLI's own bounded reads of the ledger (see `scan.rs`).
-    pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sts: aws_sdk_sts::Client,
 }
@@ -139,8 +137,7 @@ impl Context {
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         Ok(Context {
             ledger: DynamoLedger::new(dynamodb.clone(), &names.ledger_table),
-            registry: DynamoRegistry::new(dynamodb.clone(), &names.recipients_table),
-            dynamodb,
+            registry: DynamoRegistry::new(dynamodb, &names.recipients_table),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             sts: aws_sdk_sts::Client::new(&sdk),
             names,

@@ -11,7 +11,6 @@ pub mod context;
 pub mod error;
 pub mod output;
 pub mod progress;
-pub mod scan;
 
 use args::{Command, EscalationsAction};
 use context::Context;
@@ -21,7 +20,9 @@ use error::{CliError, CliResult, exit};
 pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
     match command {
         Command::Show { key } => commands::show::run(ctx, key).await.map(|()| exit::OK),
-        Command::List { state, limit } => commands::list::run(ctx, *state, *limit).await.map(|()| exit::OK),
+        Command::List { state, limit, days } => {
+            commands::list::run(ctx, *state, *limit, *days).await.map(|()| exit::OK)
+        }
         Command::Suppressed { reveal } => commands::suppressed::run(ctx, *reveal).await.map(|()| exit::OK),
         Command::ReEnable { number, reason, opt_in } => {
             commands::re_enable::run(ctx, number, reason, *opt_in).await.map(|()| exit::OK)

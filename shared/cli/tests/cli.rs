@@ -163,7 +163,11 @@ async fn list_shows_recent_intents_newest_first_and_filters_by_state() {
     let (_, c) = p.submit(&alert("list-3", "+14155550123")).await;
     let (b, c) = (key_of(&b), key_of(&c));
 
+    p.emulator.start_recording().await.expect("recording");
     let waiting = tocsin(&p, &["--json", "list", "--state", "received"]).await.json();
+    let calls = p.emulator.stop_recording().await.expect("recording");
+    assert!(!calls.iter().any(|c| c.ends_with(".Scan")), "an index Query, never a table scan: {calls:?}");
+    assert!(calls.iter().any(|c| c.ends_with(".Query")), "{calls:?}");
     let keys: Vec<&str> = waiting.as_array().expect("array").iter().filter_map(|i| i["key"].as_str()).collect();
     assert_eq!(keys, vec![c.as_str(), b.as_str()], "only the unclaimed ones, newest first");
 

@@ -155,3 +155,31 @@ async fn ack_of_an_intent_that_was_not_escalated_is_refused_and_changes_nothing(
     assert!(r.stderr.contains("was not escalated"), "{r:?}");
     assert!(acks(&p.timeline(&key).await).is_empty());
 }
+
+/// The age alarm reads the sweep's report of the oldest unacknowledged escalation, from the
+/// ledger: looking changes nothing, an acknowledgement takes that escalation out of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_age_alarm_sees_an_escalation_until_it_is_acknowledged_however_often_it_is_looked_at() {
+    let p = Pipeline::start().await;
+    let first = escalated(&p, "age-1", "+14155550153").await;
+    p.clock.advance(chrono::Duration::minutes(2));
+    let second = escalated(&p, "age-2", "+14155550154").await;
+    p.clock.advance(chrono::Duration::minutes(4));
+    // The pipeline's clock runs on in real time besides the advances: ages within a minute.
+    let age = || async { p.run_escalation().await.oldest_unacknowledged_s.map(|s| s / 60) };
+    assert_eq!(age().await, Some(6), "the first, escalated 6 minutes ago");
+    for _ in 0..4 {
+        assert_eq!(tocsin(&p, &["escalations"]).await.code, 0);
+    }
+    assert_eq!(age().await, Some(6), "looking hides nothing");
+    let r = tocsin(&p, &["escalations", "ack", first.as_str(), "--reason", "handled by phone"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(age().await, Some(4), "now the second, escalated 4 minutes ago");
+    let listed = tocsin(&p, &["--json", "escalations"]).await.json();
+    let keys: Vec<&str> =
+        listed["escalations"].as_array().into_iter().flatten().filter_map(|e| e["idempotency_key"].as_str()).collect();
+    assert_eq!(keys, [second.as_str()]);
+    let r = tocsin(&p, &["escalations", "ack", &second.as_str()[..10], "--reason", "handled"]).await;
+    assert_eq!(r.code, 0, "a key prefix is found through the open escalations: {r:?}");
+    assert_eq!(age().await, Some(0), "none left");
+}

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 
 use super::describe;
 use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
@@ -39,6 +39,21 @@ pub const OPEN_INDEX: &str = "open-index";
 /// The one partition of the due-index before it was sharded: still read by the sweep, so intents
 /// written by an earlier version are never missed.
 pub const DUE_SHARD: &str = "due";
+
+/// The operator listings' index (KEYS_ONLY, keys `list_pk`/`list_sk`): every intent under its
+/// creation day, and every unacknowledged escalation under [`OPEN_ESCALATIONS`]. One index for
+/// both because CloudFormation adds at most one GSI per stack update.
+pub const LIST_INDEX: &str = "list-index";
+/// Partitions per creation day (`created#<YYYY-MM-DD>#<n>`): intake's writes of a day spread over
+/// them (n follows the due shard), and a listing reads them all. Writers and readers share it.
+pub const LIST_SHARDS: u32 = 16;
+/// The list-index partition of escalations nobody acknowledged yet, oldest first.
+pub const OPEN_ESCALATIONS: &str = "esc#open";
+
+/// The list-index partition of intents created on `day` whose due shard is `n`.
+pub fn created_partition(day: NaiveDate, n: u32) -> String {
+    format!("created#{}#{}", day.format("%Y-%m-%d"), n % LIST_SHARDS)
+}
 
 /// The name of due-index partition `n`.
 pub fn due_shard_name(n: u32) -> String {
@@ -66,6 +81,20 @@ fn n(v: impl ToString) -> AttributeValue {
 
 fn intent_pk(key: &IdempotencyKey) -> String {
     format!("INTENT#{key}")
+}
+
+fn escalation_pk(key: &IdempotencyKey) -> String {
+    format!("ESC#{key}")
+}
+
+/// The key and time of one list-index entry (its projected keys).
+fn list_entry(item: &Item, prefix: &str) -> PortResult<(DateTime<Utc>, IdempotencyKey)> {
+    let corrupt = |m: &str| PortError::Corrupt { what: format!("{LIST_INDEX} entry"), message: m.to_owned() };
+    let pk = get_s(item, "pk").ok_or_else(|| corrupt("no pk"))?;
+    let key = pk.strip_prefix(prefix).ok_or_else(|| corrupt("pk of another kind"))?;
+    let key = IdempotencyKey::parse(key).map_err(|e| corrupt(&e.to_string()))?;
+    let at = get_time(item, "list_sk").ok_or_else(|| corrupt("no list_sk time"))?;
+    Ok((at, key))
 }
 
 fn unavailable<E: std::error::Error>(operation: &'static str, e: &E) -> PortError {
@@ -129,7 +158,9 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
     })
 }
 
-fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, due_shard: &str) -> PortResult<Item> {
+fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, shard: u32) -> PortResult<Item> {
+    let due_shard = due_shard_name(shard);
+    let due_shard = due_shard.as_str();
     let i = &r.intent;
     let intent_json =
         serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
@@ -148,6 +179,9 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, due_shard: &str) 
         ("due_home".into(), s(due_shard)),
         ("due_at".into(), n(next_check.timestamp_millis())),
         ("expires_at".into(), n(i.expires_at().timestamp())),
+        // The list-index entry: written once here, never changed (so never written again).
+        ("list_pk".into(), s(created_partition(i.created_at.date_naive(), shard))),
+        ("list_sk".into(), s(ts(i.created_at))),
     ]);
     item.insert("recipient_masked".into(), s(i.recipient.masked()));
     // Copied into `open_recipient` while an attempt is open (see the open-index).
@@ -309,43 +343,94 @@ impl DynamoLedger {
         Ok(out.item)
     }
 
-    /// Recent intents, newest first, optionally in one state (operator listings; scans).
-    pub async fn list(&self, state: Option<State>, limit: usize) -> PortResult<Vec<IntentRecord>> {
+    /// Intents created on `day` (UTC), newest first, from the list-index (keys only): each of the
+    /// day's [`LIST_SHARDS`] partitions read newest first, at most `each` entries from each, merged.
+    /// With `key_prefix`, only keys that start with it (the partitions are read through, the
+    /// prefix filtering what comes back). Eventually consistent: an intent created a moment ago
+    /// may be missing.
+    pub async fn created_on(
+        &self,
+        day: NaiveDate,
+        each: usize,
+        key_prefix: Option<&str>,
+    ) -> PortResult<Vec<(DateTime<Utc>, IdempotencyKey)>> {
+        let queries = (0..LIST_SHARDS).map(|n| self.list_partition(created_partition(day, n), false, each, key_prefix));
+        let mut out: Vec<(DateTime<Utc>, IdempotencyKey)> =
+            futures::future::try_join_all(queries).await?.into_iter().flatten().collect();
+        out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.as_str().cmp(b.1.as_str())));
+        Ok(out)
+    }
+
+    /// Escalations nobody acknowledged yet, oldest first, at most `limit`, from the list-index.
+    pub async fn open_escalations(&self, limit: usize) -> PortResult<Vec<(DateTime<Utc>, IdempotencyKey)>> {
+        self.list_partition(OPEN_ESCALATIONS.to_owned(), true, limit, None).await
+    }
+
+    /// Takes an intent's escalation off the open list: after its acknowledgement is recorded.
+    pub async fn close_escalation(&self, key: &IdempotencyKey) -> PortResult<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(escalation_pk(key)))
+            .key("sk", s("ESC"))
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB DeleteItem (open escalation)", &e))?;
+        Ok(())
+    }
+
+    async fn list_partition(
+        &self,
+        partition: String,
+        oldest_first: bool,
+        limit: usize,
+        key_prefix: Option<&str>,
+    ) -> PortResult<Vec<(DateTime<Utc>, IdempotencyKey)>> {
+        let kind = if partition == OPEN_ESCALATIONS { "ESC#" } else { "INTENT#" };
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
-        loop {
+        while out.len() < limit {
             let mut req = self
                 .client
-                .scan()
+                .query()
                 .table_name(&self.table)
-                .filter_expression("sk = :intent")
-                .expression_attribute_values(":intent", s("INTENT"))
+                .index_name(LIST_INDEX)
+                .key_condition_expression("list_pk = :p")
+                .expression_attribute_values(":p", s(partition.as_str()))
+                .scan_index_forward(oldest_first)
                 .set_exclusive_start_key(start.take());
-            if let Some(st) = state {
-                req = req
-                    .filter_expression("sk = :intent AND #state = :state")
-                    .expression_attribute_names("#state", "state")
-                    .expression_attribute_values(":state", s(st.as_str()));
+            match key_prefix {
+                Some(prefix) => {
+                    req = req
+                        .filter_expression("begins_with(pk, :kp)")
+                        .expression_attribute_values(":kp", s(format!("{kind}{prefix}")));
+                }
+                None => req = req.limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX)),
             }
-            let page = req.send().await.map_err(|e| unavailable("DynamoDB Scan", &e))?;
+            let page = req.send().await.map_err(|e| unavailable("DynamoDB Query (list-index)", &e))?;
             for item in page.items() {
-                out.push(record_from_item(item)?);
+                out.push(list_entry(item, kind)?);
             }
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => break,
             }
         }
-        out.sort_by_key(|r| std::cmp::Reverse(r.intent.created_at));
         out.truncate(limit);
         Ok(out)
+    }
+}
+
+impl crate::ports::EscalationBacklog for DynamoLedger {
+    async fn oldest_open_escalation(&self) -> PortResult<Option<DateTime<Utc>>> {
+        Ok(self.open_escalations(1).await?.into_iter().next().map(|(at, _)| at))
     }
 }
 
 impl IntentStore for DynamoLedger {
     async fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<PutOutcome> {
         let shard = self.next_shard.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.due_shards;
-        let item = record_to_item(record, next_check, &due_shard_name(shard))?;
+        let item = record_to_item(record, next_check, shard)?;
         let res = self
             .client
             .put_item()
@@ -484,6 +569,20 @@ impl IntentStore for DynamoLedger {
                 .item("key", s(t.key.as_str()))
                 .item("recipient", s(recipient.expose()))
                 .item("at", s(ts(now)))
+                .item("expires_at", n(expires.timestamp()))
+                .build()
+                .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        if let Some(e) = &p.escalation {
+            // On the open-escalations list until an operator acknowledges it.
+            let put = Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(escalation_pk(&t.key)))
+                .item("sk", s("ESC"))
+                .item("key", s(t.key.as_str()))
+                .item("list_pk", s(OPEN_ESCALATIONS))
+                .item("list_sk", s(ts(e.at)))
                 .item("expires_at", n(expires.timestamp()))
                 .build()
                 .map_err(|e| unavailable("DynamoDB Put builder", &e))?;

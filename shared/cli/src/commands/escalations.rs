@@ -4,19 +4,18 @@
 //! Looking never touches the queue. SQS has no peek: every ReceiveMessage — with a visibility
 //! timeout of 0 too — adds one to the message's receive count, and AWS leaves a message received
 //! three times or more out of `ApproximateAgeOfOldestMessage` (documented for that metric, with or
-//! without a redrive policy). Three looks would have taken an escalation off the age alarm. So the
-//! listing reads the ledger instead: escalated intents without an acknowledgement, next to the
-//! queue's depth (GetQueueAttributes, which counts nothing).
+//! without a redrive policy). So the listing reads the ledger instead — the open escalations of the
+//! list-index, oldest first (a Query, never a scan) — next to the queue's depth
+//! (GetQueueAttributes, which counts nothing). The age alarm reads the same ledger list (the sweep
+//! reports its oldest entry's age every run), not the queue.
 //!
 //! `ack KEY --reason` records who, when and why in the intent's timeline (an operator
-//! observation, stored once per escalation), then deletes that intent's message(s) from the queue.
-//! Finding them means receiving: the messages looked past are released at once (visibility 0),
-//! each received once more. `--ack` (all shown) receives and deletes every escalation message,
-//! recording nothing. A message that is not an escalation is never deleted.
+//! observation, stored once per escalation), takes the escalation off the open list, then deletes
+//! that intent's message(s) from the queue. Finding them means receiving: the messages looked past
+//! are released at once (visibility 0), each received once more — which no alarm reads any more.
+//! `--ack` with a reason acknowledges every escalation shown the same way. A message that is not an
+//! escalation is never deleted.
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::{IdempotencyKey, IntentRecord, State};
@@ -62,6 +61,7 @@ pub async fn run(ctx: &Context, max: u32, ack: Option<&str>) -> CliResult<()> {
         if let Some(e) = &r.status.escalation {
             record_ack(ctx, r, &e.at, &operator, reason, now).await?;
         }
+        close(ctx, &r.intent.key).await?;
     }
     let keys: std::collections::HashSet<&str> = waiting.iter().map(|r| r.intent.key.as_str()).collect();
     spinner.set_message(format!("deleting their messages from {queue}…"));
@@ -227,29 +227,24 @@ pub fn acknowledgement(timeline: &[Observation]) -> Option<(&str, DateTime<Utc>,
     })
 }
 
-/// The escalated intents nobody acknowledged yet, oldest escalation first, from the ledger.
+/// The escalated intents nobody acknowledged yet, oldest escalation first: the list-index's open
+/// escalations (an acknowledgement takes one off), each read from the table.
 async fn unacknowledged(ctx: &Context, spinner: &Spinner) -> CliResult<Vec<IntentRecord>> {
-    let mut escalated = crate::scan::intents_where(
-        ctx,
-        Some(("attribute_exists(escalated_at)", HashMap::<String, AttributeValue>::new())),
-        "escalated intents",
-        spinner,
-    )
-    .await?;
-    escalated.sort_by_key(|r| r.status.escalation.as_ref().map(|e| e.at));
-    let mut out = Vec::new();
-    for (i, r) in escalated.into_iter().enumerate() {
-        spinner.set_message(format!("checking acknowledgements: {i} checked, {} waiting…", out.len()));
-        let timeline = ctx
-            .ledger
-            .observations(&r.intent.key)
-            .await
-            .map_err(CliError::port(format!("reading the timeline of {}", r.intent.key)))?;
-        if acknowledgement(&timeline).is_none() {
+    let open = ctx.ledger.open_escalations(usize::MAX).await.map_err(CliError::port("reading the open escalations"))?;
+    let mut out = Vec::with_capacity(open.len());
+    for (i, (_, key)) in open.iter().enumerate() {
+        spinner.set_message(format!("reading escalations: {i} of {} read…", open.len()));
+        // Gone (expired with its intent): nothing left to handle.
+        if let Some(r) = ctx.ledger.get(key).await.map_err(CliError::port(format!("reading intent {key}")))? {
             out.push(r);
         }
     }
     Ok(out)
+}
+
+/// Takes `key`'s escalation off the open list (after its acknowledgement is recorded).
+async fn close(ctx: &Context, key: &IdempotencyKey) -> CliResult<()> {
+    ctx.ledger.close_escalation(key).await.map_err(CliError::port(format!("closing the escalation of {key}")))
 }
 
 /// The queue's depth by GetQueueAttributes (receives nothing, so counts nothing).
@@ -350,6 +345,7 @@ pub async fn ack(ctx: &Context, raw_key: &str, reason: &str) -> CliResult<()> {
         Some(_) => false,
         None => record_ack(ctx, &record, &escalation.at, &operator, reason, now).await?,
     };
+    close(ctx, &key).await?;
     let spinner = Spinner::start(format!("removing {}'s escalation from the queue…", key.short()));
     let (deleted, released) = delete_messages_of(ctx, &key, &spinner).await?;
     spinner.done();

@@ -23,7 +23,12 @@ use crate::progress::Spinner;
 /// The shortest key prefix accepted in place of a full key.
 pub const MIN_PREFIX: usize = 8;
 
-/// Reads a full key as is; resolves a unique prefix (≥ 8 hex characters) by scanning the ledger.
+/// How many creation days back a key prefix is looked for (a full key is read wherever it is).
+pub const PREFIX_DAYS: i64 = 7;
+
+/// Reads a full key as is; resolves a unique prefix (≥ 8 hex characters) from the list-index: the
+/// open escalations, then the intents created in the last [`PREFIX_DAYS`] days (Queries whose
+/// partitions are read through, filtered by the prefix; never a table scan).
 pub async fn resolve_key(ctx: &Context, raw: &str) -> CliResult<IdempotencyKey> {
     let raw = raw.trim();
     if let Ok(key) = IdempotencyKey::parse(raw) {
@@ -37,24 +42,32 @@ pub async fn resolve_key(ctx: &Context, raw: &str) -> CliResult<IdempotencyKey> 
         )));
     }
     let spinner = Spinner::start(format!("looking for keys starting with {raw}…"));
-    // The table answers only the intents whose key starts with the prefix (a filter on the scan),
-    // not every intent.
-    let values = std::collections::HashMap::from([(
-        ":prefix".to_owned(),
-        aws_sdk_dynamodb::types::AttributeValue::S(format!("INTENT#{raw}")),
-    )]);
-    let found = crate::scan::intents_where(
-        ctx,
-        Some(("begins_with(pk, :prefix)", values)),
-        &format!("keys starting with {raw}"),
-        &spinner,
-    )
-    .await?;
+    let mut matching: std::collections::BTreeSet<IdempotencyKey> = ctx
+        .ledger
+        .open_escalations(usize::MAX)
+        .await
+        .map_err(CliError::port("reading the open escalations"))?
+        .into_iter()
+        .map(|(_, k)| k)
+        .filter(|k| k.as_str().starts_with(raw))
+        .collect();
+    let today = (chrono::Utc::now() + chrono::Duration::days(1)).date_naive();
+    for back in 0..=PREFIX_DAYS {
+        let day = today - chrono::Duration::days(back);
+        spinner.set_message(format!("keys starting with {raw}: {day} ({} found so far)…", matching.len()));
+        let found = ctx
+            .ledger
+            .created_on(day, usize::MAX, Some(raw))
+            .await
+            .map_err(CliError::port("reading the list-index"))?;
+        matching.extend(found.into_iter().map(|(_, k)| k));
+    }
     spinner.done();
-    let mut matching: Vec<IdempotencyKey> =
-        found.into_iter().map(|r| r.intent.key).filter(|k| k.as_str().starts_with(raw)).collect();
+    let mut matching: Vec<IdempotencyKey> = matching.into_iter().collect();
     match matching.len() {
-        0 => Err(CliError::NotFound(format!("{raw}…"))),
+        0 => Err(CliError::NotFound(format!(
+            "{raw}… (no open escalation, and no intent created in the last {PREFIX_DAYS} days, has such a key: give the full key)"
+        ))),
         1 => Ok(matching.remove(0)),
         n => Err(CliError::Usage(format!("{n} intents have keys starting with {raw}: give more characters"))),
     }
