@@ -306,6 +306,34 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
 }
 
+/// The claim keeps intake's earlier due-index check (one index move saved per alert); when the
+/// indexed check is later than the lease's end (an intent re-enqueued a while ago), the sender
+/// moves it, so a sender that dies holding the claim is still found when the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_intent_is_due_by_its_lease_end_even_when_its_indexed_check_was_later() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let (_, body) = p.submit(&alert("late-check", "+14155550193")).await;
+    let key = key_of(&body);
+    let later = p.clock.now_utc() + Duration::minutes(10);
+    p.ledger.set_next_check(&key, tocsin::ports::NextCheck::At(later), None).await.expect("next check");
+    // The sender publishes, then its record never lands (as if it died there).
+    proxy
+        .add_rule(Rule::sometimes("DynamoDB_20120810.TransactWriteItems", throttled(), 1.0).when_body_contains("MSG#"));
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    proxy.clear_rules();
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Sending);
+    let (lease_until, next_check) = (r.status.lease_until.expect("lease"), r.status.next_check.expect("due"));
+    assert!(next_check <= lease_until, "due by the lease's end ({lease_until}), not at {next_check}");
+    p.clock.advance(Duration::minutes(3));
+    let run = p.run_escalation().await;
+    assert_eq!(run.lease_expired_unknown, 1, "{run:?}");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+}
+
 // ------------------------------------------------------------------------- 4. a claim is never held across a wait past the invocation
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -500,13 +528,19 @@ async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_partiti
     assert_eq!(per_shard.values().sum::<usize>(), 1000);
     let ceiling = 1000 * 12 / (shards * 10);
     assert!(per_shard.values().all(|n| *n <= ceiling), "none above 1/S + 20 % ({ceiling}): {per_shard:?}");
-    // The writes that follow (claim, accept, …) keep each intent in its partition.
+    // The writes that follow (claim, a moved next check, …) keep each intent in its partition.
     let one = scan(&p, "LedgerTable").await.into_iter().find(|i| s_of(i, "sk") == "INTENT").expect("an intent");
     let key = IdempotencyKey::parse(s_of(&one, "key")).expect("key");
     let now = p.clock.now_utc();
     let claimed = p.ledger.claim(&key, "attempt-spread", now, now + Duration::minutes(2)).await.expect("claim");
     assert!(matches!(claimed, tocsin::ports::ClaimOutcome::Claimed(_)));
+    let claimed = raw_item(&p, s_of(&one, "pk"), "INTENT").await;
+    assert_eq!(claimed.get("due_at"), one.get("due_at"), "the claim keeps intake's earlier check");
+    p.ledger
+        .set_next_check(&key, tocsin::ports::NextCheck::At(now + Duration::minutes(1)), None)
+        .await
+        .expect("next check");
     let after = raw_item(&p, s_of(&one, "pk"), "INTENT").await;
     assert_eq!(s_of(&after, "due_shard"), s_of(&one, "due_shard"), "an intent's index entries stay in its partition");
-    assert_ne!(after.get("due_at"), one.get("due_at"), "the claim moved its next check");
+    assert_ne!(after.get("due_at"), one.get("due_at"), "the next check moved");
 }

@@ -28,8 +28,8 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
-    ClaimOutcome, Clock, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry, SendQueue, SmsGateway,
-    SmsMessage, Standing, StatusPatch, Suppression, Transition, TransitionOutcome,
+    ClaimOutcome, Clock, DueIndex, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry, SendQueue,
+    SmsGateway, SmsMessage, Standing, StatusPatch, Suppression, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -83,7 +83,7 @@ pub struct Sender<S, R, G, Q, C> {
     limiter: DefaultDirectRateLimiter,
 }
 
-impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock> Sender<S, R, G, Q, C> {
+impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock> Sender<S, R, G, Q, C> {
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
         // One part at a time at this instance's share of the account rate (burst 1).
         let quota = Quota::with_period(config.instance_part_interval()).unwrap_or(Quota::per_second(NON_ZERO_ONE));
@@ -125,7 +125,7 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         let now = self.clock.now();
         let lease_until =
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
-        let record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
+        let mut record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
             Ok(ClaimOutcome::Claimed(r)) => *r,
             Ok(ClaimOutcome::NotClaimable(current)) => return self.not_claimable(*current, now).await,
             Ok(ClaimOutcome::Missing) => {
@@ -137,6 +137,17 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
                 return Outcome::Retry;
             }
         };
+        // The sweep must look at a claimed intent by the lease's end at the latest (a sender that
+        // died holding it). The claim kept the due-index entry, which is nearly always earlier;
+        // when it is later (an intent re-enqueued a while ago) or absent, it is moved here.
+        if record.status.next_check.is_none_or(|c| c > lease_until) {
+            match self.store.set_next_check(&key, NextCheck::At(lease_until), Some(State::Sending)).await {
+                Ok(()) => record.status.next_check = Some(lease_until),
+                // The send goes on: SQS redelivers the message of a sender that dies, and the
+                // claim's lease still marks the outcome unknown then.
+                Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
+            }
+        }
         let outcome = self.send_claimed(&record, &attempt_id, msg, now, deadline).await;
         let (sns_id, recipient) = (
             match &outcome {
@@ -200,7 +211,14 @@ impl<S: IntentStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock
         if let Some(a) = patch.accepted_at {
             after.status.accepted_at = Some(a);
         }
-        let next = next_check(&after, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);
+        // Written only when it must move earlier or out: an indexed check earlier than needed
+        // stays (the sweep reads the intent then and moves it on), which saves the due-index a
+        // delete and a put on the happy path.
+        let next = match next_check(&after, now, &self.config.sweep) {
+            None => NextCheck::Remove,
+            Some(t) if record.status.next_check.is_some_and(|current| current <= t) => NextCheck::Keep,
+            Some(t) => NextCheck::At(t),
+        };
         let tag = match &kind {
             ObservationKind::Accepted { .. } => "accepted",
             ObservationKind::PublishRetryable { .. } => "retryable",

@@ -658,7 +658,9 @@ impl IntentStore for DynamoLedger {
         x.set.push("#open_recipient = #recipient_e164".into());
         x.names.insert("#open_recipient".into(), "open_recipient".into());
         x.names.insert("#recipient_e164".into(), "recipient_e164".into());
-        x.next_check(NextCheck::At(lease_until));
+        // The due-index entry is left as it is: intake's first check (its re-enqueue grace) is
+        // nearly always earlier than the lease's end, and an earlier check is allowed (it costs
+        // the sweep one read). The sender moves it only when it is later (`Sender::process`).
         let condition = x.condition(&State::CLAIMABLE, None);
         let res = self
             .client
