@@ -73,8 +73,9 @@ fn acks(timeline: &[tocsin::domain::observation::Observation]) -> Vec<(String, S
         .collect()
 }
 
-/// SQS leaves a message received three times or more out of ApproximateAgeOfOldestMessage, the
-/// metric the age alarm pages on. Looking at escalations must therefore never receive them.
+/// SQS leaves a message received three times or more out of ApproximateAgeOfOldestMessage (which
+/// the age alarm once read, and a queue integration still may). Looking at escalations never
+/// receives them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn looking_at_escalations_never_receives_them_so_the_age_alarm_still_sees_them() {
     let p = Pipeline::start().await;
