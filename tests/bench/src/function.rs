@@ -17,9 +17,15 @@ use crate::{BenchError, Result};
 pub struct ColdRun {
     /// Process spawn → first `GET …/invocation/next`.
     pub to_first_next: Duration,
-    /// Process spawn → the answer posted for the waiting event.
     /// Process spawn → the answer, or → giving up when there was none within the timeout.
     pub to_first_response: Duration,
+    /// CPU time (all threads, user + system) from spawn to the first `GET /next`: the init.
+    pub init_cpu: Option<Duration>,
+    /// CPU time of the first invocation: first `GET /next` → the second (asked right after the
+    /// answer is posted).
+    pub first_invocation_cpu: Option<Duration>,
+    /// CPU time from spawn to the answer, or to giving up (read then, mid-invocation).
+    pub cpu_at_answer: Option<Duration>,
     /// `None`: no answer within the timeout (the process was still working).
     pub answer: Option<Invocation>,
     /// `VmHWM` (peak resident set) after the invocation, in KiB.
@@ -95,6 +101,9 @@ pub async fn run_process(
     }
     let spawned = Instant::now();
     let mut child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        probe.watch(pid);
+    }
     let answer = tokio::select! {
         a = api.invoke(event, timeout) => a.ok(),
         status = child.wait() => {
@@ -108,13 +117,29 @@ pub async fn run_process(
     };
     let answered = Instant::now();
     let peak_rss_kib = child.id().and_then(peak_rss_kib);
+    // The runtime asks for the next event right after posting the answer: give it a moment.
+    if answer.is_some() {
+        let asked = Instant::now();
+        while probe.next(1).is_none() && asked.elapsed() < Duration::from_millis(500) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let cpu_at_answer = child.id().and_then(crate::cpu_clock::of_process);
     let _ = child.kill().await;
     let first_next = probe
         .first_next()
         .ok_or_else(|| BenchError::Process(format!("{} answered without a GET /next", process.describe())))?;
+    let init_cpu = probe.next(0).and_then(|s| s.cpu);
+    let first_invocation_cpu = probe.next(1).and_then(|s| s.cpu).zip(init_cpu).map(|(b, a)| b.saturating_sub(a));
     Ok(ColdRun {
         to_first_next: first_next.duration_since(spawned),
-        to_first_response: answered.duration_since(spawned),
+        // The probe's hold of the first `GET /next` is the bench's, not the function's.
+        to_first_response: answered
+            .duration_since(spawned)
+            .saturating_sub(probe.next(0).map(|s| s.held).unwrap_or_default()),
+        init_cpu,
+        first_invocation_cpu,
+        cpu_at_answer,
         answer,
         peak_rss_kib,
     })

@@ -2,6 +2,7 @@
 //! (10 real intents seeded through intake), and of the status binary handling a ~1 MB
 //! subscription event; then the Python peer (`python_peer`) on the same two workloads.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tocsin_harness::events::sqs_event;
@@ -25,7 +26,18 @@ pub struct PeakRss {
     pub peak_rss_kib: u64,
     pub invocation: Duration,
     pub outcome: String,
+    /// Whether the function answered within the time limit (else VmHWM was read mid-batch).
+    pub complete: bool,
+    /// CPU time (all threads) from the first `GET /next` to the answer (or to giving up).
+    pub cpu: Option<Duration>,
+    /// AWS calls the emulator recorded during the invocation, by operation.
+    pub calls: BTreeMap<String, usize>,
+    /// Records in the workload (for calls per record).
+    pub records: usize,
 }
+
+/// Default of `TOCSIN_BENCH_STATUS_TIMEOUT`, seconds.
+pub const STATUS_TIMEOUT_DEFAULT: u64 = 240;
 
 fn env_for(p: &Pipeline, logical_id: &str, overrides: &[(&str, &str)]) -> Result<Vec<(String, String)>> {
     let mut env = p.stack.function_env(logical_id)?;
@@ -42,16 +54,50 @@ fn outcome(answer: Option<&Invocation>, timeout: Duration) -> String {
         Some(Invocation::Response(v)) => format!("response {}", crate::report::truncate(&v.to_string(), 160)),
         Some(Invocation::Error(v)) => format!("error {}", crate::report::truncate(&v.to_string(), 160)),
         None => format!(
-            "no answer within {} s (emulator-bound: every record is several serialized moto calls); VmHWM read then, mid-batch",
-            timeout.as_secs()
+            "no answer within {} s{} (emulator-bound: every record is one or more serialized moto calls); VmHWM read then, mid-batch",
+            timeout.as_secs(),
+            if timeout.as_secs() == STATUS_TIMEOUT_DEFAULT {
+                String::new()
+            } else {
+                format!(" (non-default `TOCSIN_BENCH_STATUS_TIMEOUT`; default {STATUS_TIMEOUT_DEFAULT} s)")
+            }
         ),
     }
 }
 
 /// How long the status binary may work through the ~1 MB event against the emulator
-/// (`TOCSIN_BENCH_STATUS_TIMEOUT`, seconds; default 240).
-fn status_timeout() -> Duration {
-    Duration::from_secs(std::env::var("TOCSIN_BENCH_STATUS_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(240))
+/// (`TOCSIN_BENCH_STATUS_TIMEOUT`, seconds; default [`STATUS_TIMEOUT_DEFAULT`]).
+pub fn status_timeout() -> Duration {
+    Duration::from_secs(
+        std::env::var("TOCSIN_BENCH_STATUS_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(STATUS_TIMEOUT_DEFAULT),
+    )
+}
+
+/// Runs `process` for one invocation with the emulator's recorder on: the run and its calls.
+async fn recorded(
+    p: &Pipeline,
+    process: &Process,
+    env: &[(String, String)],
+    name: &str,
+    event: serde_json::Value,
+    timeout: Duration,
+) -> Result<(crate::function::ColdRun, BTreeMap<String, usize>)> {
+    p.emulator.start_recording().await?;
+    let run = run_process(process, env, name, event, timeout).await;
+    let ops = p.emulator.stop_recording().await?;
+    let calls = ops.into_iter().fold(BTreeMap::new(), |mut m, o| {
+        *m.entry(o).or_insert(0) += 1;
+        m
+    });
+    Ok((run?, calls))
+}
+
+/// CPU time from the first `GET /next` to the answer (or to giving up).
+fn invocation_cpu(run: &crate::function::ColdRun) -> Option<Duration> {
+    run.cpu_at_answer.zip(run.init_cpu).map(|(b, a)| b.saturating_sub(a))
 }
 
 /// Submits 10 alerts through intake and returns their 10 send requests as one SQS event.
@@ -81,7 +127,7 @@ async fn sender(p: &Pipeline, peer: Option<&std::path::Path>) -> Result<PeakRss>
         None => (Process::binary(&release_binary("sender")?), "sender"),
     };
     let before = p.emulator.sent_sms().await?.len();
-    let run = run_process(&process, &env, name, event, timeout).await?;
+    let (run, calls) = recorded(p, &process, &env, name, event, timeout).await?;
     let sent = p.emulator.sent_sms().await?.len().saturating_sub(before);
     let (function, peer_of) = match peer {
         Some(_) => ("Python peer (sender batch)".to_owned(), Some("sender".to_owned())),
@@ -94,6 +140,10 @@ async fn sender(p: &Pipeline, peer: Option<&std::path::Path>) -> Result<PeakRss>
         peer_of,
         invocation: run.to_first_response.saturating_sub(run.to_first_next),
         outcome: outcome(run.answer.as_ref(), timeout),
+        complete: run.answer.is_some(),
+        cpu: invocation_cpu(&run),
+        calls,
+        records: 10,
     })
 }
 
@@ -140,7 +190,7 @@ async fn status(
         None => (rust_name, None),
     };
     let started = Instant::now();
-    let run = run_process(&process, &env, name, event, timeout).await?;
+    let (run, calls) = recorded(p, &process, &env, name, event, timeout).await?;
     Ok(PeakRss {
         workload: format!(
             "subscription event of {:.3} MB (gzip + base64 of {records} SNS delivery records), TOCSIN_ORPHAN_WAIT=0s",
@@ -151,6 +201,10 @@ async fn status(
         peer_of,
         invocation: run.to_first_response.saturating_sub(run.to_first_next).min(started.elapsed()),
         outcome: outcome(run.answer.as_ref(), timeout),
+        complete: run.answer.is_some(),
+        cpu: invocation_cpu(&run),
+        calls,
+        records,
     })
 }
 
@@ -160,21 +214,27 @@ enum Workload {
     Records(usize),
 }
 
-/// Both measurements on one pipeline (one emulator and stack), then the Python peer on the same
-/// workloads (a fresh batch of 10 send requests; the very same ~1 MB event).
+/// Both measurements on one pipeline (one emulator and stack), then the Python peer on workloads
+/// of the same shape and size (fresh send requests, fresh records: the Rust runs stored theirs).
 pub async fn measure() -> Vec<Result<PeakRss>> {
     let p = Pipeline::start().await;
     let large = status_event(&p, Workload::Bytes(1_000_000));
     let mut out = vec![
         sender(&p, None).await,
         status(&p, Workload::Records(500), status_event(&p, Workload::Records(500)), None).await,
-        status(&p, Workload::Bytes(1_000_000), large.clone(), None).await,
+        status(&p, Workload::Bytes(1_000_000), large, None).await,
     ];
     let peer = |e: BenchError| BenchError::Process(format!("Python peer: {e}"));
     match crate::python_peer::install().await {
         Ok(python) => {
             out.push(sender(&p, Some(&python)).await.map_err(peer));
-            out.push(status(&p, Workload::Bytes(1_000_000), large, Some(&python)).await.map_err(peer));
+            // 500 fresh records of the same shape (new message ids): every orphan put is new for
+            // the peer as it was for the Rust run.
+            let fresh = status_event(&p, Workload::Records(500));
+            out.push(status(&p, Workload::Records(500), fresh, Some(&python)).await.map_err(peer));
+            // Likewise a fresh ~1 MB event: the Rust run stored the first one's orphans.
+            let fresh = status_event(&p, Workload::Bytes(1_000_000));
+            out.push(status(&p, Workload::Bytes(1_000_000), fresh, Some(&python)).await.map_err(peer));
         }
         // Already says "Python peer install: …".
         Err(e) => out.push(Err(e)),

@@ -1,12 +1,18 @@
 """The Python peer of issue #8: the function a user would otherwise write for tocsin.
 
-awslambdaric + boto3 + aws-lambda-powertools (Logger; Idempotency with DynamoDB persistence),
-creating at import time the clients the Rust functions create at init: DynamoDB, SQS, SNS.
-Compact, not a reimplementation: one handler, the same *shape* of work as the Rust sender and
-status functions (the same AWS calls per record, the same tables and item keys), no domain rules.
+awslambdaric + boto3 + aws-lambda-powertools (Logger), creating at import time the clients the Rust
+functions create at init: DynamoDB, SQS, SNS. Compact, not a reimplementation: one handler, the
+same AWS calls per record as the Rust sender and status functions (the same operations, tables and
+item keys; the bench records both and compares only where the counts agree), no domain rules.
+
+Sender, per send request: UpdateItem (the conditional claim, returning the intent; when refused
+without the old item, one GetItem of the intent, as the Rust adapter), GetItem on the recipients
+table, SNS Publish, TransactWriteItems (state + observation + MSG# index). Status, per
+100 records: one BatchGetItem of their MSG# index entries; per record: TransactWriteItems
+(observation + state) when indexed, else a conditional PutItem of the orphan.
 
 Run by the bench as ``python -m awslambdaric handler.fn`` with this directory as cwd/PYTHONPATH,
-the sender's environment from template.yaml and AWS_ENDPOINT_URL pointing at the emulator.
+the function's environment from template.yaml and AWS_ENDPOINT_URL pointing at the emulator.
 """
 
 import base64
@@ -18,11 +24,6 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
 
 LEDGER = os.environ["TOCSIN_LEDGER_TABLE"]
 RECIPIENTS = os.environ["TOCSIN_RECIPIENTS_TABLE"]
@@ -31,34 +32,20 @@ logger = Logger(service="tocsin-python-peer")
 dynamodb = boto3.client("dynamodb")
 sqs = boto3.client("sqs")  # created as the Rust functions create theirs; unused by this peer
 sns = boto3.client("sns")
-# The ledger doubles as the idempotency store: its key is pk/sk (strings), so powertools writes
-# pk = "idempotency#<function>", sk = <hash of the payload>.
-persistence = DynamoDBPersistenceLayer(
-    table_name=LEDGER, key_attr="pk", sort_key_attr="sk", boto3_client=dynamodb
-)
-idempotency = IdempotencyConfig(expires_after_seconds=3600)
 
 
 def _now():
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@idempotent_function(data_keyword_argument="request", config=idempotency, persistence_store=persistence)
 def send_one(request):
-    """One send request: claim the intent, check suppression, publish, record (sender's calls)."""
+    """One send request: claim the intent, check suppression, publish, record (the sender's calls)."""
     pk = {"S": "INTENT#" + request["key"]}
-    got = dynamodb.get_item(TableName=LEDGER, Key={"pk": pk, "sk": {"S": "INTENT"}}, ConsistentRead=True)
-    item = got.get("Item")
-    if item is None:
-        logger.info("send request for an unknown intent", extra={"key": request["key"][:12]})
-        return {"outcome": "unknown intent"}
-    intent = json.loads(item["intent"]["S"])
-    recipient = item["recipient_e164"]["S"]
     attempt = str(uuid.uuid4())
     now = _now()
     lease = (datetime.now(timezone.utc) + timedelta(minutes=2)).isoformat()
     try:
-        dynamodb.update_item(
+        item = dynamodb.update_item(
             TableName=LEDGER,
             Key={"pk": pk, "sk": {"S": "INTENT"}},
             UpdateExpression="SET #s = :sending, attempt_id = :a, claimed_at = :now, lease_until = :lease, "
@@ -74,9 +61,21 @@ def send_one(request):
                 ":lease": {"S": lease},
                 ":one": {"N": "1"},
             },
-        )
-    except dynamodb.exceptions.ConditionalCheckFailedException:
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )["Attributes"]
+    except dynamodb.exceptions.ConditionalCheckFailedException as e:
+        # As the Rust adapter: the refused claim's old item, else one read to tell a missing
+        # intent from one that is not claimable.
+        old = e.response.get("Item") or dynamodb.get_item(
+            TableName=LEDGER, Key={"pk": pk, "sk": {"S": "INTENT"}}, ConsistentRead=True
+        ).get("Item")
+        if not old:
+            logger.info("send request for an unknown intent", extra={"key": request["key"][:12]})
+            return {"outcome": "unknown intent"}
         return {"outcome": "not claimable"}
+    intent = json.loads(item["intent"]["S"])
+    recipient = item["recipient_e164"]["S"]
     state = dynamodb.get_item(
         TableName=RECIPIENTS, Key={"pk": {"S": "RCPT#" + recipient}, "sk": {"S": "STATE"}}, ConsistentRead=True
     ).get("Item")
@@ -142,7 +141,7 @@ def _sqs_batch(event):
     for record in event["Records"]:
         try:
             request = json.loads(record["body"])
-            send_one(request={"key": request["key"]})
+            send_one({"key": request["key"]})
         except Exception:  # noqa: BLE001 - a failed record is retried by SQS, as the sender's
             logger.exception("send request failed")
             failures.append({"itemIdentifier": record["messageId"]})
@@ -150,62 +149,86 @@ def _sqs_batch(event):
 
 
 def _subscription(event):
-    """A CloudWatch Logs subscription event of SNS delivery records (status's calls)."""
+    """A CloudWatch Logs subscription event of SNS delivery records (the status function's calls)."""
     data = json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"])))
-    summary = {"events": 0, "indexed": 0, "orphaned": 0, "duplicates": 0, "unparseable": 0}
-    for entry in data.get("logEvents", []):
-        summary["events"] += 1
-        try:
-            record = json.loads(entry["message"])
-            mid = record["notification"]["messageId"]
-            destination = record["delivery"]["destination"]
-        except (ValueError, KeyError, TypeError):
-            summary["unparseable"] += 1
+    summary = {"events": 0, "applied": 0, "orphaned": 0, "duplicates": 0, "unparseable": 0}
+    entries = data.get("logEvents", [])
+    for start in range(0, len(entries), 100):
+        parsed = []
+        for entry in entries[start : start + 100]:
+            summary["events"] += 1
+            try:
+                record = json.loads(entry["message"])
+                parsed.append((entry, record, record["notification"]["messageId"]))
+            except (ValueError, KeyError, TypeError):
+                summary["unparseable"] += 1
+        if not parsed:
             continue
-        index = dynamodb.get_item(
-            TableName=LEDGER, Key={"pk": {"S": "MSG#" + mid}, "sk": {"S": "MSG"}}, ConsistentRead=True
-        ).get("Item")
-        if index is not None:
-            pk = {"S": "INTENT#" + index["key"]["S"]}
-            dynamodb.get_item(TableName=LEDGER, Key={"pk": pk, "sk": {"S": "INTENT"}}, ConsistentRead=True)
-            summary["indexed"] += 1
-            continue
-        at = datetime.fromtimestamp(entry["timestamp"] / 1000, timezone.utc)
-        open_attempts = dynamodb.query(
-            TableName=LEDGER,
-            IndexName="open-index",
-            KeyConditionExpression="open_recipient = :r AND claimed_at BETWEEN :from AND :to",
-            ExpressionAttributeValues={
-                ":r": {"S": destination},
-                ":from": {"S": (at - timedelta(minutes=10)).isoformat()},
-                ":to": {"S": (at + timedelta(seconds=5)).isoformat()},
-            },
-        )["Items"]
-        if len(open_attempts) == 1:
-            summary["indexed"] += 1
-            continue
-        try:
-            dynamodb.put_item(
-                TableName=LEDGER,
-                Item={
-                    "pk": {"S": "ORPHAN#" + mid},
-                    "sk": {"S": "LOG#" + entry["id"]},
-                    "log_group": {"S": data.get("logGroup", "")},
-                    "message": {"S": entry["message"]},
-                    "received_at": {"S": _now()},
-                },
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-            summary["orphaned"] += 1
-        except dynamodb.exceptions.ConditionalCheckFailedException:
-            summary["duplicates"] += 1
+        keys = [{"pk": {"S": "MSG#" + mid}, "sk": {"S": "MSG"}} for mid in dict.fromkeys(m for _, _, m in parsed)]
+        got = dynamodb.batch_get_item(RequestItems={LEDGER: {"Keys": keys, "ConsistentRead": True}})
+        index = {i["pk"]["S"][4:]: i for i in got.get("Responses", {}).get(LEDGER, [])}
+        for entry, record, mid in parsed:
+            now = _now()
+            if mid in index:
+                pk = {"S": "INTENT#" + index[mid]["key"]["S"]}
+                state = "delivered" if record.get("status") == "SUCCESS" else "failed"
+                try:
+                    dynamodb.transact_write_items(
+                        TransactItems=[
+                            {
+                                "Update": {
+                                    "TableName": LEDGER,
+                                    "Key": {"pk": pk, "sk": {"S": "INTENT"}},
+                                    "UpdateExpression": "SET #s = :to, final_at = :now, updated_at = :now",
+                                    "ConditionExpression": "#s = :accepted AND sns_message_id = :mid",
+                                    "ExpressionAttributeNames": {"#s": "state"},
+                                    "ExpressionAttributeValues": {
+                                        ":to": {"S": state},
+                                        ":now": {"S": now},
+                                        ":accepted": {"S": "accepted"},
+                                        ":mid": {"S": mid},
+                                    },
+                                }
+                            },
+                            {
+                                "Put": {
+                                    "TableName": LEDGER,
+                                    "Item": {
+                                        "pk": pk,
+                                        "sk": {"S": "OBS#log:" + entry["id"]},
+                                        "at": {"S": now},
+                                        "obs": {"S": json.dumps({"source": "status", "state": state})},
+                                    },
+                                    "ConditionExpression": "attribute_not_exists(pk)",
+                                }
+                            },
+                        ]
+                    )
+                    summary["applied"] += 1
+                except dynamodb.exceptions.TransactionCanceledException:
+                    summary["duplicates"] += 1
+                continue
+            try:
+                dynamodb.put_item(
+                    TableName=LEDGER,
+                    Item={
+                        "pk": {"S": "ORPHAN#" + mid},
+                        "sk": {"S": "LOG#" + entry["id"]},
+                        "log_group": {"S": data.get("logGroup", "")},
+                        "message": {"S": entry["message"]},
+                        "received_at": {"S": now},
+                    },
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+                summary["orphaned"] += 1
+            except dynamodb.exceptions.ConditionalCheckFailedException:
+                summary["duplicates"] += 1
     logger.info("status batch processed", extra={"summary": summary})
     return summary
 
 
 @logger.inject_lambda_context
 def fn(event, context):
-    idempotency.register_lambda_context(context)
     if "awslogs" in event:
         return _subscription(event)
     if event.get("Records"):

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use tocsin_bench::report::Report;
 use tocsin_bench::{
-    api_calls, binaries, capacity, cold_start, cpu, machine, merge, rss, size, storm, sweep_rate, sweep_reads, wru,
+    api_calls, binaries, capacity, cold_start, cpu, machine, merge, rss, size, status_rate, storm, sweep_rate,
+    sweep_reads, wru,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -21,7 +22,7 @@ fn sizes() -> Vec<usize> {
 }
 
 /// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, rss, sweep,
-/// sweeprate, storm) selects sections; all by default.
+/// sweeprate, statusrate, storm) selects sections; all by default.
 fn enabled(section: &str) -> bool {
     std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
 }
@@ -131,6 +132,11 @@ async fn run() -> std::io::Result<()> {
             concurrencies == sweep_rate::CONCURRENCIES && due == sweep_rate::DUE && budget == sweep_rate::BUDGET;
         report.sweep_rate_settings = Some((due, budget, defaults));
         report.sweep_rates = Some(sweep_rate::measure(&concurrencies, due, budget).await);
+        write(&report)?;
+    }
+    if enabled("statusrate") {
+        eprintln!("bench: status throughput per instance (in-memory ports, then the binary on the emulator)");
+        report.status_rate = Some(status_rate::measure().await);
         write(&report)?;
     }
     if enabled("storm") {

@@ -1,0 +1,82 @@
+//! Where the status function's init and first-invocation CPU goes: the steps of
+//! `functions/status/src/main.rs`, one at a time, then what its first invocation does lazily (the
+//! first DynamoDB request: credentials resolved and cached, the HTTP client's connector built with
+//! its TLS configuration and root certificates, endpoint resolution, the connection) against a
+//! second, identical request (the steady state). Run by the bench in a fresh process with the
+//! status function's environment; prints one JSON object of CPU milliseconds per step. With
+//! `TOCSIN_INIT_STAGES_LOADER=env` the SDK configuration takes region and credentials from the
+//! environment only (what Lambda sets) instead of `aws_config::load_from_env`'s default chains.
+//!
+//! Each step's CPU time is read from the process's CPU clock (all threads) around it.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use tocsin::config::{Env, StatusConfig};
+use tocsin_bench::cpu_clock;
+
+fn settled() -> Duration {
+    cpu_clock::own().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    let mut steps: Vec<(&str, f64)> = Vec::new();
+    let mut last = settled();
+    steps.push(("exec, loading, tokio runtime (to main)", ms(last)));
+    let mut step = |name: &'static str, steps: &mut Vec<(&str, f64)>| {
+        let now = settled();
+        steps.push((name, ms(now.saturating_sub(last))));
+        last = now;
+    };
+    tocsin::telemetry::init();
+    step("telemetry::init (JSON log subscriber, level filter)", &mut steps);
+    let config = match StatusConfig::from_env(&mut Env::from_process()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("init-stages: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    step("StatusConfig::from_env", &mut steps);
+    // `TOCSIN_INIT_STAGES_LOADER=env`: what Lambda provides only (region and credentials from the
+    // environment), not the default chains — to see what the chains' set-up costs.
+    let aws = if std::env::var("TOCSIN_INIT_STAGES_LOADER").as_deref() == Ok("env") {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::environment::EnvironmentVariableRegionProvider::new())
+            .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
+            .load()
+            .await
+    } else {
+        aws_config::load_from_env().await
+    };
+    step("aws_config loader (region and credential providers, HTTP client, set up)", &mut steps);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    step("aws_sdk_dynamodb::Client::new", &mut steps);
+    let get = || {
+        dynamodb
+            .get_item()
+            .table_name(&config.ledger_table)
+            .key("pk", AttributeValue::S("MSG#init-stages".into()))
+            .key("sk", AttributeValue::S("MSG".into()))
+            .send()
+    };
+    let first = get().await;
+    step(
+        "first GetItem (lazy: credentials, HTTP connector + TLS config and roots, endpoint, connection, SigV4)",
+        &mut steps,
+    );
+    let second = get().await;
+    step("second GetItem (steady state: SigV4, serialization, HTTP)", &mut steps);
+    let failed = [first.err(), second.err()].into_iter().flatten().map(|e| format!("{e:?}")).collect::<Vec<_>>();
+    let out = serde_json::json!({
+        "steps": steps.iter().map(|(n, v)| serde_json::json!([n, v])).collect::<Vec<_>>(),
+        "errors": failed,
+    });
+    println!("{out}");
+    std::process::ExitCode::SUCCESS
+}
