@@ -327,15 +327,19 @@ impl Report {
             "Method (`tests/bench/src/sweep_rate.rs`): per setting of `TOCSIN_SWEEP_CONCURRENCY`, a fresh pipeline \
              with it as an environment override; {due} alerts submitted and sent (accepted, never delivered; the \
              sender's SMS pacing raised for seeding only); the clock moved 16 minutes on; one sweep run with a time \
-             budget of {:.1} s (`Pipeline::run_escalation_within`, as the Lambda stops before its timeout). Escalations \
-             per second = escalated ÷ the run's time. Emulator-bound: every call is a moto request on this machine, \
-             so the rates are the code's concurrency against one local server, not AWS's.{}\n",
+             budget of {:.1} s (`Pipeline::run_escalation_within`, as the Lambda stops before its timeout), its \
+             requests through the harness's fault proxy, which delays each by {} ms before forwarding it (a network \
+             latency: on AWS a call's time is mostly such a wait, which concurrency overlaps; the emulator answers one \
+             request at a time, so without it the run measures moto's own service time, which no concurrency \
+             shortens). Escalations per second = escalated ÷ the run's time. The figures are the code's concurrency \
+             against one local server with that latency, not AWS's rates.{}\n",
             budget.as_secs_f64(),
+            results.iter().find_map(|(_, r)| r.as_ref().ok().map(|x| x.latency.as_millis())).unwrap_or_default(),
             if defaults { "" } else { " **Non-default bench settings** (see the knobs above)." }
         );
         let _ = writeln!(
             out,
-            "| concurrency | due | escalated within budget | run time | escalations/s | run complete | errors |\n|---|---|---|---|---|---|---|"
+            "| concurrency | due | escalated within budget | run time | escalations/s | AWS calls per escalation | run complete | errors |\n|---|---|---|---|---|---|---|---|"
         );
         let mut rates = Vec::new();
         for (c, r) in results {
@@ -344,12 +348,13 @@ impl Report {
                     rates.push(x.per_second());
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {} ms | {:.1} | {} | {} |",
+                        "| {} | {} | {} | {} ms | {:.1} | {:.1} | {} | {} |",
                         x.concurrency,
                         x.due,
                         x.escalated,
                         ms(x.elapsed),
                         x.per_second(),
+                        x.calls_per_escalation(),
                         if x.complete { "yes" } else { "no (budget)" },
                         x.errors
                     );
@@ -357,7 +362,7 @@ impl Report {
                 Err(e) => {
                     let _ = writeln!(
                         out,
-                        "| {c} | {due} | not measured: `{}` | | | | |",
+                        "| {c} | {due} | not measured: `{}` | | | | | |",
                         crate::report::truncate(&e.to_string(), 200)
                     );
                 }

@@ -128,10 +128,16 @@ async fn run() -> std::io::Result<()> {
             "TOCSIN_BENCH_SWEEP_BUDGET_S",
             sweep_rate::BUDGET.as_secs() as usize,
         ) as u64);
-        let defaults =
-            concurrencies == sweep_rate::CONCURRENCIES && due == sweep_rate::DUE && budget == sweep_rate::BUDGET;
+        let latency = std::time::Duration::from_millis(env_usize(
+            "TOCSIN_BENCH_SWEEP_LATENCY_MS",
+            sweep_rate::LATENCY.as_millis() as usize,
+        ) as u64);
+        let defaults = concurrencies == sweep_rate::CONCURRENCIES
+            && due == sweep_rate::DUE
+            && budget == sweep_rate::BUDGET
+            && latency == sweep_rate::LATENCY;
         report.sweep_rate_settings = Some((due, budget, defaults));
-        report.sweep_rates = Some(sweep_rate::measure(&concurrencies, due, budget).await);
+        report.sweep_rates = Some(sweep_rate::measure(&concurrencies, due, budget, latency).await);
         write(&report)?;
     }
     if enabled("statusrate") {
