@@ -466,3 +466,16 @@ fn every_function_takes_its_log_level_from_the_console_setting() {
         assert!(p["Environment"]["Variables"].get("RUST_LOG").is_none(), "{id}");
     }
 }
+
+/// A full subscription batch (~1 MB, ~20,000 records at ~0.4 ms of CPU each: BENCHMARKS.md
+/// section 8) must fit one status invocation at the memory's CPU share, with room for latency.
+#[test]
+fn the_status_function_can_finish_a_full_subscription_batch_within_its_timeout() {
+    let t = translated();
+    let status = &t["Resources"]["StatusFunction"]["Properties"];
+    let memory = status["MemorySize"].as_f64().unwrap_or(0.0);
+    let timeout = status["Timeout"].as_f64().unwrap_or(0.0);
+    let cpu_seconds = 20_000.0 * 0.000_4;
+    let vcpu = memory / 1769.0;
+    assert!(cpu_seconds / vcpu * 2.0 <= timeout, "{memory} MB, {timeout} s: {:.0} s of CPU time", cpu_seconds / vcpu);
+}

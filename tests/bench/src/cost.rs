@@ -58,8 +58,11 @@ pub const LEDGER_RETENTION_DAYS: f64 = 30.0;
 pub const LOG_RETENTION_DAYS: f64 = 30.0;
 pub const DAYS_PER_MONTH: f64 = 30.0;
 
-/// The template's memory size.
+/// The template's memory size (Globals).
 pub const MEMORY_GB: f64 = 128.0 / 1024.0;
+/// The status function's own memory size in the template (a full subscription batch must fit
+/// its timeout: section 8).
+pub const STATUS_MEMORY_GB: f64 = 512.0 / 1024.0;
 
 #[derive(Debug, Clone)]
 pub struct CostLine {
@@ -99,6 +102,7 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
     // Billed duration per alert: the measured handler time for this alert (an invocation of a
     // batch takes about the batch's records times one record's time), 1 ms granularity.
     let billed_ms: f64 = ["intake", "sender", "status"].iter().map(|f| ms(f)).sum();
+    let gb_s = (MEMORY_GB * (ms("intake") + ms("sender")) + STATUS_MEMORY_GB * ms("status")) / 1000.0;
     let ops = |pred: &dyn Fn(&str) -> bool| -> f64 {
         w.phases.iter().flat_map(|p| p.ops.iter()).filter(|(o, _)| pred(o)).map(|(_, n)| *n as f64).sum()
     };
@@ -133,9 +137,9 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
         ),
         line(
             format!(
-                "Lambda arm64 compute, 128 MB × {billed_ms:.0} ms handler time per alert (emulator-bound: an upper bound)"
+                "Lambda arm64 compute, {billed_ms:.0} ms handler time per alert at the template's memory (128 MB; status 512 MB) (emulator-bound: an upper bound)"
             ),
-            MEMORY_GB * billed_ms / 1000.0,
+            gb_s,
             "GB-s",
             LAMBDA_ARM_GB_S,
             "measured",

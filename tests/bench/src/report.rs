@@ -84,8 +84,8 @@ impl Report {
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
              `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate,statusrate,storm`; all by default; \
              sections not run keep their text from the previous BENCHMARKS.md), \
-             `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,4,8,16`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
-             run, default 300), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
+             `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
+             run, default 120), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
              `TOCSIN_BENCH_STATUS_TIMEOUT` (seconds for the ~1 MB status event, default 240), `TOCSIN_BENCH_SKIP_BUILD`, \
              `TOCSIN_BENCH_SKIP_ARM64`, `TOCSIN_BENCH_SKIP_CRITERION`, `TOCSIN_BENCH_ARM64_DIR`, `TOCSIN_BENCH_BIN_DIR`, `PYTHON` (the interpreter \
              that creates the Python peer's venv, default `python3`).\n"

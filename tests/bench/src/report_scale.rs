@@ -177,7 +177,7 @@ impl Report {
              ${:.10}/GB-s, ${:.2}/1M requests), DynamoDB pricing (on-demand ${:.3}/1M WRU, ${:.3}/1M RRU, storage \
              ${:.2}/GB-month, PITR ${:.2}/GB-month), SQS pricing (standard ${:.2}/1M requests), KMS pricing \
              (${:.2}/10k requests, ${:.2}/key-month), CloudWatch pricing (Logs ingestion ${:.2}/GB, archive \
-             ${:.2}/GB-month). Lambda at the template's 128 MB; handler times are the emulator-bound in-process times \
+             ${:.2}/GB-month). Lambda at the template's memory (128 MB, status 512 MB); handler times are the emulator-bound in-process times \
              of section 4b (AWS latencies are lower: compute is an upper bound). Batching at sustained load: the \
              sender's BatchSize of {:.0} (full batches), {:.0} delivery records per status invocation (an assumption: \
              the subscription batches log events). Retention in force: ledger items until deadline + {:.0} days (TTL \

@@ -17,9 +17,9 @@ use tocsin_tests::{Options, Pipeline, alert};
 use crate::{BenchError, Result};
 
 /// Default settings measured.
-pub const CONCURRENCIES: [usize; 4] = [1, 4, 8, 16];
+pub const CONCURRENCIES: [usize; 4] = [1, 2, 4, 8];
 /// Default due intents per setting (`TOCSIN_BENCH_SWEEP_DUE`).
-pub const DUE: usize = 300;
+pub const DUE: usize = 120;
 /// Default time budget of the run (`TOCSIN_BENCH_SWEEP_BUDGET_S`).
 pub const BUDGET: Duration = Duration::from_secs(5);
 /// Default latency added to every request of the run (`TOCSIN_BENCH_SWEEP_LATENCY_MS`).
