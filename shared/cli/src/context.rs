@@ -91,6 +91,23 @@ impl StackNames {
     }
 }
 
+/// A queue's depth — (visible, in flight) — by GetQueueAttributes, which receives nothing and so
+/// counts nothing against any message.
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(Option<u64>, Option<u64>), CliError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(CliError::aws("SQS GetQueueAttributes"))?;
+    let attrs = out.attributes.unwrap_or_default();
+    let get = |a: &A| attrs.get(a).and_then(|v| v.parse::<u64>().ok());
+    Ok((get(&A::ApproximateNumberOfMessages), get(&A::ApproximateNumberOfMessagesNotVisible)))
+}
+
 /// A queue's name: the last segment of its URL.
 pub fn queue_name(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or(url)

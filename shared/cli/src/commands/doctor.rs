@@ -20,7 +20,7 @@
 use serde::Serialize;
 use tocsin::domain::PhoneNumber;
 
-use crate::context::{Context, queue_name};
+use crate::context::{Context, queue_depth, queue_name};
 use crate::error::{CliResult, describe, exit};
 use crate::output;
 
@@ -314,7 +314,6 @@ async fn delivery_logs(ctx: &Context, checks: &mut Vec<Check>) {
 }
 
 async fn queues(ctx: &Context, checks: &mut Vec<Check>) {
-    use aws_sdk_sqs::types::QueueAttributeName as A;
     // (check, output, what a message there means; None = depth is information only)
     let wanted: [(&'static str, &str, Option<&str>); 5] = [
         ("escalation queue", "EscalationQueueUrl", Some("escalation(s) waiting for on-call: tocsin escalations")),
@@ -336,23 +335,13 @@ async fn queues(ctx: &Context, checks: &mut Vec<Check>) {
             checks.push(problem(check, format!("the stack has no output {key}: deploy this version of template.yaml")));
             continue;
         };
-        let out = ctx
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await;
-        let attrs = match out {
-            Ok(o) => o.attributes.unwrap_or_default(),
+        let (visible, in_flight) = match queue_depth(&ctx.sqs, url).await {
+            Ok((v, f)) => (v.unwrap_or(0), f.unwrap_or(0)),
             Err(e) => {
-                checks.push(problem(check, format!("{}: cannot read it ({})", queue_name(url), describe(&e))));
+                checks.push(problem(check, format!("{}: cannot read it ({e})", queue_name(url))));
                 continue;
             }
         };
-        let n = |a: &A| attrs.get(a).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        let (visible, in_flight) = (n(&A::ApproximateNumberOfMessages), n(&A::ApproximateNumberOfMessagesNotVisible));
         let detail = format!("{}: {visible} visible, {in_flight} in flight", queue_name(url));
         match meaning {
             Some(m) if visible + in_flight > 0 => checks.push(problem(check, format!("{detail} — {m}"))),

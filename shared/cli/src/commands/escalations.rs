@@ -22,7 +22,7 @@ use tocsin::domain::{IdempotencyKey, IntentRecord, State};
 use tocsin::ports::{IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
 
 use super::{load, resolve_key};
-use crate::context::queue_name;
+use crate::context::{queue_depth, queue_name};
 use serde::Serialize;
 use tocsin::ports::EscalationMessage;
 
@@ -247,29 +247,12 @@ async fn close(ctx: &Context, key: &IdempotencyKey) -> CliResult<()> {
     ctx.ledger.close_escalation(key).await.map_err(CliError::port(format!("closing the escalation of {key}")))
 }
 
-/// The queue's depth by GetQueueAttributes (receives nothing, so counts nothing).
-async fn depth(ctx: &Context, url: &str) -> CliResult<(Option<u64>, Option<u64>)> {
-    use aws_sdk_sqs::types::QueueAttributeName as A;
-    let out = ctx
-        .sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(A::ApproximateNumberOfMessages)
-        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .map_err(CliError::aws("SQS GetQueueAttributes"))?;
-    let attrs = out.attributes.unwrap_or_default();
-    let get = |a: &A| attrs.get(a).and_then(|v| v.parse::<u64>().ok());
-    Ok((get(&A::ApproximateNumberOfMessages), get(&A::ApproximateNumberOfMessagesNotVisible)))
-}
-
 async fn look(ctx: &Context, max: u32) -> CliResult<()> {
     let url = &ctx.names.escalation_queue_url;
     let queue = queue_name(url);
     let spinner = Spinner::start("reading the ledger for escalations…");
     let mut waiting = unacknowledged(ctx, &spinner).await?;
-    let (visible, in_flight) = depth(ctx, url).await?;
+    let (visible, in_flight) = queue_depth(&ctx.sqs, url).await?;
     spinner.done();
     let total = waiting.len();
     waiting.truncate(usize::try_from(max).unwrap_or(usize::MAX));
