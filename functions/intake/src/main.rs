@@ -12,7 +12,7 @@ use tocsin::ports::SystemClock;
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = IntakeConfig::from_env(&mut Env::from_process())?;
-    let aws = aws_config::load_from_env().await;
+    let aws = tocsin::adapters::sdk::config().await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let intake = intake::Intake {
         store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table)

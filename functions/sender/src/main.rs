@@ -15,7 +15,7 @@ use tocsin::ports::SystemClock;
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = SenderConfig::from_env(&mut Env::from_process())?;
-    let aws = aws_config::load_from_env().await;
+    let aws = tocsin::adapters::sdk::config().await?;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sender = sender::Sender::new(
         DynamoLedger::new(dynamodb.clone(), &config.ledger_table),

@@ -10,7 +10,7 @@ use tocsin::config::Env;
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = Config::from_env(&mut Env::from_process())?;
-    let aws = aws_config::load_from_env().await;
+    let aws = tocsin::adapters::sdk::config().await?;
     let preferences = SmsPreferences {
         sns: SnsSmsAttributes::new(&aws),
         responder: HttpResponder::new()?,

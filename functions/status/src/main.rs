@@ -13,7 +13,7 @@ use tocsin::ports::SystemClock;
 async fn main() -> Result<(), Error> {
     tocsin::telemetry::init();
     let config = StatusConfig::from_env(&mut Env::from_process())?;
-    let aws = aws_config::load_from_env().await;
+    let aws = tocsin::adapters::sdk::config().await?;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let handler = status::StatusHandler {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table),

@@ -5,6 +5,7 @@ pub mod cloudwatch_logs;
 pub mod dynamodb;
 pub mod operator;
 pub mod registry;
+pub mod sdk;
 pub mod sns;
 pub mod sqs;
 

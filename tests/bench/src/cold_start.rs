@@ -58,10 +58,14 @@ pub struct ColdStart {
     pub functions: Vec<FunctionCold>,
     /// The Python peer (`python_peer`), or why it was not measured.
     pub python_peer: std::result::Result<FunctionCold, String>,
-    /// The status function's init and first requests step by step (`init-stages`): per step, the
-    /// median CPU time over the runs, or why it was not measured.
+    /// The status function's init and first requests step by step (`init-stages`, with the
+    /// functions' SDK configuration, `tocsin::adapters::sdk`): per step, the median CPU time over
+    /// the runs, or why it was not measured.
     pub stages: std::result::Result<Vec<(String, Duration)>, String>,
-    /// The same with region and credentials from the environment only (`TOCSIN_INIT_STAGES_LOADER=env`).
+    /// The same with `aws_config::load_from_env` (`TOCSIN_INIT_STAGES_LOADER=load_from_env`).
+    pub stages_load_from_env: std::result::Result<Vec<(String, Duration)>, String>,
+    /// The same with region and credentials from the environment only and the SDK's default HTTPS
+    /// client per SDK client (`TOCSIN_INIT_STAGES_LOADER=env`).
     pub stages_env_only: std::result::Result<Vec<(String, Duration)>, String>,
 }
 
@@ -193,10 +197,15 @@ pub async fn measure(runs: usize) -> Result<ColdStart> {
     let mut status_env: Vec<(String, String)> = stack.function_env("StatusFunction")?.into_iter().collect();
     status_env.extend(aws.iter().cloned());
     let stages = init_stages(&status_env, runs).await.map_err(|e| e.to_string());
-    status_env.push(("TOCSIN_INIT_STAGES_LOADER".into(), "env".into()));
-    let stages_env_only = init_stages(&status_env, runs).await.map_err(|e| e.to_string());
+    let loader = |name: &str| {
+        let mut env = status_env.clone();
+        env.push(("TOCSIN_INIT_STAGES_LOADER".into(), name.into()));
+        env
+    };
+    let stages_load_from_env = init_stages(&loader("load_from_env"), runs).await.map_err(|e| e.to_string());
+    let stages_env_only = init_stages(&loader("env"), runs).await.map_err(|e| e.to_string());
     let python_peer = with_calls(&emulator, runs, python_peer(&stack, &aws, runs)).await.map_err(|e| e.to_string());
-    Ok(ColdStart { floor, functions, python_peer, stages, stages_env_only })
+    Ok(ColdStart { floor, functions, python_peer, stages, stages_load_from_env, stages_env_only })
 }
 
 /// `runs` cold starts of the Python peer, with the same stand-in, probe, environment and event
@@ -219,13 +228,41 @@ async fn python_peer(stack: &Stack, aws: &[(String, String)], runs: usize) -> Re
 /// measurements, with the host's CPU unthrottled.
 pub const MB_PER_VCPU: f64 = 1769.0;
 
-/// The deployed memory size (`Globals.Function.MemorySize` in template.yaml), in MB.
-pub fn deployed_memory_mb() -> Result<u64> {
+/// The deployed memory size of the function `logical_id` in template.yaml, in MB: its own
+/// `MemorySize`, else `Globals.Function.MemorySize`.
+pub fn deployed_memory_mb(logical_id: &str) -> Result<u64> {
     let template = crate::wru::template_json()?;
+    let resource = template
+        .pointer(&format!("/Resources/{logical_id}"))
+        .ok_or_else(|| BenchError::Missing(format!("{logical_id} in template.yaml")))?;
+    match resource.pointer("/Properties/MemorySize") {
+        Some(own) => own
+            .as_u64()
+            .ok_or_else(|| BenchError::Missing(format!("a number as {logical_id}'s MemorySize in template.yaml"))),
+        None => globals_memory_mb(&template),
+    }
+}
+
+/// The template's default memory size (`Globals.Function.MemorySize`), in MB: the memory of a
+/// function that sets none (the floor and the Python peer are measured as such).
+pub fn default_memory_mb() -> Result<u64> {
+    globals_memory_mb(&crate::wru::template_json()?)
+}
+
+fn globals_memory_mb(template: &serde_json::Value) -> Result<u64> {
     template
         .pointer("/Globals/Function/MemorySize")
         .and_then(serde_json::Value::as_u64)
         .ok_or_else(|| BenchError::Missing("Globals.Function.MemorySize in template.yaml".into()))
+}
+
+/// The deployed memory of the measured binary `name` (a function's binary name, else the template's
+/// default, as for the floor).
+pub fn memory_of_binary_mb(name: &str) -> Result<u64> {
+    match crate::binaries::FUNCTIONS.iter().find(|f| f.binary == name) {
+        Some(f) => deployed_memory_mb(f.logical_id),
+        None => default_memory_mb(),
+    }
 }
 
 /// The vCPU share at `memory_mb`.
@@ -242,6 +279,14 @@ mod tests {
         assert!((cpu_share(128) - 0.0724).abs() < 1e-3);
         assert!((1.0 / cpu_share(128) - 13.8).abs() < 0.1);
         assert_eq!(cpu_share(3008), 1.0);
-        assert!(deployed_memory_mb().expect("template.yaml's memory size") >= 128);
+        let default = default_memory_mb().expect("template.yaml's default memory size");
+        assert!(default >= 128);
+        // The status function sets its own (a full subscription batch), the others take the default.
+        let status = deployed_memory_mb("StatusFunction").expect("the status function's memory size");
+        assert!(status > default, "status {status} MB, default {default} MB");
+        assert_eq!(deployed_memory_mb("SenderFunction").expect("the sender's memory size"), default);
+        assert_eq!(memory_of_binary_mb("status").expect("status"), status);
+        assert_eq!(memory_of_binary_mb(crate::binaries::FLOOR).expect("the floor"), default);
+        assert!(deployed_memory_mb("NoSuchFunction").is_err());
     }
 }

@@ -842,10 +842,11 @@ impl Report {
 }
 
 /// Section 1's CPU times: init and first invocation per function, against the floor, the first
-/// invocation projected at the deployed memory's CPU share, and where the status init goes.
+/// invocation projected at each function's deployed memory's CPU share, and where the status init
+/// goes.
 fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
-    let memory = crate::cold_start::deployed_memory_mb();
-    let share = memory.as_ref().ok().map(|m| crate::cold_start::cpu_share(*m));
+    let memory_of = |name: &str| crate::cold_start::memory_of_binary_mb(name);
+    let default_memory = crate::cold_start::default_memory_mb();
     let _ = writeln!(out, "### CPU time\n");
     let _ = writeln!(
         out,
@@ -856,18 +857,20 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
          which the runtime sends right after posting its answer (the first invocation). Lambda runs the init \
          phase with the CPU unthrottled (public measurements) and the handler — including what the first \
          invocation does lazily — at the memory's share of a vCPU: one vCPU at {:.0} MB, {} (AWS Lambda \
-         documentation). *At {} MB* = first-invocation CPU ÷ that share: the CPU-bound part of the first \
+         documentation). *At its memory* = first-invocation CPU ÷ the share of the function's own `MemorySize` \
+         in template.yaml (else the template's default, as for the floor): the CPU-bound part of the first \
          invocation's duration there, an assumption-based projection that adds no network time (AWS's latencies \
          come on top; here the emulator answers over plain HTTP, so no TLS handshake is in the figure). Goal: \
          init CPU ≤ 2× the floor's. The floor runs on the functions' runtime (`current_thread`).\n",
         crate::probe::HOLD.as_millis(),
         crate::cold_start::MB_PER_VCPU,
-        match (&memory, share) {
-            (Ok(m), Some(s)) => format!("so {m} MB (template.yaml `MemorySize`) gets {s:.3} of one, 1/{:.1}", 1.0 / s),
-            (Err(e), _) => format!("(the template's memory size could not be read: `{e}`)"),
-            _ => String::new(),
+        match &default_memory {
+            Ok(m) => {
+                let s = crate::cold_start::cpu_share(*m);
+                format!("so {m} MB (template.yaml's default `MemorySize`) gets {s:.3} of one, 1/{:.1}", 1.0 / s)
+            }
+            Err(e) => format!("(the template's memory size could not be read: `{e}`)"),
         },
-        memory.as_ref().map(u64::to_string).unwrap_or_else(|_| "?".into()),
     );
     let Some(floor_init) = cold.floor.init_cpu else {
         let _ = writeln!(out, "> **Not measured**: the floor's CPU time could not be read.\n");
@@ -876,15 +879,14 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
     let _ = writeln!(
         out,
         "| function | init CPU, ms: median (p90) | × floor | ≤ 2× floor | first invocation CPU, ms: median (p90) | \
-         first invocation at {} MB (CPU ÷ share), ms |\n|---|---|---|---|---|---|",
-        memory.as_ref().map(u64::to_string).unwrap_or_else(|_| "?".into())
+         memory (template.yaml) | first invocation at its memory (CPU ÷ share), ms |\n|---|---|---|---|---|---|---|"
     );
     let cpu_ms = |s: &Option<crate::stats::Summary>| match s {
         Some(s) => format!("{} ({})", ms(s.median), ms(s.p90)),
         None => "—".into(),
     };
-    let projected = |s: &Option<crate::stats::Summary>| match (s, share) {
-        (Some(s), Some(share)) => format!("{:.1}", s.median.as_secs_f64() * 1e3 / share),
+    let projected = |s: &Option<crate::stats::Summary>, memory: &crate::Result<u64>| match (s, memory) {
+        (Some(s), Ok(m)) => format!("{:.1}", s.median.as_secs_f64() * 1e3 / crate::cold_start::cpu_share(*m)),
         _ => "—".into(),
     };
     let mut results = Vec::new();
@@ -894,15 +896,17 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
         if !is_floor && let Some(x) = x {
             results.push((f.name.clone(), x));
         }
+        let memory = memory_of(&f.name);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             f.name,
             cpu_ms(&f.init_cpu),
             x.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into()),
             if is_floor { "(floor)" } else { x.map(|x| verdict(x <= 2.0)).unwrap_or("—") },
             cpu_ms(&f.first_invocation_cpu),
-            projected(&f.first_invocation_cpu),
+            memory.as_ref().map(|m| format!("{m} MB")).unwrap_or_else(|_| "?".into()),
+            projected(&f.first_invocation_cpu, &memory),
         );
     }
     out.push('\n');
@@ -917,95 +921,93 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
         ),
         verdict(met).into(),
     ));
+    // The slowest first invocation at each function's own memory.
     let worst_first = cold
         .functions
         .iter()
-        .filter_map(|f| f.first_invocation_cpu.map(|c| (f.name.clone(), c.median)))
-        .max_by_key(|(_, c)| *c);
-    if let (Some((name, c)), Some(share)) = (worst_first, share) {
+        .filter_map(|f| {
+            let c = f.first_invocation_cpu?.median;
+            let m = memory_of(&f.name).ok()?;
+            Some((f.name.clone(), c, m, c.as_secs_f64() * 1e3 / crate::cold_start::cpu_share(m)))
+        })
+        .max_by(|a, b| a.3.total_cmp(&b.3));
+    if let Some((name, c, m, at)) = worst_first {
         rows.push((
             "1c. first invocation CPU, at the deployed memory".into(),
             "report".into(),
-            format!(
-                "up to {} ms CPU ({name}) → {:.0} ms at {} MB",
-                ms(c),
-                c.as_secs_f64() * 1e3 / share,
-                memory.as_ref().map(u64::to_string).unwrap_or_default()
-            ),
+            format!("up to {} ms CPU ({name}) → {at:.0} ms at {m} MB", ms(c)),
             "reported".into(),
         ));
     }
-    match (&cold.stages, &cold.stages_env_only) {
-        (Ok(stages), env_only) => {
+    let status_memory = memory_of("status");
+    match &cold.stages {
+        Ok(stages) => {
             let _ = writeln!(
                 out,
                 "Where the status function's CPU goes (`tests/bench/src/bin/init_stages.rs`: the steps of \
                  `functions/status/src/main.rs` one at a time in a fresh process with the status function's \
-                 environment, then its first two DynamoDB requests against the emulator; each step's CPU time read \
-                 from the process's CPU clock (all threads) around it; median of the runs). Second column: the \
-                 same process with the SDK configuration taking region and credentials from the environment only \
-                 (`aws_config::defaults(…).region(EnvironmentVariableRegionProvider).credentials_provider(\
-                 EnvironmentVariableCredentialsProvider)`, what Lambda sets) instead of `load_from_env`'s default \
-                 chains (environment, profile files, SSO, web identity, ECS and IMDS providers, each set up):\n\n\
-                 | step | CPU, ms (median), `load_from_env` | CPU, ms (median), environment only |\n|---|---|---|"
+                 environment, plus a second client (SQS, as the other functions build), then its first two \
+                 DynamoDB requests against the emulator; each step's CPU time read from the process's CPU clock \
+                 (all threads) around it; median of the runs). Columns: the functions' SDK configuration \
+                 (`tocsin::adapters::sdk::config`: region and credentials from the environment providers, what \
+                 Lambda sets; `AWS_ENDPOINT_URL` still read; one HTTPS client shared by every SDK client, trusting \
+                 Mozilla's root certificates compiled in (`webpki-root-certs`) instead of the system's read from \
+                 disk, its connector built in init); `aws_config::load_from_env` (the default chains — profile \
+                 files, SSO, web identity, ECS and IMDS providers, each set up — and the SDK's default HTTPS client \
+                 per SDK client, with the system's roots: the functions before); region and credentials from the \
+                 environment only with the default HTTPS client per SDK client:\n\n\
+                 | step | CPU, ms (median), `tocsin::adapters::sdk` | CPU, ms (median), `load_from_env` | CPU, ms (median), environment only, default HTTPS client |\n|---|---|---|---|"
             );
-            let other = env_only.as_ref().ok();
+            let others = [cold.stages_load_from_env.as_ref().ok(), cold.stages_env_only.as_ref().ok()];
             for (i, (name, d)) in stages.iter().enumerate() {
-                let alt = other.and_then(|o| o.get(i)).map(|(_, d)| ms(*d)).unwrap_or_else(|| "—".into());
-                let _ = writeln!(out, "| {name} | {} | {alt} |", ms(*d));
+                let alt = |o: Option<&Vec<(String, Duration)>>| {
+                    o.and_then(|o| o.get(i)).map(|(_, d)| ms(*d)).unwrap_or_else(|| "—".into())
+                };
+                let _ = writeln!(out, "| {name} | {} | {} | {} |", ms(*d), alt(others[0]), alt(others[1]));
             }
-            if let Err(e) = env_only {
-                let _ = writeln!(out, "\n> **Not measured** (environment-only loader): `{}`", truncate(e, 300));
+            for (label, e) in
+                [("`load_from_env`", &cold.stages_load_from_env), ("environment only", &cold.stages_env_only)]
+            {
+                if let Err(e) = e {
+                    let _ = writeln!(out, "\n> **Not measured** ({label}): `{}`", truncate(e, 300));
+                }
             }
             let sdk = |v: &[(String, Duration)]| {
                 v.iter()
-                    .filter(|(n, _)| {
-                        n.starts_with("aws_config loader") || n.starts_with("aws_sdk_dynamodb::Client::new")
-                    })
+                    .filter(|(n, _)| n.starts_with("SDK configuration") || n.starts_with("aws_sdk_"))
                     .map(|(_, d)| *d)
                     .sum::<Duration>()
             };
-            if let Some(o) = other {
-                let (a, b) = (sdk(stages), sdk(o));
-                let _ = writeln!(
-                    out,
-                    "\nSDK set-up (loader + client): {} ms with `load_from_env`, {} ms with the environment-only \
-                     providers. {}",
-                    ms(a),
-                    ms(b),
-                    if b.as_secs_f64() >= 0.8 * a.as_secs_f64() {
-                        "The cost moves to whichever step comes first rather than shrinking: it is a one-time set-up \
-                         in the process shared by the credential providers and the clients — consistent with the \
-                         HTTPS client's TLS set-up (crypto provider, the system's root certificates) — not the \
-                         default chains themselves. Choosing providers in `main.rs` would not meet the goal; what \
-                         would is a lighter TLS set-up (compiled-in roots, a smaller crypto provider), a dependency \
-                         decision outside `main.rs`, to be measured with this table."
-                            .to_owned()
-                    } else {
-                        format!(
-                            "Taking region and credentials from the environment only saves {} ms of init CPU.",
-                            ms(a.saturating_sub(b))
-                        )
-                    }
-                );
-            }
+            let _ = writeln!(
+                out,
+                "\nSDK set-up (configuration + the two clients): {} ms with `tocsin::adapters::sdk`{}{}.",
+                ms(sdk(stages)),
+                others[0].map(|o| format!(", {} ms with `load_from_env`", ms(sdk(o)))).unwrap_or_default(),
+                others[1]
+                    .map(|o| format!(
+                        ", {} ms with the environment-only providers and the default HTTPS client",
+                        ms(sdk(o))
+                    ))
+                    .unwrap_or_default(),
+            );
             let get = |prefix: &str| stages.iter().find(|(n, _)| n.starts_with(prefix)).map(|(_, d)| *d);
             if let (Some(first), Some(second)) = (get("first GetItem"), get("second GetItem")) {
                 let lazy = first.saturating_sub(second);
                 let _ = writeln!(
                     out,
-                    "\nThe first request costs {} ms of CPU more than the second: set-up the SDK does lazily on first \
-                     use (credentials into the identity cache, the HTTP connector with its TLS configuration and the \
-                     system's root certificates, endpoint resolution, the connection), inside the first invocation, \
-                     where it runs at the memory's share ({}). Init could do it at full speed only by making a request \
-                     there (a priming call: an AWS request per cold start); this bench found no public SDK call that \
-                     readies the connector without one, so the functions' `main.rs` is unchanged.\n",
+                    "\nThe first request costs {} ms of CPU more than the second: what the SDK still does lazily on \
+                     first use (credentials into the identity cache, endpoint resolution, the connection), inside \
+                     the first invocation, where it runs at the memory's share ({}). The HTTPS connector (TLS \
+                     configuration and root store) for the configuration's timeouts is built in init by \
+                     `tocsin::adapters::sdk::config`; a client with other timeouts (the sender's SNS client: its \
+                     own connect timeout) gets its connector at its first request. The rest would need a request \
+                     in init (a priming call: an AWS request per cold start).\n",
                     ms(lazy),
-                    share
-                        .map(|s| format!(
-                            "≈ {:.1} ms at {} MB",
-                            lazy.as_secs_f64() * 1e3 / s,
-                            memory.as_ref().map(u64::to_string).unwrap_or_default()
+                    status_memory
+                        .as_ref()
+                        .map(|m| format!(
+                            "≈ {:.1} ms at status's {m} MB",
+                            lazy.as_secs_f64() * 1e3 / crate::cold_start::cpu_share(*m)
                         ))
                         .unwrap_or_default()
                 );
@@ -1013,7 +1015,7 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
                 out.push('\n');
             }
         }
-        (Err(e), _) => {
+        Err(e) => {
             let _ = writeln!(out, "> **Not measured** (init steps): `{}`\n", truncate(e, 400));
         }
     }

@@ -329,7 +329,7 @@ pub async fn measure() -> Result<StatusRate> {
     Ok(StatusRate {
         workloads,
         emulated,
-        memory_mb: crate::cold_start::deployed_memory_mb().ok(),
+        memory_mb: crate::cold_start::deployed_memory_mb("StatusFunction").ok(),
         timeout_s: status_timeout_s(),
     })
 }

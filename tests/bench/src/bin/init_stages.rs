@@ -1,11 +1,16 @@
 //! Where the status function's init and first-invocation CPU goes: the steps of
 //! `functions/status/src/main.rs`, one at a time, then what its first invocation does lazily (the
-//! first DynamoDB request: credentials resolved and cached, the HTTP client's connector built with
-//! its TLS configuration and root certificates, endpoint resolution, the connection) against a
-//! second, identical request (the steady state). Run by the bench in a fresh process with the
-//! status function's environment; prints one JSON object of CPU milliseconds per step. With
-//! `TOCSIN_INIT_STAGES_LOADER=env` the SDK configuration takes region and credentials from the
-//! environment only (what Lambda sets) instead of `aws_config::load_from_env`'s default chains.
+//! first DynamoDB request: credentials resolved and cached, endpoint resolution, the connection)
+//! against a second, identical request (the steady state). Run by the bench in a fresh process with
+//! the status function's environment; prints one JSON object of CPU milliseconds per step.
+//!
+//! The SDK configuration is the functions' own (`tocsin::adapters::sdk::config`: region and
+//! credentials from the environment, one shared HTTPS client with compiled-in roots, its connector
+//! built in init), or, for comparison, with `TOCSIN_INIT_STAGES_LOADER=load_from_env`,
+//! `aws_config::load_from_env`'s default chains and default HTTPS client per SDK client (what the
+//! functions did before), or with `TOCSIN_INIT_STAGES_LOADER=env` region and credentials from the
+//! environment only but still the default HTTPS client per SDK client. A second client (SQS, as
+//! the other functions build) shows what each further client costs.
 //!
 //! Each step's CPU time is read from the process's CPU clock (all threads) around it.
 
@@ -43,20 +48,29 @@ async fn main() -> std::process::ExitCode {
         }
     };
     step("StatusConfig::from_env", &mut steps);
-    // `TOCSIN_INIT_STAGES_LOADER=env`: what Lambda provides only (region and credentials from the
-    // environment), not the default chains — to see what the chains' set-up costs.
-    let aws = if std::env::var("TOCSIN_INIT_STAGES_LOADER").as_deref() == Ok("env") {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::environment::EnvironmentVariableRegionProvider::new())
-            .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
-            .load()
-            .await
-    } else {
-        aws_config::load_from_env().await
+    let aws = match std::env::var("TOCSIN_INIT_STAGES_LOADER").as_deref() {
+        Ok("load_from_env") => aws_config::load_from_env().await,
+        Ok("env") => {
+            aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .region(aws_config::environment::EnvironmentVariableRegionProvider::new())
+                .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
+                .load()
+                .await
+        }
+        _ => match tocsin::adapters::sdk::config().await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("init-stages: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        },
     };
-    step("aws_config loader (region and credential providers, HTTP client, set up)", &mut steps);
+    step("SDK configuration (region and credential providers, HTTP client)", &mut steps);
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     step("aws_sdk_dynamodb::Client::new", &mut steps);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    step("aws_sdk_sqs::Client::new (a second client, as the other functions build)", &mut steps);
+    drop(sqs);
     let get = || {
         dynamodb
             .get_item()
@@ -67,7 +81,7 @@ async fn main() -> std::process::ExitCode {
     };
     let first = get().await;
     step(
-        "first GetItem (lazy: credentials, HTTP connector + TLS config and roots, endpoint, connection, SigV4)",
+        "first GetItem (lazy: credentials, endpoint, connection, SigV4; the HTTP connector unless built in init)",
         &mut steps,
     );
     let second = get().await;
