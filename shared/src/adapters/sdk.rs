@@ -30,12 +30,19 @@ use aws_smithy_runtime_api::client::http::{
 use base64::Engine;
 
 /// What keeps the SDK configuration from being built.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum SdkConfigError {
     #[error("AWS_REGION (or AWS_DEFAULT_REGION) is not set: the SDK clients need a region")]
     NoRegion,
     #[error("the HTTPS client's TLS configuration: {0}")]
     Tls(String),
+}
+
+/// The message itself: a function's `main` returning this error prints it with `Debug`.
+impl std::fmt::Debug for SdkConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// The SDK configuration the functions' clients are built from: region and credentials from the
