@@ -63,6 +63,9 @@ pub struct StatusPatch {
     pub enqueued_at: Option<DateTime<Utc>>,
     /// Reconciliation bookkeeping: (searches so far, next search, state).
     pub reconcile: Option<(u32, Option<DateTime<Utc>>, ReconcileState)>,
+    /// A move from a settled state back into a pending one (an operator's resend of a failed
+    /// intent): the recipient and deadline under which it re-enters the pending-index.
+    pub pending_again: Option<(PhoneNumber, DateTime<Utc>)>,
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,
@@ -76,7 +79,7 @@ pub struct Transition {
     pub patch: StatusPatch,
     pub observation: Observation,
     pub next_check: NextCheck,
-    /// Write the SNS message id → intent index in the same transaction.
+    /// Write the SNS message id → intent index with the change.
     pub index_message: Option<(String, PhoneNumber)>,
     /// Further facts the change was decided on; the write is refused if one no longer holds.
     pub expect: Expect,
@@ -84,6 +87,34 @@ pub struct Transition {
     /// observation and the message-index entry written here expire with it. `None` (a change
     /// decided without reading the intent) lets the store derive it from the observation's time.
     pub retain_until: Option<DateTime<Utc>>,
+    /// How the writes reach the store (one transaction, or in an order that a retry completes).
+    pub commit: Commit,
+}
+
+/// How a transition's writes reach the store. Every mode keeps the transition's contract: the
+/// state changes only if its conditions hold, the observation is stored once (its id is the
+/// de-duplication key), and a retry of the same transition after a crash at any point ends with
+/// both written. The two ordered modes save DynamoDB's transactional surcharge (a transaction
+/// costs twice the write units) on the two writes every delivered alert makes; a transition that
+/// opens an escalation is always atomic (its open-escalations entry must exist exactly when the
+/// escalation does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Commit {
+    /// The state change, its observation and the index entries in one transaction.
+    #[default]
+    Atomic,
+    /// The facts first — the observation and the message index, true whatever the intent's state
+    /// now is (SNS answered this attempt) — then the conditional state change. A crash between
+    /// them leaves the fact stored and the state behind, which the retry (or the lease's lapse,
+    /// then reconciliation) catches up. For observations that do not depend on the state they are
+    /// applied to: the sender's publish outcomes.
+    FactsFirst,
+    /// The conditional state change first, marked with the observation's id (`moved_by`), then
+    /// the observation. For an observation whose content is decided on the intent's state (a
+    /// delivery record's effect): it is written only once the change it describes is made. A
+    /// retry of the same transition (the log subscription redelivers the same event) finds its
+    /// mark on the intent and writes the observation still missing.
+    StateFirst,
 }
 
 /// Conditions on the intent beyond its state, for a change decided on a presumed record (one not

@@ -262,17 +262,16 @@ fn throttled() -> Fault {
 async fn a_publish_whose_recording_is_throttled_past_the_sdk_retries_is_still_recorded_as_accepted() {
     let p = Pipeline::start_with(proxied()).await;
     let proxy = p.proxy.clone().expect("proxy");
-    // The write after the publish (it carries the message index) is throttled six times in a
-    // row: two whole SDK calls (three attempts each) fail.
-    proxy.add_rule(Rule::times("DynamoDB_20120810.TransactWriteItems", throttled(), 6).when_body_contains("MSG#"));
+    // The message-index write after the publish is throttled six times in a row: two whole SDK
+    // calls (three attempts each) fail.
+    proxy.add_rule(Rule::times("DynamoDB_20120810.PutItem", throttled(), 6).when_body_contains("MSG#"));
     let (_, body) = p.submit(&alert("throttled-after-publish", "+14155550191")).await;
     let key = key_of(&body);
     p.run_sender().await;
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Accepted, "{:?}", r.status);
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
-    let injected =
-        proxy.log().iter().filter(|(op, what)| op.ends_with("TransactWriteItems") && what != "forwarded").count();
+    let injected = proxy.log().iter().filter(|(op, what)| op.ends_with("PutItem") && what != "forwarded").count();
     assert_eq!(injected, 6);
     // Its lease lapses without a false "unknown".
     p.clock.advance(Duration::minutes(3));
@@ -287,8 +286,7 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     // sender's write, and is matched to the open attempt by number and claim time.
     let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
     let proxy = p.proxy.clone().expect("proxy");
-    proxy
-        .add_rule(Rule::sometimes("DynamoDB_20120810.TransactWriteItems", throttled(), 1.0).when_body_contains("MSG#"));
+    proxy.add_rule(Rule::sometimes("DynamoDB_20120810.PutItem", throttled(), 1.0).when_body_contains("MSG#"));
     let (_, body) = p.submit(&alert("never-recorded", "+14155550192")).await;
     let key = key_of(&body);
     let q = p.stack.queue("SendQueue").clone();
@@ -306,6 +304,42 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
 }
 
+/// The sender stores what SNS answered (observation and message index) before the intent's state:
+/// when that state write never lands, the delivery record finds the intent by its message id,
+/// still `sending`, and settles it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_record_found_by_message_id_settles_an_intent_whose_state_write_never_landed() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(16), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    // Only the "accepted" update carries the SNS message id.
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains(":sns_message_id"),
+    );
+    let (_, body) = p.submit(&alert("state-never-recorded", "+14155550194")).await;
+    let key = key_of(&body);
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Sending, "published, state never recorded");
+    assert!(r.status.sns_message_id.is_none());
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    let history = p.ledger.observations(&key).await.expect("history");
+    assert!(
+        history.iter().any(|o| o.id.ends_with(":accepted")),
+        "the accepted observation is stored although the state is not: {history:?}"
+    );
+    proxy.clear_rules();
+    p.carrier_reports(&sms[0].message_id, "+14155550194", true, "Message has been accepted by phone").await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| s.orphaned).sum::<usize>(), 0, "found by the message index: {summaries:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered, "the delivery record settles the intent");
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
+
 /// The claim keeps intake's earlier due-index check (one index move saved per alert); when the
 /// indexed check is later than the lease's end (an intent re-enqueued a while ago), the sender
 /// moves it, so a sender that dies holding the claim is still found when the lease ends.
@@ -318,8 +352,7 @@ async fn a_claimed_intent_is_due_by_its_lease_end_even_when_its_indexed_check_wa
     let later = p.clock.now_utc() + Duration::minutes(10);
     p.ledger.set_next_check(&key, tocsin::ports::NextCheck::At(later), None).await.expect("next check");
     // The sender publishes, then its record never lands (as if it died there).
-    proxy
-        .add_rule(Rule::sometimes("DynamoDB_20120810.TransactWriteItems", throttled(), 1.0).when_body_contains("MSG#"));
+    proxy.add_rule(Rule::sometimes("DynamoDB_20120810.PutItem", throttled(), 1.0).when_body_contains("MSG#"));
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
     p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
@@ -485,23 +518,23 @@ fn transaction_conflict() -> Fault {
 async fn transactions_cancelled_by_a_conflict_are_tried_again_and_the_intent_ends_correct() {
     let p = Pipeline::start_with(proxied()).await;
     let proxy = p.proxy.clone().expect("proxy");
-    // The sender's "accepted" write and the status function's "delivered" write each meet a
-    // concurrent transaction twice.
-    proxy.add_rule(
-        Rule::times("DynamoDB_20120810.TransactWriteItems", transaction_conflict(), 2).when_body_contains("MSG#"),
-    );
     let (key, mid) = accepted_alert(&p, "conflict-1", "+14155550201").await;
-    assert_eq!(p.record(&key).await.status.sns_message_id.as_deref(), Some(mid.as_str()));
+    p.carrier_reports(&mid, "+14155550201", true, "Message has been accepted by phone").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    // A FAILURE record after the SUCCESS is conflicting evidence: stored and counted in one
+    // transaction, which meets a concurrent transaction twice.
     proxy.add_rule(
         Rule::times("DynamoDB_20120810.TransactWriteItems", transaction_conflict(), 2).when_body_contains("OBS#log:"),
     );
-    p.carrier_reports(&mid, "+14155550201", true, "Message has been accepted by phone").await;
+    p.carrier_reports(&mid, "+14155550201", false, "Phone carrier has blocked this message").await;
     let summaries = p.run_status().await;
-    assert_eq!(summaries.iter().map(|s| s.delivered).sum::<usize>(), 1, "{summaries:?}");
+    assert_eq!(summaries.iter().map(|s| s.conflicting).sum::<usize>(), 1, "{summaries:?}");
     let r = p.record(&key).await;
-    assert_eq!(r.status.state, State::Delivered);
+    assert_eq!(r.status.state, State::Delivered, "conflicting evidence never flips the state");
+    assert_eq!(r.status.conflicts, 1, "counted once");
     let conflicts = proxy.log().iter().filter(|(_, what)| what.contains("TransactionConflict")).count();
-    assert_eq!(conflicts, 4, "both conflicts were met, twice each");
+    assert_eq!(conflicts, 2, "the conflict was met twice");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
 }
 
@@ -530,7 +563,7 @@ async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_partiti
     assert!(per_shard.values().all(|n| *n <= ceiling), "none above 1/S + 20 % ({ceiling}): {per_shard:?}");
     // The writes that follow (claim, a moved next check, …) keep each intent in its partition.
     let one = scan(&p, "LedgerTable").await.into_iter().find(|i| s_of(i, "sk") == "INTENT").expect("an intent");
-    let key = IdempotencyKey::parse(s_of(&one, "key")).expect("key");
+    let key = IdempotencyKey::parse(s_of(&one, "pk").trim_start_matches("INTENT#")).expect("key");
     let now = p.clock.now_utc();
     let claimed = p.ledger.claim(&key, "attempt-spread", now, now + Duration::minutes(2)).await.expect("claim");
     assert!(matches!(claimed, tocsin::ports::ClaimOutcome::Claimed(_)));

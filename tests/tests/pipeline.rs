@@ -63,7 +63,7 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
 /// Calls AWS makes on the functions' behalf are left out: the SQS event source mapping's
 /// ReceiveMessage/DeleteMessage and the log subscription (`Logs_…`, the harness reading the group).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_status() {
+async fn a_delivered_alert_costs_eleven_aws_calls_two_intake_six_sender_three_status() {
     let p = Pipeline::start().await;
     let own = |ops: Vec<String>| {
         let mut ops: Vec<String> = ops
@@ -87,9 +87,11 @@ async fn a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_stat
     assert_eq!(
         sender,
         [
-            "DynamoDB_20120810.GetItem",            // recipient registry
-            "DynamoDB_20120810.TransactWriteItems", // accepted + message-id index + observation
-            "DynamoDB_20120810.UpdateItem",         // claim
+            "DynamoDB_20120810.GetItem",    // recipient registry
+            "DynamoDB_20120810.PutItem",    // what SNS answered: the observation…
+            "DynamoDB_20120810.PutItem",    // …and the message-id index (facts first, no transaction)
+            "DynamoDB_20120810.UpdateItem", // claim
+            "DynamoDB_20120810.UpdateItem", // accepted, conditioned on the claim
             "SNS.Publish"
         ]
     );
@@ -102,10 +104,11 @@ async fn a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_stat
     assert_eq!(
         status,
         [
-            "DynamoDB_20120810.BatchGetItem",       // message-id index (up to 100 records per call)
-            "DynamoDB_20120810.TransactWriteItems"  // observation + delivered, on the presumed state
+            "DynamoDB_20120810.BatchGetItem", // message-id index (up to 100 records per call)
+            "DynamoDB_20120810.PutItem",      // the observation, once the state has moved
+            "DynamoDB_20120810.UpdateItem"    // delivered, on the presumed state (no transaction)
         ]
     );
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
-    assert_eq!(intake.len() + sender.len() + status.len(), 8);
+    assert_eq!(intake.len() + sender.len() + status.len(), 11);
 }

@@ -430,11 +430,12 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
         "DATA_MESSAGE",
         &[line("9501", record(&p, &id, "+14155550151", true, "Message has been accepted by phone carrier"))],
     ));
-    // 1. The write lands but its answer is lost: the SDK's retry finds the observation stored.
-    proxy.add_rule(Rule::once("DynamoDB_20120810.TransactWriteItems", Fault::DropResponse));
+    // 1. The state write lands but its answer is lost: the SDK's retry is refused, finds its own
+    // mark on the intent, and stores the observation once.
+    proxy.add_rule(Rule::once("DynamoDB_20120810.UpdateItem", Fault::DropResponse));
     let s = flaky.handle(event.clone(), deadline()).await.expect("the retried write is recognised");
     assert_eq!(s.delivered + s.duplicates, 1, "{s:?}");
-    assert!(proxy.log().iter().any(|(op, what)| op.ends_with("TransactWriteItems") && what == "DropResponse"));
+    assert!(proxy.log().iter().any(|(op, what)| op.ends_with("UpdateItem") && what == "DropResponse"));
     // 2. The ledger keeps failing past the SDK's own retries: the invocation fails as a whole.
     proxy.add_rule(Rule::times(
         "DynamoDB_20120810.BatchGetItem",

@@ -479,3 +479,45 @@ fn the_status_function_can_finish_a_full_subscription_batch_within_its_timeout()
     let vcpu = memory / 1769.0;
     assert!(cpu_seconds / vcpu * 2.0 <= timeout, "{memory} MB, {timeout} s: {:.0} s of CPU time", cpu_seconds / vcpu);
 }
+
+/// Every ledger index projects keys only (an index write then weighs ~250 B, 1 write unit; a
+/// projection of whole intents costs 2 per write), except the retired `open-index`, which nothing
+/// writes any more; the status role may query the index it matches orphaned records on, and no
+/// other index.
+#[test]
+fn the_ledger_indexes_project_keys_only_and_status_queries_only_the_pending_index() {
+    let t = translated();
+    let table = &t["Resources"]["LedgerTable"]["Properties"];
+    let indexes: BTreeMap<&str, &str> = table["GlobalSecondaryIndexes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            (
+                g["IndexName"].as_str().unwrap_or_default(),
+                g["Projection"]["ProjectionType"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(indexes.get("pending-index"), Some(&"KEYS_ONLY"), "{indexes:?}");
+    for (name, projection) in &indexes {
+        assert!(*projection == "KEYS_ONLY" || *name == "open-index", "{name} projects {projection}");
+    }
+    let pending = table["GlobalSecondaryIndexes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["IndexName"] == "pending-index")
+        .map(|g| g["KeySchema"].clone())
+        .unwrap_or_default();
+    assert_eq!(pending[0]["AttributeName"], "pending_to");
+    assert_eq!(pending[1]["AttributeName"], "pending_by");
+    let role = &t["Resources"]["StatusFunctionRole"];
+    let queried: Vec<String> = statements(role)
+        .iter()
+        .filter(|s| actions(s).iter().any(|a| a == "dynamodb:Query"))
+        .map(|s| s["Resource"].to_string())
+        .collect();
+    assert_eq!(queried.len(), 1, "{queried:?}");
+    assert!(queried[0].contains("/index/pending-index"), "{queried:?}");
+}

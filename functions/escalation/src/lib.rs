@@ -22,7 +22,7 @@ use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_att
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
-    Clock, DeliveryLogSearch, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue, IntentStore,
+    Clock, Commit, DeliveryLogSearch, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue, IntentStore,
     MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition,
     TransitionOutcome,
 };
@@ -495,6 +495,7 @@ where
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            commit: Commit::Atomic,
         }
     }
 
@@ -519,6 +520,7 @@ where
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            commit: Commit::Atomic,
         }
     }
 
@@ -603,6 +605,7 @@ where
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            commit: Commit::Atomic,
         };
         self.store.transition(t).await?;
         tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");

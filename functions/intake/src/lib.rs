@@ -20,7 +20,7 @@ use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
 use tocsin::ports::{
-    Clock, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch,
+    Clock, Commit, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch,
     Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
@@ -191,6 +191,7 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            commit: Commit::Atomic,
         };
         match self.store.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => Ok(queued),

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 
@@ -29,13 +29,22 @@ use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::ReconcileState;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
+use crate::ports::Commit;
 use crate::ports::{
     ClaimOutcome, DueIndex, IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult,
     PutOutcome, Transition, TransitionOutcome,
 };
 
 pub const DUE_INDEX: &str = "due-index";
-pub const OPEN_INDEX: &str = "open-index";
+/// Sparse index of pending intents (keys only: `pending_to` = the recipient, `pending_by` = the
+/// deadline): an intent is in it from intake until an SMS for it is known to be with SNS or it is
+/// settled otherwise. An orphaned delivery record is matched against it; it is also a person's
+/// backlog in deadline order. It replaced `open-index` (by number and claim time, projecting
+/// whole items), which is no longer written and leaves the template in the next release
+/// (CloudFormation changes one GSI per stack update).
+pub const PENDING_INDEX: &str = "pending-index";
+/// At most this many of a recipient's pending intents are compared with an orphaned record.
+pub const ORPHAN_CANDIDATES: usize = 100;
 /// The one partition of the due-index before it was sharded: still read by the sweep, so intents
 /// written by an earlier version are never missed.
 pub const DUE_SHARD: &str = "due";
@@ -164,17 +173,16 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, shard: u32) -> Po
     let i = &r.intent;
     let intent_json =
         serde_json::to_string(i).map_err(|e| PortError::Corrupt { what: i.key.to_string(), message: e.to_string() })?;
+    // Every byte counts: each write of an item over 1 KB costs 2 write units, and the intent item
+    // is written at intake, at the claim, at the SNS answer and at the delivery record. So no
+    // attribute repeats what the key or the intent JSON holds (creation time and deadline are in
+    // it; `list_sk` is the creation time too), counters start absent (read as 0), and the last
+    // change's time is its observation's.
     let mut item = Item::from([
         ("pk".into(), s(intent_pk(&i.key))),
         ("sk".into(), s("INTENT")),
-        ("key".into(), s(i.key.as_str())),
         ("intent".into(), s(intent_json)),
         ("state".into(), s(r.status.state.as_str())),
-        ("attempts".into(), n(r.status.attempts)),
-        ("conflicts".into(), n(r.status.conflicts)),
-        // Creation time and deadline are in the intent JSON; `list_sk` below is the creation time
-        // too. Every byte counts: an intent item over 1 KB costs 2 write units per write.
-        ("updated_at".into(), s(ts(i.created_at))),
         ("due_shard".into(), s(due_shard)),
         ("due_home".into(), s(due_shard)),
         ("due_at".into(), n(next_check.timestamp_millis())),
@@ -182,10 +190,13 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, shard: u32) -> Po
         // The list-index entry: written once here, never changed (so never written again).
         ("list_pk".into(), s(created_partition(i.created_at.date_naive(), shard))),
         ("list_sk".into(), s(ts(i.created_at))),
+        // The pending-index entry (recipient, deadline), from here until an SMS for the intent is
+        // known to be with SNS (or the intent is settled otherwise): `pending_by` is removed then.
+        ("pending_to".into(), s(i.recipient.expose())),
     ]);
-    item.insert("recipient_masked".into(), s(i.recipient.masked()));
-    // Copied into `open_recipient` while an attempt is open (see the open-index).
-    item.insert("recipient_e164".into(), s(i.recipient.expose()));
+    if r.status.state.is_pending() {
+        item.insert("pending_by".into(), s(ts(i.deadline)));
+    }
     Ok(item)
 }
 
@@ -261,6 +272,9 @@ impl Expr {
                 self.remove("due_at");
             }
         }
+    }
+    fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
     }
     fn expression(&self) -> String {
         let mut e = String::new();
@@ -470,173 +484,41 @@ impl IntentStore for DynamoLedger {
     }
 
     async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
-        let mut x = Expr::new();
-        let p = &t.patch;
-        let now = t.observation.at;
-        if let Some(st) = p.state {
-            x.set("state", s(st.as_str()));
-        }
-        if p.increment_attempts {
-            x.add("attempts");
-        }
-        if let Some((aid, at, until)) = &p.claim {
-            x.set("attempt_id", s(aid.as_str()));
-            x.set("claimed_at", s(ts(*at)));
-            x.set("lease_until", s(ts(*until)));
-        } else if p.clear_claim {
-            x.remove("attempt_id");
-            x.remove("lease_until");
-        }
-        if let Some(m) = &p.sns_message_id {
-            x.set("sns_message_id", s(m.as_str()));
-        }
-        if let Some(a) = p.accepted_at {
-            x.set("accepted_at", s(ts(a)));
-        }
-        if let Some(f) = p.final_at {
-            x.set("final_at", s(ts(f)));
-        }
-        if let Some(e) = &p.escalation {
-            x.set("escalated_at", s(ts(e.at)));
-            x.set("escalation_reason", s(e.reason.as_str()));
-            x.remove("esc_lease");
-        }
-        if p.add_conflict {
-            x.add("conflicts");
-        }
-        if let Some(err) = &p.last_error {
-            x.set("last_error", s(err.as_str()));
-        }
-        if let Some(t) = p.enqueued_at {
-            x.set("enqueued_at", s(ts(t)));
-        }
-        if let Some((attempts, next, state)) = &p.reconcile {
-            x.set("reconcile_attempts", n(attempts));
-            match next {
-                Some(t) => x.set("reconcile_next_at", s(ts(*t))),
-                None => x.remove("reconcile_next_at"),
-            }
-            x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
-        }
-        // Only open attempts (sending, send_unknown) are in the open-attempts index.
-        match p.state {
-            Some(State::Sending) => {
-                x.set.push("#open_recipient = #recipient_e164".into());
-                x.names.insert("#open_recipient".into(), "open_recipient".into());
-                x.names.insert("#recipient_e164".into(), "recipient_e164".into());
-            }
-            Some(State::SendUnknown) | None => {}
-            Some(_) => x.remove("open_recipient"),
-        }
-        x.set("updated_at", s(ts(now)));
-        x.next_check(t.next_check);
-        let mut condition = x.condition(&t.from, t.attempt_id.as_deref());
-        if let Some(mid) = &t.expect.sns_message_id {
-            x.names.insert("#cmid".into(), "sns_message_id".into());
-            x.values.insert(":cmid".into(), s(mid.as_str()));
-            condition.push_str(" AND #cmid = :cmid");
-        }
-        if t.expect.not_escalated {
-            x.names.insert("#cesc".into(), "escalated_at".into());
-            condition.push_str(" AND attribute_not_exists(#cesc)");
-        }
-
-        let update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(intent_pk(&t.key)))
-            .key("sk", s("INTENT"))
-            .update_expression(x.expression())
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(x.names))
-            .set_expression_attribute_values(Some(x.values))
-            .build()
-            .map_err(|e| unavailable("DynamoDB Update builder", &e))?;
-        let expires = retain_until(&t);
-        let obs = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(observation_item(&t.key, &t.observation, expires)?))
-            .condition_expression(ABSENT_OR_EXPIRED)
-            .expression_attribute_values(":expired_before", n(now.timestamp()))
-            .build()
-            .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
-        let mut items =
-            vec![TransactWriteItem::builder().update(update).build(), TransactWriteItem::builder().put(obs).build()];
-        if let Some((mid, recipient)) = &t.index_message {
-            let put = Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(format!("MSG#{mid}")))
-                .item("sk", s("MSG"))
-                .item("key", s(t.key.as_str()))
-                .item("recipient", s(recipient.expose()))
-                .item("at", s(ts(now)))
-                .item("expires_at", n(expires.timestamp()))
-                .build()
-                .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
-            items.push(TransactWriteItem::builder().put(put).build());
-        }
-        if let Some(e) = &p.escalation {
-            // On the open-escalations list until an operator acknowledges it.
-            let put = Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(escalation_pk(&t.key)))
-                .item("sk", s("ESC"))
-                .item("key", s(t.key.as_str()))
-                .item("list_pk", s(OPEN_ESCALATIONS))
-                .item("list_sk", s(ts(e.at)))
-                .item("expires_at", n(expires.timestamp()))
-                .build()
-                .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
-            items.push(TransactWriteItem::builder().put(put).build());
-        }
-        let mut conflicts = 0;
-        let codes = loop {
-            let res = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
-            let codes = match res {
-                Ok(_) => return Ok(TransitionOutcome::Applied),
-                Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => match e.err() {
-                    aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => c
-                        .cancellation_reasons()
-                        .iter()
-                        .map(|r| r.code().unwrap_or("None").to_owned())
-                        .collect::<Vec<String>>(),
-                    _ => Vec::new(),
-                },
-                Err(e) => return Err(unavailable("DynamoDB TransactWriteItems", &e)),
-            };
-            // Another transaction touched one of these items at the same moment: nothing was
-            // written, and the same transaction is safe to try again after a short, jittered wait.
-            let conflict = codes.iter().any(|c| c == "TransactionConflict")
-                && !codes.iter().any(|c| c == "ConditionalCheckFailed");
-            if conflict && conflicts < CONFLICT_RETRIES {
-                conflicts += 1;
-                let wait = rand::random_range(10..=25u64 << conflicts);
-                tracing::debug!(
-                    key = t.key.short(),
-                    attempt = conflicts,
-                    wait_ms = wait,
-                    "transaction conflict; trying again"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-                continue;
-            }
-            break codes;
-        };
-        {
-            {
-                let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
-                if failed(1) {
-                    return Ok(TransitionOutcome::AlreadyApplied);
+        // The open-escalations entry must exist exactly when the escalation does: one transaction.
+        // So is a change that writes nothing on the intent (an observation under a condition).
+        let (probe, _) = transition_update(&t, Commit::Atomic);
+        let commit = if t.patch.escalation.is_some() || probe.is_empty() { Commit::Atomic } else { t.commit };
+        let (update, condition) = transition_update(&t, commit);
+        match commit {
+            Commit::Atomic => self.transact(&t, update, condition).await,
+            Commit::FactsFirst => {
+                let (stored_now, ()) = tokio::try_join!(self.put_observation(&t), self.put_message_index(&t))?;
+                let stored_before = !stored_now;
+                match self.update_intent(&t.key, update, condition).await? {
+                    None => Ok(TransitionOutcome::Applied),
+                    // The observation was there before this call and the intent already shows
+                    // the change: a retry of this very transition.
+                    Some((current, _)) if stored_before && t.patch.state.is_none_or(|s| s == current.status.state) => {
+                        Ok(TransitionOutcome::AlreadyApplied)
+                    }
+                    Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
                 }
-                if failed(0) || codes.is_empty() {
-                    return match self.get(&t.key).await? {
-                        Some(r) => Ok(TransitionOutcome::Refused(Box::new(r))),
-                        None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
-                    };
+            }
+            Commit::StateFirst => {
+                self.put_message_index(&t).await?;
+                match self.update_intent(&t.key, update, condition).await? {
+                    None => {
+                        self.put_observation(&t).await?;
+                        Ok(TransitionOutcome::Applied)
+                    }
+                    // Made by an earlier try of this transition, which stopped before its
+                    // observation was stored (or after): store it now, once.
+                    Some((_, Some(moved_by))) if moved_by == t.observation.id => {
+                        self.put_observation(&t).await?;
+                        Ok(TransitionOutcome::AlreadyApplied)
+                    }
+                    Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
                 }
-                Err(PortError::Unavailable {
-                    operation: "DynamoDB TransactWriteItems",
-                    message: format!("cancelled: {codes:?}"),
-                })
             }
         }
     }
@@ -653,11 +535,7 @@ impl IntentStore for DynamoLedger {
         x.set("attempt_id", s(attempt_id));
         x.set("claimed_at", s(ts(now)));
         x.set("lease_until", s(ts(lease_until)));
-        x.set("updated_at", s(ts(now)));
-        // Enters the open-attempts index: an orphaned delivery record can find it by number.
-        x.set.push("#open_recipient = #recipient_e164".into());
-        x.names.insert("#open_recipient".into(), "open_recipient".into());
-        x.names.insert("#recipient_e164".into(), "recipient_e164".into());
+        // Still pending (in the pending-index since intake): no index entry changes.
         // The due-index entry is left as it is: intake's first check (its re-enqueue grace) is
         // nearly always earlier than the lease's end, and an earlier check is allowed (it costs
         // the sweep one read). The sender moves it only when it is later (`Sender::process`).
@@ -936,27 +814,52 @@ impl DueIndex for DynamoLedger {
 }
 
 impl OpenAttempts for DynamoLedger {
+    /// From the pending-index (keys only): the recipient's pending intents whose deadline is not
+    /// before `claimed_from` (a claim is never later than its intent's deadline: a stale intent is
+    /// escalated, not sent), earliest deadline first, at most [`ORPHAN_CANDIDATES`]; read from the
+    /// table, strongly consistent, and kept if they are open attempts claimed in the window.
     async fn open_attempts_to(
         &self,
         recipient: &PhoneNumber,
         claimed_from: DateTime<Utc>,
         claimed_to: DateTime<Utc>,
     ) -> PortResult<Vec<IntentRecord>> {
-        let page = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(OPEN_INDEX)
-            .key_condition_expression("open_recipient = :r AND claimed_at BETWEEN :from AND :to")
-            .expression_attribute_values(":r", s(recipient.expose()))
-            .expression_attribute_values(":from", s(ts(claimed_from)))
-            .expression_attribute_values(":to", s(ts(claimed_to)))
-            .limit(25)
-            .send()
-            .await
-            .map_err(|e| unavailable("DynamoDB Query (open-index)", &e))?;
-        let records = page.items().iter().map(record_from_item).collect::<PortResult<Vec<_>>>()?;
-        Ok(records.into_iter().filter(|r| matches!(r.status.state, State::Sending | State::SendUnknown)).collect())
+        let mut keys: Vec<Item> = Vec::new();
+        let mut start: Option<Item> = None;
+        while keys.len() < ORPHAN_CANDIDATES {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_INDEX)
+                .key_condition_expression("pending_to = :r AND pending_by >= :from")
+                .expression_attribute_values(":r", s(recipient.expose()))
+                .expression_attribute_values(":from", s(ts(claimed_from)))
+                .limit(i32::try_from(ORPHAN_CANDIDATES - keys.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
+            keys.extend(page.items().iter().filter_map(|item| {
+                Some(HashMap::from([
+                    ("pk".to_owned(), item.get("pk")?.clone()),
+                    ("sk".to_owned(), item.get("sk")?.clone()),
+                ]))
+            }));
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let mut open = Vec::new();
+        for item in self.batch_get(keys).await? {
+            let r = record_from_item(&item)?;
+            let in_window = r.status.claimed_at.is_some_and(|c| c >= claimed_from && c <= claimed_to);
+            if matches!(r.status.state, State::Sending | State::SendUnknown) && in_window {
+                open.push(r);
+            }
+        }
+        Ok(open)
     }
 }
 
@@ -973,18 +876,31 @@ impl DynamoLedger {
     /// exponential backoff (25 ms, doubling), as DynamoDB asks; still unprocessed after
     /// [`UNPROCESSED_ROUNDS`], the lookup fails (the status invocation is then retried whole).
     async fn batch_lookup(&self, ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut unique: Vec<&str> = ids.iter().map(String::as_str).collect();
         unique.sort_unstable();
         unique.dedup();
+        let keys = unique
+            .iter()
+            .map(|id| HashMap::from([("pk".to_owned(), s(format!("MSG#{id}"))), ("sk".to_owned(), s("MSG"))]))
+            .collect();
         let mut found = crate::ports::IndexEntries::new();
-        for chunk in unique.chunks(BATCH_GET_KEYS) {
-            let keys: Vec<Item> = chunk
-                .iter()
-                .map(|id| HashMap::from([("pk".to_owned(), s(format!("MSG#{id}"))), ("sk".to_owned(), s("MSG"))]))
-                .collect();
+        for item in self.batch_get(keys).await? {
+            if let Some(id) = get_s(&item, "pk").and_then(|pk| pk.strip_prefix("MSG#")) {
+                found.insert(id.to_owned(), index_entry(id, &item));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Items by key with BatchGetItem, [`BATCH_GET_KEYS`] keys per call, strongly consistent. Keys
+    /// left in `UnprocessedKeys` are asked again with exponential backoff (25 ms, doubling), as
+    /// DynamoDB asks; still unprocessed after [`UNPROCESSED_ROUNDS`], the read fails.
+    async fn batch_get(&self, keys: Vec<Item>) -> PortResult<Vec<Item>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
             let mut pending = KeysAndAttributes::builder()
-                .set_keys(Some(keys))
+                .set_keys(Some(chunk.to_vec()))
                 .consistent_read(true)
                 .build()
                 .map_err(|e| unavailable("DynamoDB BatchGetItem (request)", &e))?;
@@ -996,11 +912,7 @@ impl DynamoLedger {
                     .send()
                     .await
                     .map_err(|e| unavailable("DynamoDB BatchGetItem", &e))?;
-                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
-                    if let Some(id) = get_s(&item, "pk").and_then(|pk| pk.strip_prefix("MSG#")) {
-                        found.insert(id.to_owned(), index_entry(id, &item));
-                    }
-                }
+                items.extend(out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default());
                 match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).filter(|k| !k.keys.is_empty()) {
                     None => break,
                     Some(left) if round + 1 < UNPROCESSED_ROUNDS => {
@@ -1019,7 +931,7 @@ impl DynamoLedger {
                 }
             }
         }
-        Ok(found)
+        Ok(items)
     }
 }
 
@@ -1030,4 +942,284 @@ fn index_entry(id: &str, item: &Item) -> PortResult<(IdempotencyKey, PhoneNumber
     let recipient =
         PhoneNumber::parse(get_s(item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
     Ok((key, recipient))
+}
+
+/// The intent's update and its condition for a transition.
+fn transition_update(t: &Transition, commit: Commit) -> (Expr, String) {
+    let mut x = Expr::new();
+    let p = &t.patch;
+    if let Some(st) = p.state {
+        x.set("state", s(st.as_str()));
+    }
+    if p.increment_attempts {
+        x.add("attempts");
+    }
+    if let Some((aid, at, until)) = &p.claim {
+        x.set("attempt_id", s(aid.as_str()));
+        x.set("claimed_at", s(ts(*at)));
+        x.set("lease_until", s(ts(*until)));
+    } else if p.clear_claim {
+        x.remove("attempt_id");
+        x.remove("lease_until");
+    }
+    if let Some(m) = &p.sns_message_id {
+        x.set("sns_message_id", s(m.as_str()));
+    }
+    if let Some(a) = p.accepted_at {
+        x.set("accepted_at", s(ts(a)));
+    }
+    if let Some(f) = p.final_at {
+        x.set("final_at", s(ts(f)));
+    }
+    if let Some(e) = &p.escalation {
+        x.set("escalated_at", s(ts(e.at)));
+        x.set("escalation_reason", s(e.reason.as_str()));
+        x.remove("esc_lease");
+    }
+    if p.add_conflict {
+        x.add("conflicts");
+    }
+    if let Some(err) = &p.last_error {
+        x.set("last_error", s(err.as_str()));
+    }
+    if let Some(t) = p.enqueued_at {
+        x.set("enqueued_at", s(ts(t)));
+    }
+    if let Some((attempts, next, state)) = &p.reconcile {
+        x.set("reconcile_attempts", n(attempts));
+        match next {
+            Some(t) => x.set("reconcile_next_at", s(ts(*t))),
+            None => x.remove("reconcile_next_at"),
+        }
+        x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
+    }
+    // The pending-index holds an intent while no SMS for it is known to be with SNS.
+    match p.state {
+        Some(st) if !st.is_pending() => {
+            x.remove("pending_by");
+            // Items claimed by the release before the pending-index leave the retired open-index.
+            x.remove("open_recipient");
+        }
+        Some(_) => {
+            if let Some((recipient, deadline)) = &p.pending_again {
+                x.set("pending_to", s(recipient.expose()));
+                x.set("pending_by", s(ts(*deadline)));
+            }
+        }
+        None => {}
+    }
+    if commit == Commit::StateFirst {
+        x.set("moved_by", s(t.observation.id.as_str()));
+    }
+    x.next_check(t.next_check);
+    let mut condition = x.condition(&t.from, t.attempt_id.as_deref());
+    if let Some(mid) = &t.expect.sns_message_id {
+        x.names.insert("#cmid".into(), "sns_message_id".into());
+        x.values.insert(":cmid".into(), s(mid.as_str()));
+        condition.push_str(" AND #cmid = :cmid");
+    }
+    if t.expect.not_escalated {
+        x.names.insert("#cesc".into(), "escalated_at".into());
+        condition.push_str(" AND attribute_not_exists(#cesc)");
+    }
+    (x, condition)
+}
+
+impl DynamoLedger {
+    fn observation_put(&self, t: &Transition) -> PortResult<Put> {
+        Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(observation_item(&t.key, &t.observation, retain_until(t))?))
+            .condition_expression(ABSENT_OR_EXPIRED)
+            .expression_attribute_values(":expired_before", n(t.observation.at.timestamp()))
+            .build()
+            .map_err(|e| unavailable("DynamoDB Put builder", &e))
+    }
+
+    fn message_index_put(&self, t: &Transition) -> PortResult<Option<Put>> {
+        let Some((mid, recipient)) = &t.index_message else { return Ok(None) };
+        Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(format!("MSG#{mid}")))
+            .item("sk", s("MSG"))
+            .item("key", s(t.key.as_str()))
+            .item("recipient", s(recipient.expose()))
+            .item("at", s(ts(t.observation.at)))
+            .item("expires_at", n(retain_until(t).timestamp()))
+            .build()
+            .map(Some)
+            .map_err(|e| unavailable("DynamoDB Put builder", &e))
+    }
+
+    /// Stores the transition's observation unless it is there already. True: stored now.
+    async fn put_observation(&self, t: &Transition) -> PortResult<bool> {
+        let put = self.observation_put(t)?;
+        let res = self
+            .client
+            .put_item()
+            .table_name(put.table_name())
+            .set_item(Some(put.item().clone()))
+            .set_condition_expression(put.condition_expression().map(str::to_owned))
+            .set_expression_attribute_values(put.expression_attribute_values().cloned())
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
+            Err(e) => Err(unavailable("DynamoDB PutItem (observation)", &e)),
+        }
+    }
+
+    /// Writes the SNS message id → intent entry, if the transition has one. Idempotent: the same
+    /// message id always names the same intent.
+    async fn put_message_index(&self, t: &Transition) -> PortResult<()> {
+        let Some(put) = self.message_index_put(t)? else { return Ok(()) };
+        self.client
+            .put_item()
+            .table_name(put.table_name())
+            .set_item(Some(put.item().clone()))
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB PutItem (message index)", &e))?;
+        Ok(())
+    }
+
+    /// The conditional update of the intent item alone. `None`: applied. `Some`: refused, with the
+    /// intent as it is and its `moved_by` mark.
+    async fn update_intent(
+        &self,
+        key: &IdempotencyKey,
+        x: Expr,
+        condition: String,
+    ) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(intent_pk(key)))
+            .key("sk", s("INTENT"))
+            .update_expression(x.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(x.names))
+            .set_expression_attribute_values((!x.values.is_empty()).then_some(x.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(None),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
+                    _ => None,
+                };
+                let item = match old {
+                    Some(item) => item,
+                    None => self.get_item(intent_pk(key), "INTENT").await?.ok_or_else(|| PortError::Corrupt {
+                        what: key.to_string(),
+                        message: "intent missing".into(),
+                    })?,
+                };
+                let moved_by = get_s(&item, "moved_by").map(str::to_owned);
+                Ok(Some((record_from_item(&item)?, moved_by)))
+            }
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (transition)", &e)),
+        }
+    }
+
+    /// The transition as one transaction: the intent's update, its observation, and the message
+    /// index and open-escalation entries when it has them; all or nothing.
+    async fn transact(&self, t: &Transition, x: Expr, condition: String) -> PortResult<TransitionOutcome> {
+        // Nothing to change on the intent: its condition alone is checked.
+        let intent = if x.is_empty() {
+            let check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .key("pk", s(intent_pk(&t.key)))
+                .key("sk", s("INTENT"))
+                .condition_expression(condition)
+                .set_expression_attribute_names((!x.names.is_empty()).then_some(x.names))
+                .set_expression_attribute_values((!x.values.is_empty()).then_some(x.values))
+                .build()
+                .map_err(|e| unavailable("DynamoDB ConditionCheck builder", &e))?;
+            TransactWriteItem::builder().condition_check(check).build()
+        } else {
+            let update = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(intent_pk(&t.key)))
+                .key("sk", s("INTENT"))
+                .update_expression(x.expression())
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(x.names))
+                .set_expression_attribute_values((!x.values.is_empty()).then_some(x.values))
+                .build()
+                .map_err(|e| unavailable("DynamoDB Update builder", &e))?;
+            TransactWriteItem::builder().update(update).build()
+        };
+        let mut items = vec![intent, TransactWriteItem::builder().put(self.observation_put(t)?).build()];
+        if let Some(put) = self.message_index_put(t)? {
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        if let Some(e) = &t.patch.escalation {
+            // On the open-escalations list until an operator acknowledges it.
+            let put = Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(escalation_pk(&t.key)))
+                .item("sk", s("ESC"))
+                .item("key", s(t.key.as_str()))
+                .item("list_pk", s(OPEN_ESCALATIONS))
+                .item("list_sk", s(ts(e.at)))
+                .item("expires_at", n(retain_until(t).timestamp()))
+                .build()
+                .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        let mut conflicts = 0;
+        let codes = loop {
+            let res = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let codes = match res {
+                Ok(_) => return Ok(TransitionOutcome::Applied),
+                Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => match e.err() {
+                    aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => c
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| r.code().unwrap_or("None").to_owned())
+                        .collect::<Vec<String>>(),
+                    _ => Vec::new(),
+                },
+                Err(e) => return Err(unavailable("DynamoDB TransactWriteItems", &e)),
+            };
+            // Another transaction touched one of these items at the same moment: nothing was
+            // written, and the same transaction is safe to try again after a short, jittered wait.
+            let conflict = codes.iter().any(|c| c == "TransactionConflict")
+                && !codes.iter().any(|c| c == "ConditionalCheckFailed");
+            if conflict && conflicts < CONFLICT_RETRIES {
+                conflicts += 1;
+                let wait = rand::random_range(10..=25u64 << conflicts);
+                tracing::debug!(
+                    key = t.key.short(),
+                    attempt = conflicts,
+                    wait_ms = wait,
+                    "transaction conflict; trying again"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                continue;
+            }
+            break codes;
+        };
+        let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
+        if failed(1) {
+            return Ok(TransitionOutcome::AlreadyApplied);
+        }
+        if failed(0) || codes.is_empty() {
+            return match self.get(&t.key).await? {
+                Some(r) => Ok(TransitionOutcome::Refused(Box::new(r))),
+                None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
+            };
+        }
+        Err(PortError::Unavailable {
+            operation: "DynamoDB TransactWriteItems",
+            message: format!("cancelled: {codes:?}"),
+        })
+    }
 }

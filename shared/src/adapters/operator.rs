@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use super::dynamodb::DynamoLedger;
 use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::{IdempotencyKey, IntentRecord, State};
-use crate::ports::{IntentStore, NextCheck, PortResult, StatusPatch, Transition, TransitionOutcome};
+use crate::ports::{Commit, IntentStore, NextCheck, PortResult, StatusPatch, Transition, TransitionOutcome};
 
 /// The states an operator may resend from: the outcome is unknown, or the intent ended without a
 /// confirmed delivery, and no automation will act on it any more.
@@ -72,6 +72,7 @@ impl DynamoLedger {
             patch: StatusPatch {
                 state: Some(State::Sending),
                 claim: Some((claim.attempt_id.to_owned(), claim.now, claim.lease_until)),
+                pending_again: Some((record.intent.recipient.clone(), record.intent.deadline)),
                 ..Default::default()
             },
             observation: Observation::new(
@@ -89,6 +90,8 @@ impl DynamoLedger {
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            // The operator's action is recorded only if it takes place.
+            commit: Commit::Atomic,
         };
         match self.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {

@@ -77,6 +77,13 @@ impl State {
         matches!(self, State::Delivered | State::Failed | State::Suppressed | State::Stale | State::ExpiredUnknown)
     }
 
+    /// No SMS for the intent is known to be with SNS yet: waiting to be sent, being sent, or
+    /// sent with an unknown outcome. Such intents are in the ledger's pending-index under their
+    /// recipient (what an orphaned delivery record is matched against, and a person's backlog).
+    pub fn is_pending(self) -> bool {
+        matches!(self, State::Received | State::Queued | State::Sending | State::SendUnknown)
+    }
+
     /// A sender may claim the intent from these states.
     pub const CLAIMABLE: [State; 2] = [State::Received, State::Queued];
 

@@ -12,7 +12,7 @@ use crate::domain::provider::{FailureClass, TABLE_VERSION, classify};
 use crate::domain::state::{ReceiptEffect, apply_linked_receipt, apply_receipt};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::{
-    Expect, IntentStore, NextCheck, PortError, RecipientRegistry, StatusPatch, SuppressionEvidence, Transition,
+    Commit, Expect, IntentStore, NextCheck, PortError, RecipientRegistry, StatusPatch, SuppressionEvidence, Transition,
     TransitionOutcome,
 };
 
@@ -164,10 +164,21 @@ async fn apply_observation<S: IntentStore>(
     for _ in 0..MAX_RACES {
         let state = basis.state;
         // A record for an earlier attempt's message (the intent was resent since) is evidence
-        // about that message, not about the current attempt: stored, never applied.
-        let earlier_attempt = basis.sns_message_id.as_deref().is_some_and(|current_id| current_id != record.message_id);
+        // about that message, not about the current attempt: stored, never applied. An intent
+        // still `sending` has recorded no message id for its current attempt yet: the id it
+        // carries is an earlier attempt's.
+        let sending = state == State::Sending;
+        let earlier_attempt = match basis.sns_message_id.as_deref() {
+            Some(id) if sending => id == record.message_id,
+            Some(id) => id != record.message_id,
+            None => false,
+        };
         let effect = match (record.status.receipt(), link) {
             (Some(_), _) if earlier_attempt => ReceiptEffect::Late,
+            // Found by the message index while still `sending`: its sender stored the MessageId
+            // SNS answered (facts first) and its state change has not landed yet, or never will
+            // (a crash). The record settles it as a linked one would.
+            (Some(r), Link::Indexed) if sending => apply_linked_receipt(state, r),
             (Some(r), Link::Indexed) => apply_receipt(state, r),
             (Some(r), Link::Reconciled) => apply_linked_receipt(state, r),
             (None, _) => ReceiptEffect::Unrecognised,
@@ -185,7 +196,7 @@ async fn apply_observation<S: IntentStore>(
                 } else {
                     next = NextCheck::Remove;
                 }
-                if link == Link::Reconciled && basis.sns_message_id.is_none() {
+                if (link == Link::Reconciled && basis.sns_message_id.is_none()) || from == State::Sending {
                     patch.sns_message_id = Some(record.message_id.clone());
                 }
                 vec![from]
@@ -212,6 +223,7 @@ async fn apply_observation<S: IntentStore>(
             },
         )
         .with_state(patch.state.unwrap_or(state));
+        let effect_moves = patch.state.is_some();
         let index_message = (link == Link::Reconciled).then(|| (record.message_id.clone(), recipient.clone()));
         let t = Transition {
             key: key.clone(),
@@ -227,6 +239,11 @@ async fn apply_observation<S: IntentStore>(
                 Expect::default()
             },
             retain_until: basis.retain_until,
+            // A state change is written first, then its observation (whose effect was decided on
+            // the state; the log subscription's redelivery finishes a change cut short). Records
+            // that change no state (conflicting, late, redundant) update a counter at most: one
+            // transaction keeps that counter exact under redelivery.
+            commit: if effect_moves { Commit::StateFirst } else { Commit::Atomic },
         };
         match store.transition(t).await? {
             TransitionOutcome::Applied => {

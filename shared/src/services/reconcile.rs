@@ -11,8 +11,8 @@ use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::reconcile::{Found, Window};
 use crate::domain::{IdempotencyKey, State};
 use crate::ports::{
-    DeliveryLogSearch, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, StatusPatch,
-    Transition,
+    Commit, DeliveryLogSearch, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError,
+    StatusPatch, Transition,
 };
 use crate::services::receipts::{self, Link, LogEvent};
 
@@ -126,6 +126,7 @@ pub async fn link<S: IntentStore + MessageIndex, R: RecipientRegistry, L: Delive
             index_message: None,
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
+            commit: Commit::Atomic,
         })
         .await?;
     for c in mine {

@@ -111,7 +111,7 @@ impl Capacity {
 pub fn model(w: &Wru, t: &Value) -> Result<Capacity> {
     let s = Settings::from_template(t)?;
     let due = w.of_index("due-index") as f64;
-    let open = w.of_index("open-index") as f64;
+    let open = w.of_index("pending-index") as f64;
     let table = w.table_wru() as f64;
     // A batch invocation lasts about its records' times: per alert, one record's time.
     let busy_s: f64 = w.phases.iter().map(|p| p.handler.as_secs_f64()).sum();
@@ -168,11 +168,11 @@ pub fn model(w: &Wru, t: &Value) -> Result<Capacity> {
     ]);
     if open > 0.0 {
         ceilings.push(Ceiling {
-            limit: format!("open-index, one recipient number ({PARTITION_WCU_PER_S:.0} WCU/s per partition)"),
+            limit: format!("pending-index, one recipient number ({PARTITION_WCU_PER_S:.0} WCU/s per partition)"),
             adjustable: false,
             alerts_per_s: f64::INFINITY,
             how: format!(
-                "{open:.0} open-index WRU per alert, partitioned by recipient: {:.0} alerts/s to one number; spread over numbers, not a stack limit",
+                "{open:.0} pending-index WRU per alert, partitioned by recipient: {:.0} alerts/s to one number; spread over numbers, not a stack limit",
                 PARTITION_WCU_PER_S / open
             ),
         });

@@ -365,8 +365,9 @@ impl Report {
              **Python peer** (section 1, `tests/bench/python/peer/handler.py`): the same method on the same \
              workloads — a fresh batch of 10 send requests seeded the same way, 500 fresh records and a fresh \
              ~1 MB event (the Rust runs stored theirs) — written to make the Rust functions' calls (sender, per record: the claim `UpdateItem` \
-             returning the intent, `GetItem` on the recipients table, SNS `Publish`, `TransactWriteItems`; status: \
-             one `BatchGetItem` per 100 records, a conditional `PutItem` per orphan). Its ratios are given only where \
+             returning the intent, `GetItem` on the recipients table, SNS `Publish`, then the observation and `MSG#` \
+             `PutItem`s and the state's `UpdateItem`; status: one `BatchGetItem` per 100 records, the state's \
+             `UpdateItem` then the observation's `PutItem` per applied record, a conditional `PutItem` per orphan). Its ratios are given only where \
              both runs completed with the same calls per record; otherwise the row says why not.\n",
             timeout.as_secs(),
             if timeout.as_secs() == rss::STATUS_TIMEOUT_DEFAULT {
@@ -659,13 +660,14 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_eight_aws_calls_two_intake_four_sender_two_status`): \
+             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_eleven_aws_calls_two_intake_six_sender_three_status`): \
              intake — `PutItem`, the conditional put of the intent (one intent per business event), and \
              `SendMessage`; no write confirms the enqueue (the sender's claim accepts `received`; a replay or the \
              sweep re-enqueues an unclaimed intent). Sender — `UpdateItem`, the claim with a lease (at most one \
-             publish), `GetItem` on the recipients table (suppression), `Publish`, and `TransactWriteItems` \
-             recording `accepted`, the `MSG#` index and the observation at once. Status — `GetItem` of the `MSG#` \
-             index and `TransactWriteItems` of observation + state, decided on the state the index implies \
+             publish), `GetItem` on the recipients table (suppression), `Publish`, then what SNS answered — the \
+             observation and the `MSG#` index (two `PutItem`s, side by side) — and `UpdateItem` recording \
+             `accepted` on the claim (no transaction: facts first, then the state). Status — `BatchGetItem` of the \
+             `MSG#` index, `UpdateItem` of the state, then `PutItem` of its observation, decided on the state the index implies \
              (accepted with that message id, not escalated) and conditioned on it; when the intent has moved on, \
              the refused write costs one read more.\n"
         );

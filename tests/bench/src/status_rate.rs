@@ -78,7 +78,7 @@ impl IntentStore for CountingPorts {
         Ok(None)
     }
     async fn transition(&self, _: Transition) -> PortResult<TransitionOutcome> {
-        self.count("TransactWriteItems (observation + state)");
+        self.count("UpdateItem + PutItem (state, then observation)");
         Ok(TransitionOutcome::Applied)
     }
     async fn claim(&self, _: &IdempotencyKey, _: &str, _: DateTime<Utc>, _: DateTime<Utc>) -> PortResult<ClaimOutcome> {
@@ -116,7 +116,7 @@ impl OpenAttempts for CountingPorts {
         _: DateTime<Utc>,
         _: DateTime<Utc>,
     ) -> PortResult<Vec<IntentRecord>> {
-        self.count("Query (open-index)");
+        self.count("Query (pending-index)");
         Ok(Vec::new())
     }
 }

@@ -19,7 +19,7 @@
 use chrono::{DateTime, Utc};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::{IdempotencyKey, IntentRecord, State};
-use tocsin::ports::{IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
+use tocsin::ports::{Commit, IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
 
 use super::{load, resolve_key};
 use crate::context::{queue_depth, queue_name};
@@ -392,6 +392,7 @@ async fn record_ack(
         index_message: None,
         expect: Default::default(),
         retain_until: Some(record.intent.expires_at()),
+        commit: Commit::Atomic,
     };
     match ctx.ledger.transition(t).await.map_err(CliError::port(format!("recording the acknowledgement of {key}")))? {
         TransitionOutcome::Applied => Ok(true),

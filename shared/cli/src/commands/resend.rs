@@ -15,7 +15,7 @@ use tocsin::domain::intent::{IntentRecord, SmsOptions};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::{PhoneNumber, State};
 use tocsin::ports::{
-    IntentStore, NextCheck, PublishOutcome, RecipientRegistry, SmsGateway, SmsMessage, StatusPatch, Transition,
+    Commit, IntentStore, NextCheck, PublishOutcome, RecipientRegistry, SmsGateway, SmsMessage, StatusPatch, Transition,
     TransitionOutcome,
 };
 
@@ -269,6 +269,7 @@ async fn record_outcome(
         index_message: None,
         expect: Default::default(),
         retain_until: Some(intent.expires_at()),
+        commit: Commit::Atomic,
     };
     if let PublishOutcome::Accepted { message_id } = published {
         t.index_message = Some((message_id.clone(), intent.recipient.clone()));

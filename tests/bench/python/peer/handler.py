@@ -48,8 +48,8 @@ def send_one(request):
         item = dynamodb.update_item(
             TableName=LEDGER,
             Key={"pk": pk, "sk": {"S": "INTENT"}},
-            UpdateExpression="SET #s = :sending, attempt_id = :a, claimed_at = :now, lease_until = :lease, "
-            "updated_at = :now, open_recipient = recipient_e164 ADD attempts :one",
+            UpdateExpression="SET #s = :sending, attempt_id = :a, claimed_at = :now, lease_until = :lease "
+            "ADD attempts :one",
             ConditionExpression="attribute_exists(pk) AND #s IN (:received, :queued)",
             ExpressionAttributeNames={"#s": "state"},
             ExpressionAttributeValues={
@@ -75,7 +75,7 @@ def send_one(request):
             return {"outcome": "unknown intent"}
         return {"outcome": "not claimable"}
     intent = json.loads(item["intent"]["S"])
-    recipient = item["recipient_e164"]["S"]
+    recipient = item["pending_to"]["S"]
     state = dynamodb.get_item(
         TableName=RECIPIENTS, Key={"pk": {"S": "RCPT#" + recipient}, "sk": {"S": "STATE"}}, ConsistentRead=True
     ).get("Item")
@@ -89,50 +89,47 @@ def send_one(request):
         MessageAttributes={"AWS.SNS.SMS.SMSType": {"DataType": "String", "StringValue": "Transactional"}},
     )
     mid = published["MessageId"]
-    dynamodb.transact_write_items(
-        TransactItems=[
-            {
-                "Update": {
-                    "TableName": LEDGER,
-                    "Key": {"pk": pk, "sk": {"S": "INTENT"}},
-                    "UpdateExpression": "SET #s = :accepted, sns_message_id = :mid, accepted_at = :now, "
-                    "updated_at = :now REMOVE open_recipient",
-                    "ConditionExpression": "attempt_id = :a",
-                    "ExpressionAttributeNames": {"#s": "state"},
-                    "ExpressionAttributeValues": {
-                        ":accepted": {"S": "accepted"},
-                        ":mid": {"S": mid},
-                        ":now": {"S": now},
-                        ":a": {"S": attempt},
-                    },
-                }
+    # As the Rust sender: what SNS answered first (observation, message index), then the state.
+    try:
+        dynamodb.put_item(
+            TableName=LEDGER,
+            Item={
+                "pk": pk,
+                "sk": {"S": "OBS#attempt:" + attempt + ":accepted"},
+                "at": {"S": now},
+                "obs": {"S": json.dumps({"source": "sender", "state": "accepted", "message_id": mid})},
             },
-            {
-                "Put": {
-                    "TableName": LEDGER,
-                    "Item": {
-                        "pk": pk,
-                        "sk": {"S": "OBS#sender:" + attempt},
-                        "at": {"S": now},
-                        "obs": {"S": json.dumps({"source": "sender", "state": "accepted", "message_id": mid})},
-                    },
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-            {
-                "Put": {
-                    "TableName": LEDGER,
-                    "Item": {
-                        "pk": {"S": "MSG#" + mid},
-                        "sk": {"S": "MSG"},
-                        "key": {"S": request["key"]},
-                        "recipient": {"S": recipient},
-                        "at": {"S": now},
-                    },
-                }
-            },
-        ]
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+    except dynamodb.exceptions.ConditionalCheckFailedException:
+        pass
+    dynamodb.put_item(
+        TableName=LEDGER,
+        Item={
+            "pk": {"S": "MSG#" + mid},
+            "sk": {"S": "MSG"},
+            "key": {"S": request["key"]},
+            "recipient": {"S": recipient},
+            "at": {"S": now},
+        },
     )
+    try:
+        dynamodb.update_item(
+            TableName=LEDGER,
+            Key={"pk": pk, "sk": {"S": "INTENT"}},
+            UpdateExpression="SET #s = :accepted, sns_message_id = :mid, accepted_at = :now "
+            "REMOVE attempt_id, lease_until, pending_by",
+            ConditionExpression="attempt_id = :a",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={
+                ":accepted": {"S": "accepted"},
+                ":mid": {"S": mid},
+                ":now": {"S": now},
+                ":a": {"S": attempt},
+            },
+        )
+    except dynamodb.exceptions.ConditionalCheckFailedException:
+        return {"outcome": "claim lost"}
     return {"outcome": "accepted", "message_id": mid}
 
 
@@ -172,41 +169,41 @@ def _subscription(event):
             if mid in index:
                 pk = {"S": "INTENT#" + index[mid]["key"]["S"]}
                 state = "delivered" if record.get("status") == "SUCCESS" else "failed"
+                oid = "log:" + entry["id"]
+                # As the Rust status function: the state first, marked with the observation's id,
+                # then the observation.
                 try:
-                    dynamodb.transact_write_items(
-                        TransactItems=[
-                            {
-                                "Update": {
-                                    "TableName": LEDGER,
-                                    "Key": {"pk": pk, "sk": {"S": "INTENT"}},
-                                    "UpdateExpression": "SET #s = :to, final_at = :now, updated_at = :now",
-                                    "ConditionExpression": "#s = :accepted AND sns_message_id = :mid",
-                                    "ExpressionAttributeNames": {"#s": "state"},
-                                    "ExpressionAttributeValues": {
-                                        ":to": {"S": state},
-                                        ":now": {"S": now},
-                                        ":accepted": {"S": "accepted"},
-                                        ":mid": {"S": mid},
-                                    },
-                                }
-                            },
-                            {
-                                "Put": {
-                                    "TableName": LEDGER,
-                                    "Item": {
-                                        "pk": pk,
-                                        "sk": {"S": "OBS#log:" + entry["id"]},
-                                        "at": {"S": now},
-                                        "obs": {"S": json.dumps({"source": "status", "state": state})},
-                                    },
-                                    "ConditionExpression": "attribute_not_exists(pk)",
-                                }
-                            },
-                        ]
+                    dynamodb.update_item(
+                        TableName=LEDGER,
+                        Key={"pk": pk, "sk": {"S": "INTENT"}},
+                        UpdateExpression="SET #s = :to, final_at = :now, moved_by = :oid REMOVE due_shard, due_at",
+                        ConditionExpression="#s = :accepted AND sns_message_id = :mid",
+                        ExpressionAttributeNames={"#s": "state"},
+                        ExpressionAttributeValues={
+                            ":to": {"S": state},
+                            ":now": {"S": now},
+                            ":accepted": {"S": "accepted"},
+                            ":mid": {"S": mid},
+                            ":oid": {"S": oid},
+                        },
                     )
-                    summary["applied"] += 1
-                except dynamodb.exceptions.TransactionCanceledException:
+                except dynamodb.exceptions.ConditionalCheckFailedException:
                     summary["duplicates"] += 1
+                    continue
+                try:
+                    dynamodb.put_item(
+                        TableName=LEDGER,
+                        Item={
+                            "pk": pk,
+                            "sk": {"S": "OBS#" + oid},
+                            "at": {"S": now},
+                            "obs": {"S": json.dumps({"source": "status", "state": state})},
+                        },
+                        ConditionExpression="attribute_not_exists(pk)",
+                    )
+                except dynamodb.exceptions.ConditionalCheckFailedException:
+                    pass
+                summary["applied"] += 1
                 continue
             try:
                 dynamodb.put_item(
