@@ -177,8 +177,9 @@ pub trait MessageIndex: Send + Sync {
         &self,
         sns_message_id: &str,
     ) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
-    /// Keeps a delivery record whose message id matches no intent (yet).
-    fn keep_orphan(&self, orphan: &OrphanRecord) -> impl Future<Output = PortResult<()>> + Send;
+    /// Keeps delivery records whose message ids match no intent (yet), as few calls as the store
+    /// allows. Idempotent: a record kept twice (a redelivered log event) is one item.
+    fn keep_orphans(&self, orphans: &[OrphanRecord]) -> impl Future<Output = PortResult<()>> + Send;
     /// Looks many message ids up at once (the store splits them into as few calls as it can).
     /// An id in no index is absent from the answer; an unreadable entry fails that id alone.
     fn lookup_many(&self, sns_message_ids: &[String]) -> impl Future<Output = PortResult<IndexEntries>> + Send;

@@ -97,13 +97,13 @@ async fn a_batch_of_two_thousand_other_applications_records_applies_tocsins_own_
     // 2,004 records → 21 lookups of at most 100 ids; no per-record read, no index query, no wait.
     assert_eq!(count(&calls, "BatchGetItem"), 21, "{:?}", tally(&calls));
     assert_eq!((count(&calls, "GetItem"), count(&calls, "Query")), (0, 0), "{:?}", tally(&calls));
-    assert_eq!(
-        count(&calls, "PutItem"),
-        2_000 + 4,
-        "one orphan item per foreign record, one observation per own receipt"
-    );
+    // The orphans of each chunk of 100 records go 25 to a BatchWriteItem: 20 chunks of 99-100
+    // orphans and one of 4 records.
+    let orphan_writes = count(&calls, "BatchWriteItem");
+    assert_eq!(orphan_writes, 20 * 4 + 1, "{:?}", tally(&calls));
+    assert_eq!(count(&calls, "PutItem"), 4, "one observation per own receipt");
     assert_eq!(count(&calls, "UpdateItem"), 4, "one state write per own receipt");
-    assert_eq!(calls.len(), 21 + 2_000 + 4 + 4, "nothing else");
+    assert_eq!(calls.len(), 21 + orphan_writes + 4 + 4, "nothing else");
     assert!(foreign_records_metric(2_000.0), "the foreign traffic is counted");
     // Secondary, generous: the function's timeout is 30 s (the old path needed minutes here).
     assert!(took < p.status.timeout, "took {took:?}");
@@ -146,10 +146,13 @@ async fn a_young_record_ahead_of_the_senders_write_is_waited_for_once_per_chunk(
     assert!((5..=8).contains(&lookups), "{lookups} lookups: {:?}", tally(&calls));
     assert_eq!(count(&calls, "GetItem"), 0);
     assert!(count(&calls, "Query") <= status::OPEN_MATCH_BUDGET, "pending-index queries are capped per invocation");
-    // 300 orphans and the receipt's observation, plus the sender's own puts (its observation and
-    // message index) that fall inside the recording.
+    // 300 orphans, 25 to a write (per chunk of 100 records: ⌈orphans ÷ 25⌉); the receipt's
+    // observation, plus the sender's own puts (its observation and message index) that fall
+    // inside the recording.
+    let orphan_writes = count(&calls, "BatchWriteItem");
+    assert!((12..=16).contains(&orphan_writes), "{orphan_writes} BatchWriteItem: {:?}", tally(&calls));
     let puts = count(&calls, "PutItem");
-    assert!((301..=303).contains(&puts), "{puts} PutItem: {:?}", tally(&calls));
+    assert!((1..=3).contains(&puts), "{puts} PutItem: {:?}", tally(&calls));
 }
 
 /// The wait for a young record never reaches past the invocation's deadline (less a margin): a

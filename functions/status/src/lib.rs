@@ -318,6 +318,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                 None => old.push(p),
             }
         }
+        let old: Vec<&Parsed> = old.iter().collect();
         let (applied, waited, orphaned) = futures::join!(
             futures::stream::iter(indexed)
                 .map(|(p, entry)| async move {
@@ -329,10 +330,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                 .buffer_unordered(CONCURRENCY)
                 .collect::<Vec<_>>(),
             self.settle_young(log_group, young, wait_horizon, budget),
-            futures::stream::iter(old)
-                .map(|p| async move { (self.orphan(log_group, &p).await, false) })
-                .buffer_unordered(CONCURRENCY)
-                .collect::<Vec<_>>(),
+            self.orphans(log_group, &old),
         );
         out.extend(applied);
         out.extend(waited);
@@ -368,30 +366,37 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             Ok(index) => index,
             Err(e) => return young.iter().map(|_| (Err(copy_error(&e)), false)).collect(),
         };
-        futures::stream::iter(young)
+        // `None`: matched nothing, to be kept as an orphan with the others.
+        let settled: Vec<(&Parsed, Option<Processed>)> = futures::stream::iter(&young)
             .map(|p| {
                 let entry = entry_of(&index, &p.record.message_id);
                 async move {
                     match entry {
-                        Some(Ok((key, recipient))) => return self.apply(&p, key, recipient, Link::Indexed).await,
-                        Some(Err(e)) => return (Err(e), false),
+                        Some(Ok((key, recipient))) => {
+                            return (p, Some(self.apply(p, key, recipient, Link::Indexed).await));
+                        }
+                        Some(Err(e)) => return (p, Some((Err(e), false))),
                         None => {}
                     }
                     if budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1)).is_ok() {
-                        match self.open_attempt_for(&p).await {
+                        match self.open_attempt_for(p).await {
                             Ok(Some((key, recipient))) => {
-                                return self.apply(&p, key, recipient, Link::Reconciled).await;
+                                return (p, Some(self.apply(p, key, recipient, Link::Reconciled).await));
                             }
                             Ok(None) => {}
-                            Err(e) => return (Err(e), false),
+                            Err(e) => return (p, Some((Err(e), false))),
                         }
                     }
-                    (self.orphan(log_group, &p).await, false)
+                    (p, None)
                 }
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
-            .await
+            .await;
+        let unmatched: Vec<&Parsed> = settled.iter().filter(|(_, r)| r.is_none()).map(|(p, _)| *p).collect();
+        let mut out = self.orphans(log_group, &unmatched).await;
+        out.extend(settled.into_iter().filter_map(|(_, r)| r));
+        out
     }
 
     /// Applies a record to the intent it belongs to; returns the outcome and whether the
@@ -413,25 +418,38 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
     }
 
     /// Keeps a record that matched no intent, for [`ORPHAN_RETENTION`].
-    async fn orphan(&self, log_group: &str, p: &Parsed) -> Result<EventOutcome, PortError> {
+    /// Keeps records that matched no intent, for [`ORPHAN_RETENTION`], in as few writes as the
+    /// store allows (25 per call on DynamoDB): nearly all are other applications' SMS.
+    async fn orphans(&self, log_group: &str, records: &[&Parsed]) -> Vec<Processed> {
+        if records.is_empty() {
+            return Vec::new();
+        }
         let now = self.clock.now();
-        let orphan = OrphanRecord {
-            log_event_id: p.entry.id.clone(),
-            sns_message_id: p.record.message_id.clone(),
-            log_group: log_group.to_owned(),
-            message: p.entry.message.clone(),
-            received_at: now,
-            expires_at: now + ORPHAN_RETENTION,
-        };
-        // Debug, not info: most of these are other applications' SMS, by the thousand; the batch
-        // line and the `foreign_records` metric count them.
-        tracing::debug!(
-            log_event_id = %p.entry.id,
-            sns_message_id = %p.record.message_id,
-            destination = %p.record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
-            "delivery record matches no intent; kept as orphan"
-        );
-        self.store.keep_orphan(&orphan).await.map(|()| EventOutcome::Orphaned)
+        let batch: Vec<OrphanRecord> = records
+            .iter()
+            .map(|p| {
+                // Debug, not info: most of these are other applications' SMS, by the thousand; the
+                // batch line and the `foreign_records` metric count them.
+                tracing::debug!(
+                    log_event_id = %p.entry.id,
+                    sns_message_id = %p.record.message_id,
+                    destination = %p.record.destination.as_deref().map(mask_phone_like).unwrap_or_default(),
+                    "delivery record matches no intent; kept as orphan"
+                );
+                OrphanRecord {
+                    log_event_id: p.entry.id.clone(),
+                    sns_message_id: p.record.message_id.clone(),
+                    log_group: log_group.to_owned(),
+                    message: p.entry.message.clone(),
+                    received_at: now,
+                    expires_at: now + ORPHAN_RETENTION,
+                }
+            })
+            .collect();
+        match self.store.keep_orphans(&batch).await {
+            Ok(()) => records.iter().map(|_| (Ok(EventOutcome::Orphaned), false)).collect(),
+            Err(e) => records.iter().map(|_| (Err(copy_error(&e)), false)).collect(),
+        }
     }
 
     /// A record whose message id is in no index may still be ours: the sender crashed after

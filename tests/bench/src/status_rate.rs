@@ -96,8 +96,11 @@ impl MessageIndex for CountingPorts {
         self.count("GetItem (MSG# index)");
         Ok(self.index.get(id).cloned())
     }
-    async fn keep_orphan(&self, _: &OrphanRecord) -> PortResult<()> {
-        self.count("PutItem (orphan)");
+    async fn keep_orphans(&self, orphans: &[OrphanRecord]) -> PortResult<()> {
+        // The adapter writes up to 25 per BatchWriteItem.
+        for _ in orphans.chunks(25) {
+            self.count("BatchWriteItem (orphans, ≤ 25 items)");
+        }
         Ok(())
     }
     async fn lookup_many(&self, ids: &[String]) -> PortResult<IndexEntries> {
