@@ -304,22 +304,29 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
 }
 
+/// An alert published by a sender whose "accepted" state write (the only update that carries
+/// the SNS message id) is throttled until the invocation ends; the fault is cleared on return.
+async fn published_with_its_state_write_lost(seed: u64, event_id: &str, number: &str) -> (Pipeline, IdempotencyKey) {
+    let p = Pipeline::start_with(Options { fault_seed: Some(seed), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains(":sns_message_id"),
+    );
+    let (_, body) = p.submit(&alert(event_id, number)).await;
+    let key = key_of(&body);
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    proxy.clear_rules();
+    (p, key)
+}
+
 /// The sender stores what SNS answered (observation and message index) before the intent's state:
 /// when that state write never lands, the delivery record finds the intent by its message id,
 /// still `sending`, and settles it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_record_found_by_message_id_settles_an_intent_whose_state_write_never_landed() {
-    let p = Pipeline::start_with(Options { fault_seed: Some(16), ..Default::default() }).await;
-    let proxy = p.proxy.clone().expect("proxy");
-    // Only the "accepted" update carries the SNS message id.
-    proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains(":sns_message_id"),
-    );
-    let (_, body) = p.submit(&alert("state-never-recorded", "+14155550194")).await;
-    let key = key_of(&body);
-    let q = p.stack.queue("SendQueue").clone();
-    let msgs = p.receive(&q.url, 10).await;
-    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    let (p, key) = published_with_its_state_write_lost(16, "state-never-recorded", "+14155550194").await;
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Sending, "published, state never recorded");
     assert!(r.status.sns_message_id.is_none());
@@ -330,7 +337,6 @@ async fn a_delivery_record_found_by_message_id_settles_an_intent_whose_state_wri
         history.iter().any(|o| o.id.ends_with(":accepted")),
         "the accepted observation is stored although the state is not: {history:?}"
     );
-    proxy.clear_rules();
     p.carrier_reports(&sms[0].message_id, "+14155550194", true, "Message has been accepted by phone").await;
     let summaries = p.run_status().await;
     assert_eq!(summaries.iter().map(|s| s.orphaned).sum::<usize>(), 0, "found by the message index: {summaries:?}");
@@ -338,6 +344,26 @@ async fn a_delivery_record_found_by_message_id_settles_an_intent_whose_state_wri
     assert_eq!(r.status.state, State::Delivered, "the delivery record settles the intent");
     assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
+
+/// The same sender stopped for good after SNS answered: its lease lapses and the sweep makes the
+/// intent `send_unknown`; the delivery record still finds it by message id, settles it and
+/// records the message id the state write never did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_record_found_by_message_id_settles_an_unknown_outcome_and_records_its_message_id() {
+    let (p, key) = published_with_its_state_write_lost(17, "state-never-recorded-2", "+14155550195").await;
+    p.clock.advance(Duration::minutes(3));
+    let run = p.run_escalation().await;
+    assert_eq!(run.lease_expired_unknown, 1, "{run:?}");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    p.carrier_reports(&sms[0].message_id, "+14155550195", true, "Message has been accepted by phone").await;
+    p.run_status().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered, "the unknown outcome is settled by its delivery record");
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()), "and its message id recorded");
+    assert!(p.escalations().await.is_empty(), "nothing to page about");
 }
 
 /// The claim keeps intake's earlier due-index check (one index move saved per alert); when the

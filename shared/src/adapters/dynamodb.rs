@@ -496,9 +496,17 @@ impl IntentStore for DynamoLedger {
                 let stored_before = !stored_now;
                 match self.update_intent(&t.key, update, condition).await? {
                     None => Ok(TransitionOutcome::Applied),
-                    // The observation was there before this call and the intent already shows
-                    // the change: a retry of this very transition.
-                    Some((current, _)) if stored_before && t.patch.state.is_none_or(|s| s == current.status.state) => {
+                    // The intent already shows the change, and the observation was there before
+                    // this call or the intent carries this change's message id: a retry of this
+                    // very transition (or the SDK's retry of an update whose answer was lost).
+                    Some((current, _))
+                        if t.patch.state.is_none_or(|s| s == current.status.state)
+                            && (stored_before
+                                || t.patch
+                                    .sns_message_id
+                                    .as_ref()
+                                    .is_some_and(|m| current.status.sns_message_id.as_ref() == Some(m))) =>
+                    {
                         Ok(TransitionOutcome::AlreadyApplied)
                     }
                     Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),

@@ -196,7 +196,9 @@ async fn apply_observation<S: IntentStore>(
                 } else {
                     next = NextCheck::Remove;
                 }
-                if (link == Link::Reconciled && basis.sns_message_id.is_none()) || from == State::Sending {
+                // The record's message is the current attempt's: the intent has no id recorded
+                // yet (its sender's state write is late or lost), or it is still `sending`.
+                if basis.sns_message_id.is_none() || from == State::Sending {
                     patch.sns_message_id = Some(record.message_id.clone());
                 }
                 vec![from]
