@@ -44,7 +44,7 @@ pub enum NextCheck {
     Remove,
 }
 
-/// Changes to an intent's status, applied together with one observation in one atomic write.
+/// Changes to an intent's status, applied with one observation (how: [`Commit`]).
 #[derive(Debug, Clone, Default)]
 pub struct StatusPatch {
     pub state: Option<State>,
@@ -69,7 +69,7 @@ pub struct StatusPatch {
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,
-/// still held by `attempt_id`), together with its observation; both or neither.
+/// still held by `attempt_id`), with its observation, stored once whatever the retries ([`Commit`]).
 #[derive(Debug, Clone)]
 pub struct Transition {
     pub key: IdempotencyKey,

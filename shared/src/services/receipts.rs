@@ -123,9 +123,9 @@ impl Basis {
         }
     }
 
-    /// What an indexed record's intent almost always is: the sender wrote the message-id index in
-    /// the same transaction that made the intent `accepted` with that message id. Deciding on this
-    /// saves the read; a wrong guess is refused by the write's conditions and costs one read, never
+    /// What an indexed record's intent almost always is: the sender wrote the message-id index just
+    /// before it made the intent `accepted` with that message id (a record seldom overtakes that
+    /// write: it comes after the carrier's answer). Deciding on this saves the read; a wrong guess is refused by the write's conditions and costs one read, never
     /// a wrong change.
     fn presumed_accepted(message_id: &str) -> Self {
         Basis {
