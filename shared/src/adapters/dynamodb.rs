@@ -658,7 +658,7 @@ impl MessageIndex for DynamoLedger {
         Ok(Some((key, recipient)))
     }
 
-    /// BatchWriteItem, [`BATCH_WRITE_ITEMS`] orphans per call, the calls side by side: a foreign
+    /// BatchWriteItem, 25 orphans per call (DynamoDB's limit), the calls side by side: a foreign
     /// record (other applications' SMS arrive by the thousand) costs a 25th of a call instead of a
     /// call. BatchWriteItem takes no condition: a redelivered record's item is written again with
     /// the same key and message (only `received_at` moves), which is still one item. Items DynamoDB
