@@ -343,6 +343,15 @@ impl DynamoLedger {
         self
     }
 
+    /// The intent item as a refused conditional write found it: the one DynamoDB returned with the
+    /// refusal (`ReturnValuesOnConditionCheckFailure`), else read strongly consistent.
+    async fn refused_intent(&self, returned: Option<Item>, key: &IdempotencyKey) -> PortResult<Option<Item>> {
+        match returned {
+            Some(item) => Ok(Some(item)),
+            None => self.get_item(intent_pk(key), "INTENT").await,
+        }
+    }
+
     async fn get_item(&self, pk: String, sk: &str) -> PortResult<Option<Item>> {
         let out = self
             .client
@@ -464,15 +473,10 @@ impl IntentStore for DynamoLedger {
                     }
                     _ => None,
                 };
-                let item = match old {
-                    Some(item) => item,
-                    None => self.get_item(intent_pk(&record.intent.key), "INTENT").await?.ok_or_else(|| {
-                        PortError::Corrupt {
-                            what: record.intent.key.to_string(),
-                            message: "exists yet unreadable".into(),
-                        }
-                    })?,
-                };
+                let item = self.refused_intent(old, &record.intent.key).await?.ok_or_else(|| PortError::Corrupt {
+                    what: record.intent.key.to_string(),
+                    message: "exists yet unreadable".into(),
+                })?;
                 Ok(PutOutcome::Exists(Box::new(record_from_item(&item)?)))
             }
             Err(e) => Err(unavailable("DynamoDB PutItem", &e)),
@@ -486,9 +490,11 @@ impl IntentStore for DynamoLedger {
     async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
         // The open-escalations entry must exist exactly when the escalation does: one transaction.
         // So is a change that writes nothing on the intent (an observation under a condition).
-        let (probe, _) = transition_update(&t, Commit::Atomic);
-        let commit = if t.patch.escalation.is_some() || probe.is_empty() { Commit::Atomic } else { t.commit };
-        let (update, condition) = transition_update(&t, commit);
+        let (mut update, condition) = transition_update(&t);
+        let commit = if t.patch.escalation.is_some() || update.is_empty() { Commit::Atomic } else { t.commit };
+        if commit == Commit::StateFirst {
+            update.set("moved_by", s(t.observation.id.as_str()));
+        }
         match commit {
             Commit::Atomic => self.transact(&t, update, condition).await,
             Commit::FactsFirst => {
@@ -576,11 +582,7 @@ impl IntentStore for DynamoLedger {
                     }
                     _ => None,
                 };
-                let old = match old {
-                    Some(o) => Some(o),
-                    None => self.get_item(intent_pk(key), "INTENT").await?,
-                };
-                let Some(item) = old else { return Ok(ClaimOutcome::Missing) };
+                let Some(item) = self.refused_intent(old, key).await? else { return Ok(ClaimOutcome::Missing) };
                 let record = record_from_item(&item)?;
                 // Our own claim whose answer was lost and retried by the SDK: it is ours.
                 if record.status.state == State::Sending && record.status.attempt_id.as_deref() == Some(attempt_id) {
@@ -1001,7 +1003,7 @@ fn index_entry(id: &str, item: &Item) -> PortResult<(IdempotencyKey, PhoneNumber
 }
 
 /// The intent's update and its condition for a transition.
-fn transition_update(t: &Transition, commit: Commit) -> (Expr, String) {
+fn transition_update(t: &Transition) -> (Expr, String) {
     let mut x = Expr::new();
     let p = &t.patch;
     if let Some(st) = p.state {
@@ -1063,9 +1065,6 @@ fn transition_update(t: &Transition, commit: Commit) -> (Expr, String) {
             }
         }
         None => {}
-    }
-    if commit == Commit::StateFirst {
-        x.set("moved_by", s(t.observation.id.as_str()));
     }
     x.next_check(t.next_check);
     let mut condition = x.condition(&t.from, t.attempt_id.as_deref());
@@ -1170,13 +1169,10 @@ impl DynamoLedger {
                     }
                     _ => None,
                 };
-                let item = match old {
-                    Some(item) => item,
-                    None => self.get_item(intent_pk(key), "INTENT").await?.ok_or_else(|| PortError::Corrupt {
-                        what: key.to_string(),
-                        message: "intent missing".into(),
-                    })?,
-                };
+                let item = self
+                    .refused_intent(old, key)
+                    .await?
+                    .ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "intent missing".into() })?;
                 let moved_by = get_s(&item, "moved_by").map(str::to_owned);
                 Ok(Some((record_from_item(&item)?, moved_by)))
             }
