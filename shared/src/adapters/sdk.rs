@@ -9,10 +9,15 @@
 //!
 //! One HTTPS client serves every SDK client built from the configuration (hyper 1 + rustls with
 //! the aws-lc-rs provider, the stack the SDK's `default-https-client` uses), where each client
-//! would otherwise build its own. Its trust store is Mozilla's root certificates compiled into the
-//! binary (`webpki-root-certs`) rather than the system's, which the default client reads and
-//! decodes from disk at every cold start (`/etc/ssl/certs`, `/etc/pki/tls/certs`). Server
-//! certificates are verified as before.
+//! would otherwise build its own. Its trust store is the five root certificates of Amazon Trust
+//! Services ([`AWS_ROOTS_PEM`]), compiled into the binary, rather than the system's, which the
+//! default client reads from disk and parses (some 150 certificates) at every cold start. The
+//! functions talk to AWS service endpoints only, and every one of them, FIPS and VPC endpoints
+//! included, presents a certificate that chains to these roots; Amazon Trust Services recommends
+//! exactly these five for a custom trust store (<https://www.amazontrust.com/repository/>). A
+//! server whose certificate does not chain to them is refused: an endpoint behind a
+//! TLS-intercepting proxy, or a non-AWS HTTPS endpoint set in `AWS_ENDPOINT_URL`, is not trusted.
+//! Server certificates are verified as before.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,8 +32,6 @@ use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::{
     HttpConnectorSettings, SharedHttpClient, SharedHttpConnector, http_client_fn,
 };
-use base64::Engine;
-
 /// What keeps the SDK configuration from being built.
 #[derive(thiserror::Error)]
 pub enum SdkConfigError {
@@ -70,7 +73,7 @@ pub async fn config() -> Result<SdkConfig, SdkConfigError> {
 }
 
 /// The HTTPS client every SDK client of the process shares: rustls (aws-lc-rs) over hyper 1,
-/// trusting Mozilla's root certificates as compiled into the binary, not the system's.
+/// trusting the roots of Amazon Trust Services ([`AWS_ROOTS_PEM`]), not the system's.
 ///
 /// A connector (TLS configuration, root store, connection pool) is built once per pair of
 /// connect and read timeouts a client asks for, and then shared by every client that asks for the
@@ -94,7 +97,7 @@ struct HttpsInner {
 impl Https {
     pub fn new() -> Result<Self, SdkConfigError> {
         let tls = TlsContext::builder()
-            .with_trust_store(compiled_in_roots())
+            .with_trust_store(TrustStore::empty().with_native_roots(false).with_pem_certificate(AWS_ROOTS_PEM))
             .build()
             .map_err(|e| SdkConfigError::Tls(e.to_string()))?;
         Ok(Https { inner: Arc::new(HttpsInner { tls, connectors: Mutex::new(HashMap::new()) }) })
@@ -125,28 +128,58 @@ impl Https {
     }
 }
 
-/// Mozilla's root certificates (`webpki-root-certs`) as a trust store without the system's roots.
-/// The SDK's trust store takes PEM, so each certificate is wrapped as one.
-fn compiled_in_roots() -> TrustStore {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut pem = String::with_capacity(webpki_root_certs::TLS_SERVER_ROOT_CERTS.len() * 2048);
-    for cert in webpki_root_certs::TLS_SERVER_ROOT_CERTS {
-        pem.push_str("-----BEGIN CERTIFICATE-----\n");
-        pem.push_str(&b64.encode(cert.as_ref()));
-        pem.push_str("\n-----END CERTIFICATE-----\n");
-    }
-    TrustStore::empty().with_native_roots(false).with_pem_certificate(pem.into_bytes())
-}
+/// The trust store: Amazon Root CA 1–4 and Starfield Services Root Certificate Authority – G2, the
+/// roots every AWS service endpoint's certificate chains to (Amazon Trust Services' repository,
+/// <https://www.amazontrust.com/repository/>, whose SHA-256 fingerprints the tests pin, as they pin
+/// that Mozilla's root store holds each of them). Parsing five certificates in init instead of
+/// Mozilla's ~150 is most of what the SDK configuration cost at a cold start.
+pub const AWS_ROOTS_PEM: &[u8] = include_bytes!("../../certs/amazon-trust-services.pem");
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+
+    /// The DER of each certificate in a PEM bundle.
+    fn ders(pem: &[u8]) -> Vec<Vec<u8>> {
+        let text = std::str::from_utf8(pem).expect("PEM is ASCII");
+        text.split("-----BEGIN CERTIFICATE-----")
+            .skip(1)
+            .map(|block| {
+                let body = block.split("-----END CERTIFICATE-----").next().expect("an END line");
+                let b64: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+                base64::engine::general_purpose::STANDARD.decode(b64).expect("base64")
+            })
+            .collect()
+    }
+
     #[test]
-    fn one_connector_per_timeout_pair_and_every_compiled_in_root_parses() {
+    fn the_trust_store_is_the_five_amazon_trust_services_roots_and_mozilla_trusts_each() {
+        // As published at https://www.amazontrust.com/repository/ (SHA-256 of the DER).
+        let published = [
+            "8ecde6884f3d87b1125ba31ac3fcb13d7016de7f57cc904fe1cb97c6ae98196e", // Amazon Root CA 1
+            "1ba5b2aa8c65401a82960118f80bec4f62304d83cec4713a19c39c011ea46db4", // Amazon Root CA 2
+            "18ce6cfe7bf14e60b2e347b8dfe868cb31d02ebb3ada271569f50343b46db3a4", // Amazon Root CA 3
+            "e35d28419ed02025cfa69038cd623962458da5c695fbdea3c22b0bfb25897092", // Amazon Root CA 4
+            "568d6905a2c88708a4b3025190edcfedb1974a606a13c6e5290fcb2ae63edab5", // Starfield Services G2
+        ];
+        let certs = ders(AWS_ROOTS_PEM);
+        let fingerprints: Vec<String> = certs.iter().map(|der| hex::encode(Sha256::digest(der))).collect();
+        assert_eq!(fingerprints, published);
+        for (der, fingerprint) in certs.iter().zip(&fingerprints) {
+            assert!(
+                webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().any(|root| root.as_ref() == der.as_slice()),
+                "{fingerprint} is not in Mozilla's root store"
+            );
+        }
+    }
+
+    #[test]
+    fn one_connector_per_timeout_pair_and_every_root_parses() {
         // Building a connector decodes the trust store's PEM and parses each certificate,
         // panicking on a bad one.
-        assert!(webpki_root_certs::TLS_SERVER_ROOT_CERTS.len() > 100);
         let https = Https::new().expect("the TLS configuration");
         let settings =
             |connect: u64| HttpConnectorSettings::builder().connect_timeout(Duration::from_secs(connect)).build();

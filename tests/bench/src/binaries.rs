@@ -67,6 +67,14 @@ fn cargo_lambda_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `nice -n 19 cargo build --release` of the functions and this crate (a no-op when fresh): what
+/// every section that runs a release binary needs, so a partial run never measures stale ones.
+pub fn build_host() -> Result<()> {
+    let mut args = vec!["build", "--release", "--quiet"];
+    args.extend(PACKAGES);
+    cargo(&args)
+}
+
 /// What was built: the host release binaries, and whether the arm64 deployment build ran.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -82,9 +90,7 @@ pub fn build_all() -> Result<Built> {
     if std::env::var_os("TOCSIN_BENCH_SKIP_BUILD").is_some() {
         return Ok(Built { arm64_skipped: Some("TOCSIN_BENCH_SKIP_BUILD is set".into()) });
     }
-    let mut args = vec!["build", "--release", "--quiet"];
-    args.extend(PACKAGES);
-    cargo(&args)?;
+    build_host()?;
     if std::env::var_os("TOCSIN_BENCH_SKIP_ARM64").is_some() {
         return Ok(Built { arm64_skipped: Some("TOCSIN_BENCH_SKIP_ARM64 is set".into()) });
     }

@@ -964,8 +964,8 @@ fn cold_cpu(out: &mut String, rows: &mut Vec<Row>, cold: &ColdStart) {
                  (all threads) around it; median of the runs). Columns: the functions' SDK configuration \
                  (`tocsin::adapters::sdk::config`: region and credentials from the environment providers, what \
                  Lambda sets; `AWS_ENDPOINT_URL` still read; one HTTPS client shared by every SDK client, trusting \
-                 Mozilla's root certificates compiled in (`webpki-root-certs`) instead of the system's read from \
-                 disk, its connector built in init); `aws_config::load_from_env` (the default chains — profile \
+                 the five Amazon Trust Services roots compiled in (`shared/certs/`) instead of the system's ~150 \
+                 read from disk, its connector built in init); `aws_config::load_from_env` (the default chains — profile \
                  files, SSO, web identity, ECS and IMDS providers, each set up — and the SDK's default HTTPS client \
                  per SDK client, with the system's roots: the functions before); region and credentials from the \
                  environment only with the default HTTPS client per SDK client:\n\n\

@@ -74,6 +74,13 @@ async fn run() -> std::io::Result<()> {
         }
         report.arm64_skipped = built.as_ref().ok().and_then(|b| b.arm64_skipped.clone());
         report.build = Some(built.map(|_| ()));
+    } else if std::env::var_os("TOCSIN_BENCH_SKIP_BUILD").is_none() {
+        // A partial run without the build section still measures current binaries: without this,
+        // a change since the last release build would be measured as the old code.
+        eprintln!("bench: bringing the release binaries up to date");
+        if let Err(e) = binaries::build_host() {
+            return Err(std::io::Error::other(format!("release build: {e}")));
+        }
     }
     if enabled("cpu") {
         eprintln!("bench: criterion benches (CPU only, one core)");
