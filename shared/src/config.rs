@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::domain::PhoneNumber;
 use crate::domain::intent::SmsOptions;
 use crate::domain::request::Limits;
+use crate::domain::storm::DigestPolicy;
 use crate::domain::sweep::SweepPolicy;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,19 @@ impl Env {
             _ => {
                 self.errors.push(format!("{name}={raw:?} must be a number of at least {min}"));
                 min
+            }
+        }
+    }
+
+    /// An on/off switch that must be set: `on` or `off`.
+    pub fn switch(&mut self, name: &str) -> bool {
+        let raw = self.required(name);
+        match raw.as_str() {
+            "on" => true,
+            "off" | "" => false,
+            _ => {
+                self.errors.push(format!("{name}={raw:?} must be \"on\" or \"off\""));
+                false
             }
         }
     }
@@ -172,6 +186,9 @@ pub struct SenderConfig {
     pub retry_max_delay: Duration,
     pub sms_defaults: SmsOptions,
     pub sweep: SweepPolicy,
+    /// Storm mode (`TOCSIN_STORM_MODE`): one digest SMS for a recipient's alerts claimed in the
+    /// same invocation, within `TOCSIN_MAX_SEGMENTS` parts.
+    pub storm: DigestPolicy,
 }
 
 impl SenderConfig {
@@ -197,6 +214,12 @@ impl SenderConfig {
                 max_price_usd: env.optional("TOCSIN_SMS_MAX_PRICE_USD"),
             },
             sweep: sweep_policy(env),
+            storm: DigestPolicy {
+                enabled: env.switch("TOCSIN_STORM_MODE"),
+                max_sms_per_window: DigestPolicy::DEFAULT_MAX_SMS_PER_WINDOW,
+                window: DigestPolicy::DEFAULT_WINDOW,
+                max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u8),
+            },
         };
         if c.publish_timeout >= c.claim_lease {
             extra.push("TOCSIN_PUBLISH_TIMEOUT must be shorter than TOCSIN_CLAIM_LEASE".into());
@@ -317,6 +340,20 @@ mod tests {
         assert!(err.to_string().contains("TOCSIN_ORPHAN_WAIT=\"soon\""), "{err}");
     }
 
+    #[test]
+    fn storm_mode_is_a_required_on_off_switch() {
+        let mut env = Env::from_map(HashMap::from([("TOCSIN_STORM_MODE".to_owned(), "yes".to_owned())]));
+        assert!(!env.switch("TOCSIN_STORM_MODE"));
+        let err = env.finish().expect_err("not on/off");
+        assert!(err.to_string().contains("TOCSIN_STORM_MODE=\"yes\" must be \"on\" or \"off\""), "{err}");
+        let mut env = Env::from_map(HashMap::new());
+        env.switch("TOCSIN_STORM_MODE");
+        assert!(env.finish().expect_err("missing").to_string().contains("TOCSIN_STORM_MODE is not set"));
+        let mut env = Env::from_map(HashMap::from([("TOCSIN_STORM_MODE".to_owned(), "on".to_owned())]));
+        assert!(env.switch("TOCSIN_STORM_MODE"));
+        assert!(env.finish().is_ok());
+    }
+
     fn sender_at(rate: u32, concurrency: u32) -> SenderConfig {
         let vars = [
             (LEDGER_TABLE, "t"),
@@ -330,6 +367,8 @@ mod tests {
             ("TOCSIN_DELAY_SUSPECTED_AFTER", "10m"),
             ("TOCSIN_REENQUEUE_GRACE", "2m"),
             ("TOCSIN_REQUEUE_AFTER", "10m"),
+            ("TOCSIN_STORM_MODE", "off"),
+            ("TOCSIN_MAX_SEGMENTS", "3"),
         ];
         let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         map.insert("TOCSIN_SMS_RATE_PER_SECOND".into(), rate.to_string());

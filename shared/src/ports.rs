@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::{Found, ReconcileState, Window};
+use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 
 /// A dependency (DynamoDB, SQS, SNS, CloudWatch Logs) failed or answered something unreadable.
@@ -66,6 +67,8 @@ pub struct StatusPatch {
     /// A move from a settled state back into a pending one (an operator's resend of a failed
     /// intent): the recipient and deadline under which it re-enters the pending-index.
     pub pending_again: Option<(PhoneNumber, DateTime<Utc>)>,
+    /// The storm-mode digest the intent's SMS was (set with the digest's outcome).
+    pub digest_id: Option<DigestId>,
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,
@@ -173,10 +176,7 @@ pub trait IntentStore: Send + Sync {
 
 /// The SNS message id → intent index the sender writes and the status function reads.
 pub trait MessageIndex: Send + Sync {
-    fn lookup(
-        &self,
-        sns_message_id: &str,
-    ) -> impl Future<Output = PortResult<Option<(IdempotencyKey, PhoneNumber)>>> + Send;
+    fn lookup(&self, sns_message_id: &str) -> impl Future<Output = PortResult<Option<IndexEntry>>> + Send;
     /// Keeps delivery records whose message ids match no intent (yet), as few calls as the store
     /// allows. Idempotent: a record kept twice (a redelivered log event) is one item.
     fn keep_orphans(&self, orphans: &[OrphanRecord]) -> impl Future<Output = PortResult<()>> + Send;
@@ -185,8 +185,67 @@ pub trait MessageIndex: Send + Sync {
     fn lookup_many(&self, sns_message_ids: &[String]) -> impl Future<Output = PortResult<IndexEntries>> + Send;
 }
 
-/// Message id → the intent it belongs to (key, recipient), as [`MessageIndex::lookup_many`] finds them.
-pub type IndexEntries = std::collections::HashMap<String, PortResult<(IdempotencyKey, PhoneNumber)>>;
+/// Message id → the intent(s) it belongs to, as [`MessageIndex::lookup_many`] finds them.
+pub type IndexEntries = std::collections::HashMap<String, PortResult<IndexEntry>>;
+
+/// What an SNS message id is tied to: one intent, or a storm-mode digest and all its members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The intent; for a digest, its first member (earliest deadline).
+    pub key: IdempotencyKey,
+    pub recipient: PhoneNumber,
+    /// The digest the SMS was, with every member (`key` among them); `None`: a single alert.
+    pub digest: Option<(DigestId, Vec<IdempotencyKey>)>,
+}
+
+impl IndexEntry {
+    pub fn single(key: IdempotencyKey, recipient: PhoneNumber) -> Self {
+        IndexEntry { key, recipient, digest: None }
+    }
+
+    /// Every intent the SMS covers: the digest's members, or the one intent.
+    pub fn intents(&self) -> Vec<&IdempotencyKey> {
+        match &self.digest {
+            Some((_, members)) => members.iter().collect(),
+            None => vec![&self.key],
+        }
+    }
+
+    /// Whether the SMS covers intent `key`.
+    pub fn covers(&self, key: &IdempotencyKey) -> bool {
+        self.intents().contains(&key)
+    }
+}
+
+/// One storm-mode digest as stored: a single SMS covering several claimed intents of one
+/// recipient, recorded before it is published (so an operator can see it even if the sender dies
+/// mid-publish), and indexed under its SNS message id once SNS accepts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DigestRecord {
+    pub id: DigestId,
+    pub recipient: PhoneNumber,
+    /// Earliest deadline first.
+    pub members: Vec<IdempotencyKey>,
+    pub segments: u32,
+    pub created_at: DateTime<Utc>,
+    /// When the store may forget it: the latest member's expiry.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The store of storm-mode digests.
+pub trait DigestStore: Send + Sync {
+    /// Records the digest before its SMS is published. Idempotent (the id is derived from the
+    /// members, so a retried invocation with the same members writes the same record).
+    fn put_digest(&self, digest: &DigestRecord) -> impl Future<Output = PortResult<()>> + Send;
+    /// Ties SNS message `sns_message_id` to the digest and every member (one index entry, not one
+    /// per member): the status function finds the members of a delivery record through it.
+    fn index_digest_message(
+        &self,
+        sns_message_id: &str,
+        digest: &DigestRecord,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    fn get_digest(&self, id: &DigestId) -> impl Future<Output = PortResult<Option<DigestRecord>>> + Send;
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OrphanRecord {

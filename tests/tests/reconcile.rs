@@ -55,7 +55,7 @@ async fn a_lost_publish_answer_is_settled_from_the_delivery_log_without_a_second
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Delivered);
     assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "the message id is linked");
-    assert_eq!(p.ledger.lookup(&id).await.expect("index").map(|(k, _)| k), Some(key.clone()));
+    assert_eq!(p.ledger.lookup(&id).await.expect("index").map(|e| e.key), Some(key.clone()));
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
     // Later records for that message now arrive through the index as usual.
     p.clock.advance(Duration::minutes(20));
@@ -133,7 +133,7 @@ async fn an_orphan_record_that_overtakes_the_senders_write_is_matched_not_orphan
     assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(0, 1)]);
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Delivered);
-    assert_eq!(p.ledger.lookup("msg-before-the-sender-wrote").await.expect("index").map(|(k, _)| k), Some(key));
+    assert_eq!(p.ledger.lookup("msg-before-the-sender-wrote").await.expect("index").map(|e| e.key), Some(key));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

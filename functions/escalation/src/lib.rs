@@ -404,8 +404,9 @@ where
         let mut linked_elsewhere = HashSet::new();
         let ids: HashSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
-            if let Some((owner, _)) = self.store.lookup(&id).await?
-                && &owner != key
+            // A digest's SMS covering this intent is its own.
+            if let Some(entry) = self.store.lookup(&id).await?
+                && !entry.covers(key)
             {
                 linked_elsewhere.insert(id);
             }

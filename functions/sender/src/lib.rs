@@ -5,6 +5,13 @@
 //! publish → record the outcome with a write conditioned on still holding the claim. Redeliveries
 //! and concurrent copies find the intent claimed, accepted or final, and do nothing.
 //!
+//! Storm mode (`TOCSIN_STORM_MODE=on`): the batch's records are claimed first, then grouped by
+//! recipient; a recipient with two or more claimed intents gets one digest SMS covering them all
+//! (`tocsin::domain::storm`), recorded (`DIGEST#`) before it is published and indexed under its
+//! SNS message id after, and every member records the outcome as if it had been sent alone. The
+//! claims are what make it safe: a digest holds only intents whose claim this invocation holds,
+//! so an intent is never in two digests, nor sent both alone and in a digest.
+//!
 //! Every wait is bounded by the invocation's deadline: a claim is never held across a wait that
 //! could outlast the invocation (the intent goes back to `queued` unsent instead), and the write
 //! after a successful publish is retried with backoff until shortly before the deadline, because
@@ -29,15 +36,19 @@ const RECORD_RESERVE: Duration = Duration::from_secs(3);
 /// First wait before retrying a failed write of a publish's outcome (doubles, with jitter).
 const RECORD_RETRY_BASE: Duration = Duration::from_millis(100);
 const RECORD_RETRY_MAX: Duration = Duration::from_secs(4);
+use std::collections::BTreeMap;
+
 use tocsin::adapters::sqs::SendRequest;
 use tocsin::config::SenderConfig;
-use tocsin::domain::State;
 use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::storm::{self, Digest, DigestId, PendingAlert};
 use tocsin::domain::sweep::next_check;
+use tocsin::domain::{PhoneNumber, State};
 use tocsin::ports::{
-    ClaimOutcome, Clock, Commit, DueIndex, IntentStore, NextCheck, PortError, PublishOutcome, RecipientRegistry,
-    SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch, Suppression, Transition, TransitionOutcome,
+    ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
+    PublishOutcome, RecipientRegistry, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch, Suppression,
+    Transition, TransitionOutcome,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -81,6 +92,20 @@ impl Outcome {
     }
 }
 
+/// An intent whose claim this invocation holds, with the SQS message that brought it.
+struct Claimed<'m> {
+    record: IntentRecord,
+    attempt_id: String,
+    msg: &'m SqsMessage,
+    started: Instant,
+}
+
+/// A record after its claim: held (to be sent), or already finished.
+enum Claim<'m> {
+    Held(Box<Claimed<'m>>),
+    Done(Outcome),
+}
+
 pub struct Sender<S, R, G, Q, C> {
     pub store: S,
     pub registry: R,
@@ -91,7 +116,9 @@ pub struct Sender<S, R, G, Q, C> {
     limiter: PartLimiter,
 }
 
-impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock> Sender<S, R, G, Q, C> {
+impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock>
+    Sender<S, R, G, Q, C>
+{
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
         // One part at a time at this instance's share of the account rate (burst 1).
         let quota = Quota::with_period(config.instance_part_interval()).unwrap_or(Quota::per_second(NON_ZERO_ONE));
@@ -102,7 +129,11 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
     /// Processes a batch concurrently; failed records are reported alone. `deadline` is when Lambda
     /// ends the invocation (its context deadline).
     pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
-        let outcomes = futures::future::join_all(event.records.iter().map(|m| self.process(m, deadline))).await;
+        let outcomes = if self.config.storm.enabled {
+            self.handle_storm(&event.records, deadline).await
+        } else {
+            futures::future::join_all(event.records.iter().map(|m| self.process(m, deadline))).await
+        };
         let mut metrics = Metrics::new("sender");
         let mut response = SqsBatchResponse::default();
         for (msg, outcome) in event.records.iter().zip(outcomes) {
@@ -119,14 +150,48 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
         response
     }
 
+    /// One record on its own: claim, then send.
     pub async fn process(&self, msg: &SqsMessage, deadline: Instant) -> Outcome {
+        match self.claim_message(msg).await {
+            Claim::Done(outcome) => outcome,
+            Claim::Held(c) => {
+                let outcome = self.send_claimed(&c, deadline).await;
+                self.log_attempt(&c, &outcome, None);
+                outcome
+            }
+        }
+    }
+
+    /// Storm mode: every record claimed first, then one send per recipient — the intent alone, or
+    /// one digest of all the recipient's intents claimed here. Outcomes in the records' order.
+    async fn handle_storm(&self, records: &[SqsMessage], deadline: Instant) -> Vec<Outcome> {
+        let claims = futures::future::join_all(records.iter().map(|m| self.claim_message(m))).await;
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; records.len()];
+        let mut by_recipient: BTreeMap<String, Vec<(usize, Claimed<'_>)>> = BTreeMap::new();
+        for (i, claim) in claims.into_iter().enumerate() {
+            match claim {
+                Claim::Done(outcome) => outcomes[i] = Some(outcome),
+                Claim::Held(c) => {
+                    by_recipient.entry(c.record.intent.recipient.expose().to_owned()).or_default().push((i, *c))
+                }
+            }
+        }
+        let sent = futures::future::join_all(by_recipient.into_values().map(|group| self.send_group(group, deadline)));
+        for (i, outcome) in sent.await.into_iter().flatten() {
+            outcomes[i] = Some(outcome);
+        }
+        outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Retry)).collect()
+    }
+
+    /// Claims the intent a record names. Held: this invocation must now send it or hand it back.
+    async fn claim_message<'m>(&self, msg: &'m SqsMessage) -> Claim<'m> {
         let started = Instant::now();
         let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
             tracing::warn!(
                 sqs_message_id = msg.message_id.as_deref().unwrap_or("?"),
                 "malformed send request; left for the dead-letter queue"
             );
-            return Outcome::Malformed;
+            return Claim::Done(Outcome::Malformed);
         };
         let key = req.key;
         let attempt_id = uuid::Uuid::new_v4().to_string();
@@ -135,14 +200,14 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
         let mut record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
             Ok(ClaimOutcome::Claimed(r)) => *r,
-            Ok(ClaimOutcome::NotClaimable(current)) => return self.not_claimable(*current, now).await,
+            Ok(ClaimOutcome::NotClaimable(current)) => return Claim::Done(self.not_claimable(*current, now).await),
             Ok(ClaimOutcome::Missing) => {
                 tracing::warn!(key = key.short(), "send request for an intent that does not exist; dropped");
-                return Outcome::Missing;
+                return Claim::Done(Outcome::Missing);
             }
             Err(e) => {
                 tracing::warn!(key = key.short(), error = %e, "claim failed; will retry");
-                return Outcome::Retry;
+                return Claim::Done(Outcome::Retry);
             }
         };
         // The sweep must look at a claimed intent by the lease's end at the latest (a sender that
@@ -156,24 +221,24 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                 Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
             }
         }
-        let outcome = self.send_claimed(&record, &attempt_id, msg, now, deadline).await;
-        let (sns_id, recipient) = (
-            match &outcome {
-                Outcome::Published { sns_message_id } => sns_message_id.as_str(),
-                _ => "",
-            },
-            record.intent.recipient.masked(),
-        );
+        Claim::Held(Box::new(Claimed { record, attempt_id, msg, started }))
+    }
+
+    fn log_attempt(&self, c: &Claimed<'_>, outcome: &Outcome, digest: Option<&DigestId>) {
+        let sns_id = match outcome {
+            Outcome::Published { sns_message_id } => sns_message_id.as_str(),
+            _ => "",
+        };
         tracing::info!(
-            key = key.short(),
-            recipient = %recipient,
+            key = c.record.intent.key.short(),
+            recipient = %c.record.intent.recipient.masked(),
             sns_message_id = sns_id,
             outcome = outcome.name(),
-            attempt = record.status.attempts + 1,
-            duration_ms = started.elapsed().as_millis() as u64,
+            attempt = c.record.status.attempts + 1,
+            digest = digest.map_or("", DigestId::short),
+            duration_ms = c.started.elapsed().as_millis() as u64,
             "send attempt finished"
         );
-        outcome
     }
 
     async fn not_claimable(&self, current: IntentRecord, now: DateTime<Utc>) -> Outcome {
@@ -301,68 +366,27 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
         tokio::time::timeout(budget, wait).await.is_ok()
     }
 
-    async fn send_claimed(
-        &self,
-        record: &IntentRecord,
-        attempt_id: &str,
-        msg: &SqsMessage,
-        now: DateTime<Utc>,
-        deadline: Instant,
-    ) -> Outcome {
+    /// Sends one claimed intent alone.
+    async fn send_claimed(&self, c: &Claimed<'_>, deadline: Instant) -> Outcome {
+        let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);
         let intent = &record.intent;
+        let now = self.clock.now();
         // Stale: a late SMS about something already handled is worse than none.
         if now >= intent.deadline {
-            let t = self.settle(
-                record,
-                attempt_id,
-                State::Stale,
-                ObservationKind::Stale { deadline: intent.deadline },
-                StatusPatch { clear_claim: true, ..Default::default() },
-                now,
-            );
-            return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Stale);
+            return self.stale(c, now).await;
         }
-        let standing = match self.registry.standing(&intent.recipient).await {
-            // Re-enabled by an operator: SNS may still hold the number as opted out, and would
-            // accept the publish and drop it. Ask once, before the first send after re-enabling.
-            Ok(Standing::ReEnabledUnchecked) => match self.gateway.is_opted_out(&intent.recipient).await {
-                Ok(true) => Ok(Standing::Suppressed(Suppression {
-                    since: now,
-                    reason: "re-enabled, but SNS still holds the number as opted out: the person must reply START, \
-                             or re-enable with --opt-in"
-                        .into(),
-                })),
-                Ok(false) => self.registry.opt_out_checked(&intent.recipient).await.map(|()| Standing::Clear),
-                Err(e) => Err(e),
-            },
-            other => other,
-        };
-        match standing {
-            Ok(Standing::Suppressed(s)) => {
-                let t = self.settle(
-                    record,
-                    attempt_id,
-                    State::Suppressed,
-                    ObservationKind::Suppressed { registry_reason: s.reason },
-                    StatusPatch { clear_claim: true, ..Default::default() },
-                    now,
-                );
-                return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed);
-            }
+        match self.standing(&intent.recipient, now).await {
+            Ok(Standing::Suppressed(s)) => return self.suppressed(c, s, now).await,
             Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
             Err(e) => {
                 tracing::warn!(key = intent.key.short(), error = %e, "registry or opt-out check unavailable; releasing the claim");
                 return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;
             }
         }
-
         // The rate wait must leave time to publish and to record the outcome before the
         // invocation ends; otherwise the claim goes back unsent, never held past the deadline.
         let parts = intent.segments.segments;
-        let budget = deadline
-            .saturating_duration_since(Instant::now())
-            .saturating_sub(self.config.publish_timeout + RECORD_RESERVE);
-        if !self.wait_for_rate(parts, budget).await {
+        if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
             return self.defer(record, attempt_id, parts, msg).await;
         }
         let options = intent.sms.or_defaults(&self.config.sms_defaults);
@@ -370,6 +394,71 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
             .gateway
             .publish(SmsMessage { to: &intent.recipient, body: intent.body.expose(), options: &options })
             .await;
+        self.record_publish(c, &outcome, None, deadline).await
+    }
+
+    /// How long a rate wait may last: what leaves time to publish and record before `deadline`.
+    fn rate_budget(&self, deadline: Instant) -> Duration {
+        deadline.saturating_duration_since(Instant::now()).saturating_sub(self.config.publish_timeout + RECORD_RESERVE)
+    }
+
+    /// Past its deadline: not sent (the sweep escalates it).
+    async fn stale(&self, c: &Claimed<'_>, now: DateTime<Utc>) -> Outcome {
+        let t = self.settle(
+            &c.record,
+            &c.attempt_id,
+            State::Stale,
+            ObservationKind::Stale { deadline: c.record.intent.deadline },
+            StatusPatch { clear_claim: true, ..Default::default() },
+            now,
+        );
+        self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Stale)
+    }
+
+    async fn suppressed(&self, c: &Claimed<'_>, s: Suppression, now: DateTime<Utc>) -> Outcome {
+        let t = self.settle(
+            &c.record,
+            &c.attempt_id,
+            State::Suppressed,
+            ObservationKind::Suppressed { registry_reason: s.reason },
+            StatusPatch { clear_claim: true, ..Default::default() },
+            now,
+        );
+        self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed)
+    }
+
+    /// The recipient's standing in the registry. Re-enabled by an operator: SNS may still hold the
+    /// number as opted out, and would accept the publish and drop it — asked once, before the
+    /// first send after re-enabling.
+    async fn standing(&self, recipient: &PhoneNumber, now: DateTime<Utc>) -> Result<Standing, PortError> {
+        match self.registry.standing(recipient).await? {
+            Standing::ReEnabledUnchecked => {
+                if self.gateway.is_opted_out(recipient).await? {
+                    Ok(Standing::Suppressed(Suppression {
+                        since: now,
+                        reason:
+                            "re-enabled, but SNS still holds the number as opted out: the person must reply START, \
+                                 or re-enable with --opt-in"
+                                .into(),
+                    }))
+                } else {
+                    self.registry.opt_out_checked(recipient).await.map(|()| Standing::Clear)
+                }
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Records what SNS answered for the SMS that covered `c` (alone, or as a member of `digest`).
+    async fn record_publish(
+        &self,
+        c: &Claimed<'_>,
+        outcome: &PublishOutcome,
+        digest: Option<&DigestId>,
+        deadline: Instant,
+    ) -> Outcome {
+        let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);
+        let intent = &record.intent;
         let now = self.clock.now();
         match outcome {
             PublishOutcome::Accepted { message_id } => {
@@ -383,11 +472,15 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                         increment_attempts: true,
                         sns_message_id: Some(message_id.clone()),
                         accepted_at: Some(now),
+                        digest_id: digest.cloned(),
                         ..Default::default()
                     },
                     now,
                 );
-                t.index_message = Some((message_id.clone(), intent.recipient.clone()));
+                // A digest's message id is indexed once, for all its members, before this.
+                if digest.is_none() {
+                    t.index_message = Some((message_id.clone(), intent.recipient.clone()));
+                }
                 match self.transition_until(t.clone(), Some(deadline)).await {
                     Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => {}
                     Ok(TransitionOutcome::Refused(current)) if current.status.state == State::SendUnknown => {
@@ -404,7 +497,7 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                         tracing::error!(key = intent.key.short(), sns_message_id = %message_id, error = %e, "published but could not record the MessageId");
                     }
                 }
-                Outcome::Published { sns_message_id: message_id }
+                Outcome::Published { sns_message_id: message_id.clone() }
             }
             PublishOutcome::Rejected { error } => {
                 let t = self.settle(
@@ -416,6 +509,7 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                         clear_claim: true,
                         increment_attempts: true,
                         last_error: Some(format!("SNS rejected the publish: {error}")),
+                        digest_id: digest.cloned(),
                         ..Default::default()
                     },
                     now,
@@ -431,7 +525,8 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                     StatusPatch {
                         clear_claim: true,
                         increment_attempts: true,
-                        last_error: Some(error),
+                        last_error: Some(error.clone()),
+                        digest_id: digest.cloned(),
                         ..Default::default()
                     },
                     now,
@@ -440,8 +535,162 @@ impl<S: IntentStore + DueIndex, R: RecipientRegistry, G: SmsGateway, Q: SendQueu
                 let _ = self.record_until(t, Some(deadline)).await;
                 Outcome::Unknown
             }
-            PublishOutcome::Retryable { error } => self.release(record, attempt_id, &error, msg, now, true).await,
+            PublishOutcome::Retryable { error } => self.release(record, attempt_id, error, msg, now, true).await,
         }
+    }
+
+    /// Storm mode: one recipient's claimed intents. One alone is sent as without storm mode; two
+    /// or more go out as one digest (stale ones are settled as stale, a suppressed number settles
+    /// them all as suppressed).
+    async fn send_group(&self, group: Vec<(usize, Claimed<'_>)>, deadline: Instant) -> Vec<(usize, Outcome)> {
+        if group.len() < 2 {
+            let mut out = Vec::with_capacity(group.len());
+            for (i, c) in &group {
+                let outcome = self.send_claimed(c, deadline).await;
+                self.log_attempt(c, &outcome, None);
+                out.push((*i, outcome));
+            }
+            return out;
+        }
+        let now = self.clock.now();
+        let recipient = group[0].1.record.intent.recipient.clone();
+        let mut out = Vec::with_capacity(group.len());
+        let (stale, live): (Vec<_>, Vec<_>) = group.into_iter().partition(|(_, c)| now >= c.record.intent.deadline);
+        for (i, c) in &stale {
+            out.push((*i, self.stale(c, now).await));
+        }
+        if live.len() < 2 {
+            out.extend(Box::pin(self.send_group(live, deadline)).await);
+            return out;
+        }
+        match self.standing(&recipient, now).await {
+            Ok(Standing::Suppressed(s)) => {
+                for (i, c) in &live {
+                    out.push((*i, self.suppressed(c, s.clone(), now).await));
+                }
+                return out;
+            }
+            Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
+            Err(e) => {
+                tracing::warn!(recipient = %recipient.masked(), error = %e, "registry or opt-out check unavailable; releasing the claims");
+                for (i, c) in &live {
+                    out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
+                }
+                return out;
+            }
+        }
+        let alerts: Vec<PendingAlert> = live.iter().map(|(_, c)| PendingAlert::from_intent(&c.record.intent)).collect();
+        let digest = match storm::plan(now, &[], &alerts, &self.config.storm) {
+            Ok(plan) => plan.sends.into_iter().find_map(|s| match s {
+                storm::Send::Digest(d) => Some(d),
+                storm::Send::Alone { .. } => None,
+            }),
+            Err(e) => {
+                tracing::error!(error = %e, "storm plan refused; sending each alert alone");
+                None
+            }
+        };
+        let Some(digest) = digest else {
+            for (i, c) in &live {
+                let outcome = self.send_claimed(c, deadline).await;
+                self.log_attempt(c, &outcome, None);
+                out.push((*i, outcome));
+            }
+            return out;
+        };
+        out.extend(self.send_digest(&recipient, live, digest, now, deadline).await);
+        out
+    }
+
+    /// Records the digest, publishes it once, and records the outcome on every member.
+    async fn send_digest(
+        &self,
+        recipient: &PhoneNumber,
+        members: Vec<(usize, Claimed<'_>)>,
+        digest: Digest,
+        now: DateTime<Utc>,
+        deadline: Instant,
+    ) -> Vec<(usize, Outcome)> {
+        let stored = DigestRecord {
+            id: digest.id.clone(),
+            recipient: recipient.clone(),
+            members: digest.members.clone(),
+            segments: digest.segments.segments,
+            created_at: now,
+            expires_at: members.iter().map(|(_, c)| c.record.intent.expires_at()).max().unwrap_or(now),
+        };
+        if let Err(e) = self.store.put_digest(&stored).await {
+            tracing::warn!(digest = digest.id.short(), error = %e, "digest not recorded; releasing the claims unsent");
+            let mut out = Vec::with_capacity(members.len());
+            for (i, c) in &members {
+                out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
+            }
+            return out;
+        }
+        let parts = digest.segments.segments;
+        if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
+            let mut out = Vec::with_capacity(members.len());
+            for (i, c) in &members {
+                out.push((*i, self.defer(&c.record, &c.attempt_id, parts, c.msg).await));
+            }
+            return out;
+        }
+        // The earliest-deadline member's SMS options (sender id, origination number, price cap).
+        let options = members
+            .iter()
+            .find(|(_, c)| digest.members.first() == Some(&c.record.intent.key))
+            .map_or(&members[0].1, |(_, c)| c)
+            .record
+            .intent
+            .sms
+            .or_defaults(&self.config.sms_defaults);
+        let outcome =
+            self.gateway.publish(SmsMessage { to: recipient, body: digest.text.expose(), options: &options }).await;
+        if let PublishOutcome::Accepted { message_id } = &outcome {
+            // The message id → members entry first: a delivery record that arrives before the
+            // members' writes still finds them all.
+            let mut failures = 0u32;
+            while let Err(e) = self.store.index_digest_message(message_id, &stored).await {
+                failures += 1;
+                let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
+                if Instant::now() + wait + RECORD_RESERVE / 3 >= deadline {
+                    tracing::error!(digest = digest.id.short(), sns_message_id = %message_id, error = %e, "digest published but its message id not indexed");
+                    break;
+                }
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let outcomes = futures::future::join_all(
+            members.iter().map(|(_, c)| self.record_publish(c, &outcome, Some(&digest.id), deadline)),
+        )
+        .await;
+        let published = match &outcome {
+            PublishOutcome::Accepted { .. } => "accepted",
+            PublishOutcome::Rejected { .. } => "rejected",
+            PublishOutcome::Unknown { .. } => "unknown",
+            PublishOutcome::Retryable { .. } => "retryable",
+        };
+        let mut m = Metrics::new("sender");
+        m.count("digest_sms", 1);
+        m.count("digest_members", members.len() as u64);
+        m.flush();
+        tracing::info!(
+            digest = digest.id.short(),
+            recipient = %recipient.masked(),
+            members = members.len(),
+            listed = digest.listed,
+            parts,
+            publish = published,
+            "digest attempt finished for the recipient's claimed alerts"
+        );
+        members
+            .iter()
+            .zip(outcomes)
+            .map(|((i, c), outcome)| {
+                self.log_attempt(c, &outcome, Some(&digest.id));
+                (*i, outcome)
+            })
+            .collect()
     }
 
     /// Claimed but not published (the rate left no time in this invocation): back to `queued`,

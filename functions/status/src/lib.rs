@@ -28,7 +28,8 @@ use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Clock, IndexEntries, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError, RecipientRegistry,
+    Clock, IndexEntries, IndexEntry, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError,
+    RecipientRegistry,
 };
 use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -323,7 +324,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             futures::stream::iter(indexed)
                 .map(|(p, entry)| async move {
                     match entry {
-                        Ok((key, recipient)) => self.apply(&p, key, recipient, Link::Indexed).await,
+                        Ok(entry) => self.apply_indexed(&p, entry).await,
                         Err(e) => (Err(e), false),
                     }
                 })
@@ -372,9 +373,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
                 let entry = entry_of(&index, &p.record.message_id);
                 async move {
                     match entry {
-                        Some(Ok((key, recipient))) => {
-                            return (p, Some(self.apply(p, key, recipient, Link::Indexed).await));
-                        }
+                        Some(Ok(entry)) => return (p, Some(self.apply_indexed(p, entry).await)),
                         Some(Err(e)) => return (p, Some((Err(e), false))),
                         None => {}
                     }
@@ -397,6 +396,35 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         let mut out = self.orphans(log_group, &unmatched).await;
         out.extend(settled.into_iter().filter_map(|(_, r)| r));
         out
+    }
+
+    /// Applies a record found in the message index: to its intent, or, for a storm-mode digest, to
+    /// every member (each member's write is conditioned and idempotent on the log event id, as for
+    /// a single intent, so a redelivery after a crash half way finishes the rest). The record's
+    /// outcome is the first member's; any member's failure fails the record (retried whole).
+    async fn apply_indexed(&self, p: &Parsed, entry: IndexEntry) -> Processed {
+        let Some((_, members)) = &entry.digest else {
+            return self.apply(p, entry.key, entry.recipient, Link::Indexed).await;
+        };
+        let results = futures::stream::iter(members.iter().cloned())
+            .map(|key| self.apply(p, key, entry.recipient.clone(), Link::Indexed))
+            .buffered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        let suppressed = results.iter().any(|(_, s)| *s);
+        let mut first = None;
+        for (result, _) in results {
+            match result {
+                Err(e) => return (Err(e), suppressed),
+                Ok(outcome) => {
+                    first.get_or_insert(outcome);
+                }
+            }
+        }
+        (
+            first.ok_or_else(|| PortError::Corrupt { what: "digest index entry".into(), message: "no members".into() }),
+            suppressed,
+        )
     }
 
     /// Applies a record to the intent it belongs to; returns the outcome and whether the
@@ -480,7 +508,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
     }
 }
 
-fn entry_of(index: &IndexEntries, message_id: &str) -> Option<Result<(IdempotencyKey, PhoneNumber), PortError>> {
+fn entry_of(index: &IndexEntries, message_id: &str) -> Option<Result<IndexEntry, PortError>> {
     index.get(message_id).map(|e| match e {
         Ok(found) => Ok(found.clone()),
         Err(err) => Err(copy_error(err)),

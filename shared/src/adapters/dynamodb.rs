@@ -6,6 +6,7 @@
 //! | intent | `INTENT#<key>` | `INTENT` |
 //! | observation | `INTENT#<key>` | `OBS#<source>:<id>` |
 //! | message index | `MSG#<sns message id>` | `MSG` |
+//! | storm-mode digest | `DIGEST#<digest id>` | `DIGEST` |
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
@@ -28,11 +29,12 @@ use super::describe;
 use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::ReconcileState;
+use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::Commit;
 use crate::ports::{
-    ClaimOutcome, DueIndex, IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult,
-    PutOutcome, Transition, TransitionOutcome,
+    ClaimOutcome, DigestRecord, DigestStore, DueIndex, IndexEntry, IntentStore, MessageIndex, NextCheck, OpenAttempts,
+    OrphanRecord, PortError, PortResult, PutOutcome, Transition, TransitionOutcome,
 };
 
 pub const DUE_INDEX: &str = "due-index";
@@ -162,6 +164,10 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             reconcile_state: match get_s(item, "reconcile_state") {
                 Some("ambiguous") => ReconcileState::Ambiguous,
                 _ => ReconcileState::Pending,
+            },
+            digest_id: match get_s(item, "digest_id") {
+                Some(raw) => Some(DigestId::parse(raw).ok_or_else(|| corrupt("bad digest_id".into()))?),
+                None => None,
             },
         },
     })
@@ -649,15 +655,11 @@ impl IntentStore for DynamoLedger {
 }
 
 impl MessageIndex for DynamoLedger {
-    async fn lookup(&self, sns_message_id: &str) -> PortResult<Option<(IdempotencyKey, PhoneNumber)>> {
-        let Some(item) = self.get_item(format!("MSG#{sns_message_id}"), "MSG").await? else {
-            return Ok(None);
-        };
-        let corrupt = |m: &str| PortError::Corrupt { what: format!("MSG#{sns_message_id}"), message: m.to_owned() };
-        let key = IdempotencyKey::parse(get_s(&item, "key").unwrap_or_default()).map_err(|_| corrupt("bad key"))?;
-        let recipient =
-            PhoneNumber::parse(get_s(&item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
-        Ok(Some((key, recipient)))
+    async fn lookup(&self, sns_message_id: &str) -> PortResult<Option<IndexEntry>> {
+        match self.get_item(format!("MSG#{sns_message_id}"), "MSG").await? {
+            Some(item) => index_entry(sns_message_id, &item).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// BatchWriteItem, 25 orphans per call (DynamoDB's limit), the calls side by side: a foreign
@@ -993,13 +995,94 @@ impl DynamoLedger {
     }
 }
 
-/// One message-index item read back: the intent's key and recipient.
-fn index_entry(id: &str, item: &Item) -> PortResult<(IdempotencyKey, PhoneNumber)> {
+/// One message-index item read back: the intent's key and recipient, and for a digest its id and
+/// members.
+fn index_entry(id: &str, item: &Item) -> PortResult<IndexEntry> {
     let corrupt = |m: &str| PortError::Corrupt { what: format!("MSG#{id}"), message: m.to_owned() };
     let key = IdempotencyKey::parse(get_s(item, "key").unwrap_or_default()).map_err(|_| corrupt("bad key"))?;
     let recipient =
         PhoneNumber::parse(get_s(item, "recipient").unwrap_or_default()).map_err(|_| corrupt("bad recipient"))?;
-    Ok((key, recipient))
+    let digest = match get_s(item, "digest_id") {
+        None => None,
+        Some(raw) => {
+            let digest_id = DigestId::parse(raw).ok_or_else(|| corrupt("bad digest_id"))?;
+            Some((digest_id, members_of(item).map_err(|m| corrupt(&m))?))
+        }
+    };
+    Ok(IndexEntry { key, recipient, digest })
+}
+
+/// A digest's `members` attribute (a list of keys, earliest deadline first).
+fn members_of(item: &Item) -> Result<Vec<IdempotencyKey>, String> {
+    let list = item.get("members").and_then(|v| v.as_l().ok()).ok_or("no members list")?;
+    let members = list
+        .iter()
+        .map(|v| v.as_s().ok().and_then(|k| IdempotencyKey::parse(k).ok()).ok_or("bad member key"))
+        .collect::<Result<Vec<_>, _>>()?;
+    if members.is_empty() { Err("empty members list".into()) } else { Ok(members) }
+}
+
+fn members_value(members: &[IdempotencyKey]) -> AttributeValue {
+    AttributeValue::L(members.iter().map(|k| s(k.as_str())).collect())
+}
+
+impl DigestStore for DynamoLedger {
+    async fn put_digest(&self, d: &DigestRecord) -> PortResult<()> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(format!("DIGEST#{}", d.id)))
+            .item("sk", s("DIGEST"))
+            .item("recipient", s(d.recipient.expose()))
+            .item("members", members_value(&d.members))
+            .item("segments", n(d.segments))
+            .item("created_at", s(ts(d.created_at)))
+            .item("expires_at", n(d.expires_at.timestamp()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| unavailable("DynamoDB PutItem (digest)", &e))
+    }
+
+    async fn index_digest_message(&self, sns_message_id: &str, d: &DigestRecord) -> PortResult<()> {
+        let Some(first) = d.members.first() else {
+            return Err(PortError::Corrupt { what: format!("DIGEST#{}", d.id), message: "no members".into() });
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(format!("MSG#{sns_message_id}")))
+            .item("sk", s("MSG"))
+            .item("key", s(first.as_str()))
+            .item("recipient", s(d.recipient.expose()))
+            .item("digest_id", s(d.id.as_str()))
+            .item("members", members_value(&d.members))
+            .item("at", s(ts(d.created_at)))
+            .item("expires_at", n(d.expires_at.timestamp()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| unavailable("DynamoDB PutItem (digest message index)", &e))
+    }
+
+    async fn get_digest(&self, id: &DigestId) -> PortResult<Option<DigestRecord>> {
+        let Some(item) = self.get_item(format!("DIGEST#{id}"), "DIGEST").await? else { return Ok(None) };
+        let corrupt = |m: String| PortError::Corrupt { what: format!("DIGEST#{id}"), message: m };
+        Ok(Some(DigestRecord {
+            id: id.clone(),
+            recipient: PhoneNumber::parse(get_s(&item, "recipient").unwrap_or_default())
+                .map_err(|_| corrupt("bad recipient".into()))?,
+            members: members_of(&item).map_err(corrupt)?,
+            segments: get_u32(&item, "segments"),
+            created_at: get_time(&item, "created_at").ok_or_else(|| corrupt("no created_at".into()))?,
+            expires_at: item
+                .get("expires_at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+                .and_then(|t| DateTime::from_timestamp(t, 0))
+                .ok_or_else(|| corrupt("no expires_at".into()))?,
+        }))
+    }
 }
 
 /// The intent's update and its condition for a transition.
@@ -1042,6 +1125,9 @@ fn transition_update(t: &Transition) -> (Expr, String) {
     }
     if let Some(t) = p.enqueued_at {
         x.set("enqueued_at", s(ts(t)));
+    }
+    if let Some(d) = &p.digest_id {
+        x.set("digest_id", s(d.as_str()));
     }
     if let Some((attempts, next, state)) = &p.reconcile {
         x.set("reconcile_attempts", n(attempts));

@@ -194,6 +194,9 @@ pub struct Status {
     /// When the sweep next looks at the intent (its due-index entry); `None`: not in the index.
     #[serde(default)]
     pub next_check: Option<DateTime<Utc>>,
+    /// The storm-mode digest whose SMS covered this intent, if it went out in one.
+    #[serde(default)]
+    pub digest_id: Option<crate::domain::storm::DigestId>,
 }
 
 impl Status {
@@ -215,6 +218,7 @@ impl Status {
             reconcile_state: ReconcileState::Pending,
             enqueued_at: None,
             next_check: None,
+            digest_id: None,
         }
     }
 }

@@ -465,6 +465,12 @@ impl DigestId {
         Self(hex::encode(h.finalize()))
     }
 
+    /// A stored id read back: 64 lowercase hex characters, else `None`.
+    pub fn parse(raw: &str) -> Option<Self> {
+        (raw.len() == 64 && raw.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| Self(raw.to_owned()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

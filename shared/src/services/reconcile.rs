@@ -45,7 +45,8 @@ impl From<SearchError> for ManualError {
     }
 }
 
-/// A record that could be the intent's SMS, and whether another intent owns it already.
+/// A record that could be the intent's SMS, and whether another intent owns it already (one it
+/// shares as a member of the same storm-mode digest does not count).
 #[derive(Debug, Clone)]
 pub struct CandidateRecord {
     pub found: Found,
@@ -74,7 +75,8 @@ pub async fn candidates<S: IntentStore + MessageIndex, L: DeliveryLogSearch>(
         {
             continue;
         }
-        let linked_to = store.lookup(&f.record.message_id).await?.map(|(k, _)| k);
+        // A digest's SMS that covers this intent is its own, not another intent's.
+        let linked_to = store.lookup(&f.record.message_id).await?.filter(|e| !e.covers(key)).map(|e| e.key);
         out.push(CandidateRecord { found: f, linked_to });
     }
     out.sort_by_key(|c| c.found.timestamp_ms);

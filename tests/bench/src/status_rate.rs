@@ -23,8 +23,9 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::Observation;
 use tocsin::domain::{IdempotencyKey, PhoneNumber};
 use tocsin::ports::{
-    ClaimOutcome, IndexEntries, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortResult, PutOutcome,
-    RecipientRegistry, Standing, Suppression, SuppressionEvidence, SystemClock, Transition, TransitionOutcome,
+    ClaimOutcome, IndexEntries, IndexEntry, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortResult,
+    PutOutcome, RecipientRegistry, Standing, Suppression, SuppressionEvidence, SystemClock, Transition,
+    TransitionOutcome,
 };
 use tocsin_harness::events::LogLine;
 
@@ -92,9 +93,9 @@ impl IntentStore for CountingPorts {
 }
 
 impl MessageIndex for CountingPorts {
-    async fn lookup(&self, id: &str) -> PortResult<Option<(IdempotencyKey, PhoneNumber)>> {
+    async fn lookup(&self, id: &str) -> PortResult<Option<IndexEntry>> {
         self.count("GetItem (MSG# index)");
-        Ok(self.index.get(id).cloned())
+        Ok(self.index.get(id).map(|(k, r)| IndexEntry::single(k.clone(), r.clone())))
     }
     async fn keep_orphans(&self, orphans: &[OrphanRecord]) -> PortResult<()> {
         // The adapter writes up to 25 per BatchWriteItem.
@@ -108,7 +109,12 @@ impl MessageIndex for CountingPorts {
         for _ in ids.chunks(status::LOOKUP_CHUNK) {
             self.count("BatchGetItem (MSG# index, ≤ 100 keys)");
         }
-        Ok(ids.iter().filter_map(|id| self.index.get(id).map(|e| (id.clone(), Ok(e.clone())))).collect())
+        Ok(ids
+            .iter()
+            .filter_map(|id| {
+                self.index.get(id).map(|(k, r)| (id.clone(), Ok(IndexEntry::single(k.clone(), r.clone()))))
+            })
+            .collect())
     }
 }
 

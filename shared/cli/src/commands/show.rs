@@ -3,7 +3,7 @@
 use chrono::Utc;
 use serde::Serialize;
 use tocsin::domain::observation::Observation;
-use tocsin::ports::IntentStore;
+use tocsin::ports::{DigestStore, IntentStore};
 
 use super::{IntentView, load, resolve_key};
 use crate::context::Context;
@@ -17,9 +17,22 @@ struct TimelineEntry<'a> {
     summary: String,
 }
 
+/// The storm-mode digest whose SMS covered the intent: its reference and every member.
+#[derive(Debug, Serialize)]
+struct DigestView {
+    id: String,
+    /// What the SMS printed as `ref`.
+    reference: String,
+    segments: u32,
+    /// Earliest deadline first; the intent shown is one of them.
+    members: Vec<String>,
+}
+
 #[derive(Debug, Serialize)]
 struct ShowDocument<'a> {
     intent: IntentView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<DigestView>,
     timeline: Vec<TimelineEntry<'a>>,
 }
 
@@ -28,13 +41,37 @@ pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
     let record = load(ctx, &key).await?;
     let timeline =
         ctx.ledger.observations(&key).await.map_err(CliError::port(format!("reading the timeline of {key}")))?;
+    let digest = match &record.status.digest_id {
+        Some(id) => {
+            let stored =
+                ctx.ledger.get_digest(id).await.map_err(CliError::port(format!("reading digest {}", id.short())))?;
+            Some(DigestView {
+                id: id.to_string(),
+                reference: id.short().to_owned(),
+                segments: stored.as_ref().map_or(0, |d| d.segments),
+                members: stored.map(|d| d.members.iter().map(ToString::to_string).collect()).unwrap_or_default(),
+            })
+        }
+        None => None,
+    };
     let view = IntentView::from(&record);
     let entries: Vec<TimelineEntry<'_>> =
         timeline.iter().map(|o| TimelineEntry { observation: o, summary: o.summary() }).collect();
     if ctx.json {
-        return output::json(&ShowDocument { intent: view, timeline: entries });
+        return output::json(&ShowDocument { intent: view, digest, timeline: entries });
     }
     output::line(intent_table(&view))?;
+    if let Some(d) = &digest {
+        let siblings: Vec<String> =
+            d.members.iter().filter(|m| **m != view.key).map(|m| format!("{}…", &m[..12.min(m.len())])).collect();
+        output::line(format!(
+            "Sent in storm-mode digest ref {} ({} alerts in one SMS of {} part(s)); the others: {}",
+            d.reference,
+            d.members.len(),
+            d.segments,
+            if siblings.is_empty() { "(digest record expired)".to_owned() } else { siblings.join(", ") }
+        ))?;
+    }
     let mut t = output::table(["time", "state after", "what happened"]);
     for e in &entries {
         t.add_row([

@@ -1,0 +1,206 @@
+//! Storm mode's digest rules, through real emulator calls: a recipient's alerts claimed in one
+//! sender invocation go out as one SMS, and every member still knows whether it arrived.
+
+use chrono::Duration;
+use serde_json::Value;
+use tocsin::domain::observation::ObservationKind;
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::{ClaimOutcome, DigestStore, IntentStore, RecipientRegistry};
+use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
+
+const SUCCESS_GROUP: &str = "sns/us-east-1/123456789012/DirectPublishToPhoneNumber";
+const FAILURE_GROUP: &str = "sns/us-east-1/123456789012/DirectPublishToPhoneNumber/Failure";
+
+fn storm_on() -> Options {
+    Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_STORM_MODE", "on")], ..Default::default() }
+}
+
+fn alert_due_in(event_id: &str, recipient: &str, deadline: &str) -> Value {
+    let mut a = alert(event_id, recipient);
+    a["deadline"] = Value::from(deadline);
+    a
+}
+
+/// Submits `n` alerts to `number` (the second due in 5 minutes, the rest in 15); their keys.
+async fn submit_many(p: &Pipeline, prefix: &str, number: &str, n: usize) -> Vec<IdempotencyKey> {
+    let mut keys = Vec::new();
+    for i in 0..n {
+        let deadline = if i == 1 { "5m" } else { "15m" };
+        let (status, body) = p.submit(&alert_due_in(&format!("{prefix}-{i}"), number, deadline)).await;
+        assert_eq!(status, 201, "{body}");
+        keys.push(key_of(&body));
+    }
+    keys
+}
+
+async fn feed(p: &Pipeline, group: &str, lines: &[LogLine]) -> status::Summary {
+    p.status.handle(logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines))).await.expect("status")
+}
+
+fn line(id: &str, message: String) -> LogLine {
+    LogLine { id: id.into(), timestamp: chrono::Utc::now().timestamp_millis(), message }
+}
+
+/// The one SMS sent to `number`: (message id, text).
+async fn only_sms_to(p: &Pipeline, number: &str) -> (String, String) {
+    let to: Vec<_> =
+        p.emulator.sent_sms().await.expect("sms list").into_iter().filter(|s| s.phone_number == number).collect();
+    assert_eq!(to.len(), 1, "exactly one SMS to {number}: {:?}", to.iter().map(|s| &s.message).collect::<Vec<_>>());
+    (to[0].message_id.clone(), to[0].message.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipients_alerts_claimed_together_go_out_as_one_digest_that_every_member_records() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let (a, b) = ("+14155550301", "+14155550302");
+    let keys = submit_many(&p, "digest", a, 4).await;
+    let (_, alone) = p.submit(&alert("digest-other", b)).await;
+    let alone = key_of(&alone);
+    let responses = p.run_sender().await;
+    assert!(responses.iter().all(|r| r.batch_item_failures.is_empty()));
+
+    let (id, text) = only_sms_to(&p, a).await;
+    assert!(text.starts_with("tocsin: 4 alerts."), "{text}");
+    let first = p.record(&keys[0]).await;
+    let digest_id = first.status.digest_id.clone().expect("the member names its digest");
+    assert!(text.ends_with(&format!("(ref {})", digest_id.short())), "{text}");
+    for key in &keys {
+        let r = p.record(key).await;
+        assert_eq!(r.status.state, State::Accepted);
+        assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "every member has the digest's SMS");
+        assert_eq!(r.status.digest_id.as_ref(), Some(&digest_id));
+        assert_eq!(r.status.attempts, 1);
+    }
+    let stored = p.ledger.get_digest(&digest_id).await.expect("read").expect("the digest is recorded");
+    assert_eq!(stored.members.len(), 4);
+    assert_eq!(stored.members[0], keys[1], "earliest deadline first");
+    assert_eq!(stored.recipient, PhoneNumber::parse(a).expect("valid"));
+
+    // The other person's single alert is sent alone, as without storm mode.
+    let (_, alone_text) = only_sms_to(&p, b).await;
+    assert!(!alone_text.starts_with("tocsin:"), "{alone_text}");
+    assert_eq!(p.record(&alone).await.status.digest_id, None);
+
+    // A member's message delivered again sends nothing: never both in a digest and alone.
+    p.enqueue_again(&keys[2]).await;
+    p.run_sender().await;
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_storm_mode_off_each_alert_is_its_own_sms() {
+    let p = Pipeline::start().await;
+    let a = "+14155550303";
+    let keys = submit_many(&p, "nodigest", a, 3).await;
+    p.run_sender().await;
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 3);
+    assert!(sms.iter().all(|s| !s.message.starts_with("tocsin:")));
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.digest_id, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digests_delivery_receipt_delivers_every_member_once_even_when_the_record_comes_twice() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550304";
+    let keys = submit_many(&p, "receipt", a, 3).await;
+    p.run_sender().await;
+    let (id, _) = only_sms_to(&p, a).await;
+    let delivered = sns_delivery_record(&id, a, true, "Message has been accepted by phone", p.clock.now_utc());
+    let first = feed(&p, SUCCESS_GROUP, &[line("9601", delivered.clone())]).await;
+    assert_eq!((first.events, first.delivered), (1, 1), "one record, counted once");
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Delivered);
+    }
+    // The subscription delivers the same log event again.
+    let again = feed(&p, SUCCESS_GROUP, &[line("9601", delivered)]).await;
+    assert_eq!(again.duplicates, 1);
+    for key in &keys {
+        let receipts = p
+            .timeline(key)
+            .await
+            .into_iter()
+            .filter(|o| matches!(o.kind, ObservationKind::DeliveryStatus { .. }))
+            .count();
+        assert_eq!(receipts, 1, "one receipt observation per member");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digests_permanent_failure_fails_and_escalates_every_member_and_suppresses_the_number() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550305";
+    let keys = submit_many(&p, "failure", a, 3).await;
+    p.run_sender().await;
+    let (id, _) = only_sms_to(&p, a).await;
+    let failed = sns_delivery_record(&id, a, false, "Phone number is opted out", p.clock.now_utc());
+    let s = feed(&p, FAILURE_GROUP, &[line("9701", failed)]).await;
+    assert_eq!((s.failed, s.suppressed), (1, 1));
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Failed);
+    }
+    let phone = PhoneNumber::parse(a).expect("valid");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "suppressed at once");
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 3, "every member is escalated");
+    let escalated: Vec<String> = p.escalations().await.into_iter().map(|(m, _)| m.idempotency_key.clone()).collect();
+    for key in &keys {
+        assert!(escalated.contains(&key.to_string()), "{key} escalated");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_whose_publish_times_out_leaves_every_member_unknown_and_is_never_resent() {
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_STORM_MODE", "on"), ("TOCSIN_PUBLISH_TIMEOUT", "1s")],
+        ..Default::default()
+    })
+    .await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 7).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::Delay(std::time::Duration::from_secs(3))));
+    let a = "+14155550306";
+    let keys = submit_many(&p, "unknown", a, 3).await;
+    p.run_sender().await;
+    for key in &keys {
+        let r = p.record(key).await;
+        assert_eq!((r.status.state, r.status.attempts), (State::SendUnknown, 1), "{key}");
+        assert!(r.status.digest_id.is_some(), "the unknown outcome names its digest");
+    }
+    // SNS acted on it after the sender gave up: one SMS went out, and none follows.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    for key in &keys {
+        p.enqueue_again(key).await;
+    }
+    p.make_send_queue_visible().await;
+    p.run_sender().await;
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1, "never re-sent after an unknown outcome");
+    assert!(sms[0].message.starts_with("tocsin: 3 alerts."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_claimed_by_another_sender_at_the_same_moment_is_left_out_of_the_digest() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550307";
+    let keys = submit_many(&p, "race", a, 3).await;
+    // Another sender instance claims the second alert first.
+    let now = p.clock.now_utc();
+    let theirs = p.ledger.claim(&keys[1], "another-sender", now, now + Duration::minutes(2)).await.expect("claim");
+    assert!(matches!(theirs, ClaimOutcome::Claimed(_)));
+    p.run_sender().await;
+
+    let (_, text) = only_sms_to(&p, a).await;
+    assert!(text.starts_with("tocsin: 2 alerts."), "{text}");
+    let digest_id = p.record(&keys[0]).await.status.digest_id.expect("in a digest");
+    let stored = p.ledger.get_digest(&digest_id).await.expect("read").expect("recorded");
+    assert_eq!(stored.members.len(), 2);
+    assert!(!stored.members.contains(&keys[1]), "not ours to send");
+    let other = p.record(&keys[1]).await;
+    assert_eq!((other.status.state, other.status.attempt_id.as_deref()), (State::Sending, Some("another-sender")));
+    assert_eq!(other.status.digest_id, None);
+}
