@@ -232,6 +232,20 @@ pub struct DigestRecord {
     pub expires_at: DateTime<Utc>,
 }
 
+/// A recipient's pending alerts, earliest deadline first: what storm mode pulls into one digest
+/// when the person's alerts are spread over the send queue. Eventually consistent (a GSI): an
+/// entry may already be claimed or sent (its claim is then refused) and the newest may be missing
+/// (its own queue message still brings it).
+pub trait Backlog: Send + Sync {
+    /// At most `limit` keys of `recipient`'s pending intents whose deadline is after `due_after`.
+    fn pending_for(
+        &self,
+        recipient: &PhoneNumber,
+        due_after: DateTime<Utc>,
+        limit: usize,
+    ) -> impl Future<Output = PortResult<Vec<IdempotencyKey>>> + Send;
+}
+
 /// The store of storm-mode digests.
 pub trait DigestStore: Send + Sync {
     /// Records the digest before its SMS is published. Idempotent (the id is derived from the

@@ -204,3 +204,24 @@ async fn a_member_claimed_by_another_sender_at_the_same_moment_is_left_out_of_th
     assert_eq!((other.status.state, other.status.attempt_id.as_deref()), (State::Sending, Some("another-sender")));
     assert_eq!(other.status.digest_id, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipients_backlog_spread_over_the_queue_is_pulled_into_the_same_digest() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550308";
+    // More than one batch of ten: the sender's first batch holds ten, the index the rest.
+    let keys = submit_many(&p, "backlog", a, 14).await;
+    let responses = p.run_sender().await;
+    assert!(responses.len() >= 2, "the queue was handed over in more than one batch");
+    let (_, text) = only_sms_to(&p, a).await;
+    assert!(text.starts_with("tocsin: 14 alerts."), "{text}");
+    let digest_id = p.record(&keys[0]).await.status.digest_id.expect("in a digest");
+    for key in &keys {
+        let r = p.record(key).await;
+        assert_eq!((r.status.state, r.status.digest_id.as_ref()), (State::Accepted, Some(&digest_id)), "{key}");
+        assert_eq!(r.status.attempts, 1);
+    }
+    // The pulled alerts' own messages came later, found them sent and were acknowledged.
+    assert!(responses.iter().all(|r| r.batch_item_failures.is_empty()));
+    assert_eq!(p.queue_depth("SendQueue").await, 0);
+}

@@ -485,7 +485,7 @@ fn the_status_function_can_finish_a_full_subscription_batch_within_its_timeout()
 /// writes any more; the status role may query the index it matches orphaned records on, and no
 /// other index.
 #[test]
-fn the_ledger_indexes_project_keys_only_and_status_queries_only_the_pending_index() {
+fn the_ledger_indexes_project_keys_only_and_status_and_sender_query_only_the_pending_index() {
     let t = translated();
     let table = &t["Resources"]["LedgerTable"]["Properties"];
     let indexes: BTreeMap<&str, &str> = table["GlobalSecondaryIndexes"]
@@ -520,4 +520,12 @@ fn the_ledger_indexes_project_keys_only_and_status_queries_only_the_pending_inde
         .collect();
     assert_eq!(queried.len(), 1, "{queried:?}");
     assert!(queried[0].contains("/index/pending-index"), "{queried:?}");
+    // The sender queries it too (storm mode's backlog), and nothing else.
+    let sender: Vec<String> = statements(&t["Resources"]["SenderFunctionRole"])
+        .iter()
+        .filter(|s| actions(s).iter().any(|a| a.starts_with("dynamodb:Query") || a == "dynamodb:Scan"))
+        .map(|s| s["Resource"].to_string())
+        .collect();
+    assert_eq!(sender.len(), 1, "{sender:?}");
+    assert!(sender[0].contains("/index/pending-index"), "{sender:?}");
 }

@@ -19,6 +19,8 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
 use governor::clock::MonotonicClock;
@@ -44,9 +46,9 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::storm::{self, Digest, DigestId, PendingAlert};
 use tocsin::domain::sweep::next_check;
-use tocsin::domain::{PhoneNumber, State};
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
+    Backlog, ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
     PublishOutcome, RecipientRegistry, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch, Suppression,
     Transition, TransitionOutcome,
 };
@@ -92,13 +94,24 @@ impl Outcome {
     }
 }
 
-/// An intent whose claim this invocation holds, with the SQS message that brought it.
+/// An intent whose claim this invocation holds, with the SQS message that brought it (none for
+/// one pulled from the recipient's backlog: its own message is still on the queue).
 struct Claimed<'m> {
     record: IntentRecord,
     attempt_id: String,
-    msg: &'m SqsMessage,
+    msg: Option<&'m SqsMessage>,
     started: Instant,
 }
+
+/// At most this many of a recipient's pending alerts are pulled from the backlog into one digest
+/// (with the batch's own, at most [`storm::MAX_DIGEST_MEMBERS`]); each costs a conditional claim.
+pub const BACKLOG_PULL: usize = 48;
+/// Claims made at once when pulling a backlog.
+const PULL_CONCURRENCY: usize = 8;
+
+/// Where a storm-mode send's outcome goes: a record of the batch, or a pulled intent (whose own
+/// queue message, delivered later, finds it sent and does nothing).
+type Slot = Option<usize>;
 
 /// A record after its claim: held (to be sent), or already finished.
 enum Claim<'m> {
@@ -116,7 +129,7 @@ pub struct Sender<S, R, G, Q, C> {
     limiter: PartLimiter,
 }
 
-impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock>
+impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock>
     Sender<S, R, G, Q, C>
 {
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
@@ -167,20 +180,83 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
     async fn handle_storm(&self, records: &[SqsMessage], deadline: Instant) -> Vec<Outcome> {
         let claims = futures::future::join_all(records.iter().map(|m| self.claim_message(m))).await;
         let mut outcomes: Vec<Option<Outcome>> = vec![None; records.len()];
-        let mut by_recipient: BTreeMap<String, Vec<(usize, Claimed<'_>)>> = BTreeMap::new();
+        let mut by_recipient: BTreeMap<String, Vec<(Slot, Claimed<'_>)>> = BTreeMap::new();
         for (i, claim) in claims.into_iter().enumerate() {
             match claim {
                 Claim::Done(outcome) => outcomes[i] = Some(outcome),
                 Claim::Held(c) => {
-                    by_recipient.entry(c.record.intent.recipient.expose().to_owned()).or_default().push((i, *c))
+                    by_recipient.entry(c.record.intent.recipient.expose().to_owned()).or_default().push((Some(i), *c))
                 }
             }
         }
-        let sent = futures::future::join_all(by_recipient.into_values().map(|group| self.send_group(group, deadline)));
-        for (i, outcome) in sent.await.into_iter().flatten() {
-            outcomes[i] = Some(outcome);
+        let sent = futures::future::join_all(by_recipient.into_values().map(|mut group| async move {
+            self.pull_backlog(&mut group).await;
+            self.send_group(group, deadline).await
+        }));
+        let mut pulled = Metrics::new("sender");
+        for (slot, outcome) in sent.await.into_iter().flatten() {
+            match slot {
+                Some(i) => outcomes[i] = Some(outcome),
+                // A pulled intent has no record in this batch: counted apart, by how it ended.
+                None => pulled.count(
+                    if matches!(outcome, Outcome::Published { .. }) { "pulled_sent" } else { "pulled_other" },
+                    1,
+                ),
+            }
         }
+        pulled.flush();
         outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Retry)).collect()
+    }
+
+    /// Storm mode: claims the recipient's other pending alerts (earliest deadline first, from the
+    /// backlog index) and adds them to `group`, so one digest covers what is spread over the queue.
+    /// Only claims this invocation wins are added; a failure here only means a smaller digest.
+    async fn pull_backlog<'m>(&self, group: &mut Vec<(Slot, Claimed<'m>)>) {
+        let Some((_, first)) = group.first() else { return };
+        let recipient = first.record.intent.recipient.clone();
+        let room = BACKLOG_PULL.min(storm::MAX_DIGEST_MEMBERS.saturating_sub(group.len()));
+        if room == 0 {
+            return;
+        }
+        let now = self.clock.now();
+        let held: std::collections::HashSet<IdempotencyKey> =
+            group.iter().map(|(_, c)| c.record.intent.key.clone()).collect();
+        // Asked for `room` beyond the group's own, which the index may list too.
+        let keys = match self.store.pending_for(&recipient, now, room + group.len()).await {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::warn!(recipient = %recipient.masked(), error = %e, "backlog not read; sending what this batch holds");
+                return;
+            }
+        };
+        let lease_until =
+            now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
+        let claims = futures::stream::iter(keys.into_iter().filter(|k| !held.contains(k)).take(room))
+            .map(|key| async move {
+                let attempt_id = uuid::Uuid::new_v4().to_string();
+                match self.store.claim(&key, &attempt_id, now, lease_until).await {
+                    Ok(ClaimOutcome::Claimed(record)) => Some((*record, attempt_id)),
+                    // Claimed or sent by someone else meanwhile, or gone: not ours.
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::warn!(key = key.short(), error = %e, "backlog claim failed; its own message will bring it");
+                        None
+                    }
+                }
+            })
+            .buffer_unordered(PULL_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for (mut record, attempt_id) in claims.into_iter().flatten() {
+            if record.status.next_check.is_none_or(|c| c > lease_until) {
+                let key = record.intent.key.clone();
+                match self.store.set_next_check(&key, NextCheck::At(lease_until), Some(State::Sending)).await {
+                    Ok(()) => record.status.next_check = Some(lease_until),
+                    Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
+                }
+            }
+            group.push((None, Claimed { record, attempt_id, msg: None, started: Instant::now() }));
+        }
     }
 
     /// Claims the intent a record names. Held: this invocation must now send it or hand it back.
@@ -221,7 +297,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
                 Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
             }
         }
-        Claim::Held(Box::new(Claimed { record, attempt_id, msg, started }))
+        Claim::Held(Box::new(Claimed { record, attempt_id, msg: Some(msg), started }))
     }
 
     fn log_attempt(&self, c: &Claimed<'_>, outcome: &Outcome, digest: Option<&DigestId>) {
@@ -542,7 +618,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
     /// Storm mode: one recipient's claimed intents. One alone is sent as without storm mode; two
     /// or more go out as one digest (stale ones are settled as stale, a suppressed number settles
     /// them all as suppressed).
-    async fn send_group(&self, group: Vec<(usize, Claimed<'_>)>, deadline: Instant) -> Vec<(usize, Outcome)> {
+    async fn send_group(&self, group: Vec<(Slot, Claimed<'_>)>, deadline: Instant) -> Vec<(Slot, Outcome)> {
         if group.len() < 2 {
             let mut out = Vec::with_capacity(group.len());
             for (i, c) in &group {
@@ -606,11 +682,11 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
     async fn send_digest(
         &self,
         recipient: &PhoneNumber,
-        members: Vec<(usize, Claimed<'_>)>,
+        members: Vec<(Slot, Claimed<'_>)>,
         digest: Digest,
         now: DateTime<Utc>,
         deadline: Instant,
-    ) -> Vec<(usize, Outcome)> {
+    ) -> Vec<(Slot, Outcome)> {
         let stored = DigestRecord {
             id: digest.id.clone(),
             recipient: recipient.clone(),
@@ -695,7 +771,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
 
     /// Claimed but not published (the rate left no time in this invocation): back to `queued`,
     /// no attempt counted, the message hidden for about as long as the parts would have waited.
-    async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: &SqsMessage) -> Outcome {
+    async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: Option<&SqsMessage>) -> Outcome {
         let now = self.clock.now();
         let reason = format!("send rate: {parts} part(s) would not go out before this invocation ends");
         let mut t = self.settle(
@@ -710,7 +786,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
         if let Err(e) = self.record(t).await {
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not hand the claim back; its lease will expire");
         }
-        if let Some(handle) = &msg.receipt_handle {
+        if let Some(handle) = msg.and_then(|m| m.receipt_handle.as_ref()) {
             let delay =
                 self.config.instance_part_interval().saturating_mul(parts.max(1)).max(self.config.retry_base_delay);
             if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32).await {
@@ -731,7 +807,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
         record: &IntentRecord,
         attempt_id: &str,
         error: &str,
-        msg: &SqsMessage,
+        msg: Option<&SqsMessage>,
         now: DateTime<Utc>,
         counts: bool,
     ) -> Outcome {
@@ -773,7 +849,7 @@ impl<S: IntentStore + DueIndex + DigestStore, R: RecipientRegistry, G: SmsGatewa
         if let Err(e) = self.record(t).await {
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not release the claim; its lease will expire");
         }
-        if let Some(handle) = &msg.receipt_handle {
+        if let Some(handle) = msg.and_then(|m| m.receipt_handle.as_ref()) {
             let delay = backoff(attempts.max(1), self.config.retry_base_delay, self.config.retry_max_delay);
             if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32).await {
                 tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");

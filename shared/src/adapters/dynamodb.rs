@@ -33,8 +33,8 @@ use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::Commit;
 use crate::ports::{
-    ClaimOutcome, DigestRecord, DigestStore, DueIndex, IndexEntry, IntentStore, MessageIndex, NextCheck, OpenAttempts,
-    OrphanRecord, PortError, PortResult, PutOutcome, Transition, TransitionOutcome,
+    Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, IndexEntry, IntentStore, MessageIndex, NextCheck,
+    OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, Transition, TransitionOutcome,
 };
 
 pub const DUE_INDEX: &str = "due-index";
@@ -837,6 +837,38 @@ impl DueIndex for DynamoLedger {
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
             Err(e) => Err(unavailable("DynamoDB UpdateItem (next check)", &e)),
         }
+    }
+}
+
+impl Backlog for DynamoLedger {
+    /// One Query of the pending-index (keys only), earliest deadline first.
+    async fn pending_for(
+        &self,
+        recipient: &PhoneNumber,
+        due_after: DateTime<Utc>,
+        limit: usize,
+    ) -> PortResult<Vec<IdempotencyKey>> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(PENDING_INDEX)
+            .key_condition_expression("pending_to = :r AND pending_by > :after")
+            .expression_attribute_values(":r", s(recipient.expose()))
+            .expression_attribute_values(":after", s(ts(due_after)))
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
+        page.items()
+            .iter()
+            .filter_map(|item| get_s(item, "pk"))
+            .map(|pk| {
+                let raw = pk.strip_prefix("INTENT#").unwrap_or(pk);
+                IdempotencyKey::parse(raw)
+                    .map_err(|_| PortError::Corrupt { what: pk.to_owned(), message: "bad key in pending-index".into() })
+            })
+            .collect()
     }
 }
 
