@@ -103,9 +103,6 @@ struct Claimed<'m> {
     started: Instant,
 }
 
-/// At most this many of a recipient's pending alerts are pulled from the backlog into one digest
-/// (with the batch's own, at most [`storm::MAX_DIGEST_MEMBERS`]); each costs a conditional claim.
-pub const BACKLOG_PULL: usize = 48;
 /// Claims made at once when pulling a backlog.
 const PULL_CONCURRENCY: usize = 8;
 
@@ -214,7 +211,7 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
     async fn pull_backlog<'m>(&self, group: &mut Vec<(Slot, Claimed<'m>)>) {
         let Some((_, first)) = group.first() else { return };
         let recipient = first.record.intent.recipient.clone();
-        let room = BACKLOG_PULL.min(storm::MAX_DIGEST_MEMBERS.saturating_sub(group.len()));
+        let room = storm::BACKLOG_PULL.min(storm::MAX_DIGEST_MEMBERS.saturating_sub(group.len()));
         if room == 0 {
             return;
         }

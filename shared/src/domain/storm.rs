@@ -332,6 +332,11 @@ impl Send {
 /// DynamoDB transaction (100 items), so the members are marked all-or-nothing.
 pub const MAX_DIGEST_MEMBERS: usize = 99;
 
+/// At most this many of a recipient's pending alerts are pulled from their backlog (beyond the
+/// sender batch's own) into one digest; with the batch's, a digest still holds at most
+/// [`MAX_DIGEST_MEMBERS`]. Each pulled alert costs the sender one conditional claim.
+pub const BACKLOG_PULL: usize = MAX_DIGEST_MEMBERS - 1;
+
 /// Why an alert is left pending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HoldReason {
