@@ -186,8 +186,9 @@ pub struct SenderConfig {
     pub retry_max_delay: Duration,
     pub sms_defaults: SmsOptions,
     pub sweep: SweepPolicy,
-    /// Storm mode (`TOCSIN_STORM_MODE`): one digest SMS for a recipient's alerts claimed in the
-    /// same invocation, within `TOCSIN_MAX_SEGMENTS` parts.
+    /// Storm mode (`TOCSIN_STORM_MODE`): a recipient's claimable alerts go out as one digest SMS
+    /// within `TOCSIN_MAX_SEGMENTS` parts, at most `TOCSIN_STORM_MAX_SMS_PER_WINDOW` SMS per
+    /// `TOCSIN_STORM_WINDOW` per recipient unless a deadline would be missed.
     pub storm: DigestPolicy,
 }
 
@@ -216,13 +217,16 @@ impl SenderConfig {
             sweep: sweep_policy(env),
             storm: DigestPolicy {
                 enabled: env.switch("TOCSIN_STORM_MODE"),
-                max_sms_per_window: DigestPolicy::DEFAULT_MAX_SMS_PER_WINDOW,
-                window: DigestPolicy::DEFAULT_WINDOW,
+                max_sms_per_window: env.number("TOCSIN_STORM_MAX_SMS_PER_WINDOW", 1u32),
+                window: env.duration("TOCSIN_STORM_WINDOW"),
                 max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u8),
             },
         };
         if c.publish_timeout >= c.claim_lease {
             extra.push("TOCSIN_PUBLISH_TIMEOUT must be shorter than TOCSIN_CLAIM_LEASE".into());
+        }
+        if c.storm.window.is_zero() {
+            extra.push("TOCSIN_STORM_WINDOW must be longer than zero".into());
         }
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
@@ -369,6 +373,8 @@ mod tests {
             ("TOCSIN_REQUEUE_AFTER", "10m"),
             ("TOCSIN_STORM_MODE", "off"),
             ("TOCSIN_MAX_SEGMENTS", "3"),
+            ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
+            ("TOCSIN_STORM_WINDOW", "5m"),
         ];
         let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         map.insert("TOCSIN_SMS_RATE_PER_SECOND".into(), rate.to_string());

@@ -246,6 +246,32 @@ pub trait Backlog: Send + Sync {
     ) -> impl Future<Output = PortResult<Vec<IdempotencyKey>>> + Send;
 }
 
+/// The SMS recently sent to one recipient (storm mode's per-recipient budget), as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendLog {
+    /// When each counted SMS went out (the newest `max_sms_per_window`).
+    pub sent: Vec<DateTime<Utc>>,
+    /// The version read; `None`: no log yet.
+    pub version: Option<u64>,
+}
+
+/// Storm mode's per-recipient send log. Its conditional append is also the per-recipient lock: of
+/// two senders planning an SMS to the same person at the same moment, one wins the append and
+/// sends; the other hands its claims back unsent.
+pub trait SendBudget: Send + Sync {
+    fn send_log(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<SendLog>> + Send;
+    /// Appends `at` to the log as `read` was, keeping the newest `keep` instants; false (nothing
+    /// written) when another writer changed the log since it was read.
+    fn record_send(
+        &self,
+        recipient: &PhoneNumber,
+        read: &SendLog,
+        at: DateTime<Utc>,
+        keep: usize,
+        expires_at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
 /// The store of storm-mode digests.
 pub trait DigestStore: Send + Sync {
     /// Records the digest before its SMS is published. Idempotent (the id is derived from the

@@ -225,3 +225,85 @@ async fn a_recipients_backlog_spread_over_the_queue_is_pulled_into_the_same_dige
     assert!(responses.iter().all(|r| r.batch_item_failures.is_empty()));
     assert_eq!(p.queue_depth("SendQueue").await, 0);
 }
+
+/// Submits one alert to `number` due in `deadline` and runs the sender; its key.
+async fn one_round(p: &Pipeline, event: &str, number: &str, deadline: &str) -> IdempotencyKey {
+    let (status, body) = p.submit(&alert_due_in(event, number, deadline)).await;
+    assert_eq!(status, 201, "{body}");
+    p.run_sender().await;
+    key_of(&body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipient_at_their_budget_gets_nothing_more_until_it_frees_unless_a_deadline_is_at_stake() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550309";
+    // Three SMS within the window: the default budget (3 per 5 minutes).
+    for i in 0..3 {
+        one_round(&p, &format!("budget-{i}"), a, "15m").await;
+        p.clock.advance(Duration::seconds(30));
+    }
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 3);
+
+    // A fourth with time to spare waits for the budget, unsent, its message hidden until then.
+    let held = one_round(&p, "budget-held", a, "15m").await;
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 3, "held, not sent");
+    let r = p.record(&held).await;
+    assert_eq!((r.status.state, r.status.attempts), (State::Queued, 0));
+    let reason = p
+        .timeline(&held)
+        .await
+        .into_iter()
+        .find_map(|o| match o.kind {
+            ObservationKind::Deferred { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .expect("the hold is on the timeline");
+    assert!(reason.contains("budget used up until"), "{reason}");
+    assert_eq!(p.receive(&p.stack.queue("SendQueue").url, 10).await.len(), 0, "hidden until the budget frees");
+
+    // Once the window has passed, the held alert goes out.
+    p.clock.advance(Duration::minutes(5));
+    p.make_send_queue_visible().await;
+    p.run_sender().await;
+    assert_eq!(p.record(&held).await.status.state, State::Accepted);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_budget_an_alert_whose_deadline_cannot_wait_goes_out_at_once_in_one_digest_with_the_held_ones() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550311";
+    for i in 0..3 {
+        one_round(&p, &format!("over-{i}"), a, "15m").await;
+        p.clock.advance(Duration::seconds(30));
+    }
+    let held = one_round(&p, "over-held", a, "15m").await;
+    assert_eq!(p.record(&held).await.status.state, State::Queued);
+    // Due in 2 minutes, before the budget frees (in 4): sent now, with the held alert.
+    let urgent = one_round(&p, "over-urgent", a, "2m").await;
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 4);
+    assert!(sms[3].message.starts_with("tocsin: 2 alerts."), "{}", sms[3].message);
+    let (u, h) = (p.record(&urgent).await, p.record(&held).await);
+    assert_eq!((u.status.state, h.status.state), (State::Accepted, State::Accepted));
+    assert_eq!(u.status.digest_id, h.status.digest_id);
+    let stored = p.ledger.get_digest(&u.status.digest_id.expect("digest")).await.expect("read").expect("recorded");
+    assert_eq!(stored.members[0], urgent, "earliest deadline first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_senders_planning_an_sms_to_the_same_person_at_once_only_one_writes_the_send_log() {
+    use tocsin::ports::SendBudget;
+    let p = Pipeline::start_with(storm_on()).await;
+    let phone = PhoneNumber::parse("+14155550310").expect("valid");
+    let now = p.clock.now_utc();
+    let read = p.ledger.send_log(&phone).await.expect("log");
+    let until = now + Duration::minutes(5);
+    assert!(p.ledger.record_send(&phone, &read, now, 3, until).await.expect("first"));
+    assert!(!p.ledger.record_send(&phone, &read, now, 3, until).await.expect("second"), "the same read loses");
+    let again = p.ledger.send_log(&phone).await.expect("log");
+    assert_eq!(again.sent.len(), 1);
+    assert!((again.sent[0] - now).num_milliseconds().abs() <= 1, "{:?} vs {now}", again.sent);
+    assert!(p.ledger.record_send(&phone, &again, now + Duration::seconds(1), 3, until).await.expect("next"));
+}

@@ -49,8 +49,8 @@ use tocsin::domain::sweep::next_check;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
-    PublishOutcome, RecipientRegistry, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch, Suppression,
-    Transition, TransitionOutcome,
+    PublishOutcome, RecipientRegistry, SendBudget, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch,
+    Suppression, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -126,8 +126,13 @@ pub struct Sender<S, R, G, Q, C> {
     limiter: PartLimiter,
 }
 
-impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G: SmsGateway, Q: SendQueue, C: Clock>
-    Sender<S, R, G, Q, C>
+impl<
+    S: IntentStore + DueIndex + DigestStore + Backlog + SendBudget,
+    R: RecipientRegistry,
+    G: SmsGateway,
+    Q: SendQueue,
+    C: Clock,
+> Sender<S, R, G, Q, C>
 {
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
         // One part at a time at this instance's share of the account rate (burst 1).
@@ -456,11 +461,17 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
                 return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;
             }
         }
+        self.publish_alone(c, deadline).await
+    }
+
+    /// Publishes a claimed intent's own text (its recipient already checked) and records it.
+    async fn publish_alone(&self, c: &Claimed<'_>, deadline: Instant) -> Outcome {
+        let intent = &c.record.intent;
         // The rate wait must leave time to publish and to record the outcome before the
         // invocation ends; otherwise the claim goes back unsent, never held past the deadline.
         let parts = intent.segments.segments;
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
-            return self.defer(record, attempt_id, parts, msg).await;
+            return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
         }
         let options = intent.sms.or_defaults(&self.config.sms_defaults);
         let outcome = self
@@ -612,30 +623,35 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
         }
     }
 
-    /// Storm mode: one recipient's claimed intents. One alone is sent as without storm mode; two
-    /// or more go out as one digest (stale ones are settled as stale, a suppressed number settles
-    /// them all as suppressed).
+    /// Storm mode: one recipient's claimed intents (the batch's and those pulled from the backlog).
+    /// Stale ones are settled as stale and a suppressed number settles them all; the rest are
+    /// planned against the recipient's send log (`storm::plan`): one SMS — the alert alone, or a
+    /// digest of all of them — or, with the budget used up and no deadline at stake, none (each
+    /// handed back until the budget frees). Appending the send to the log, conditioned on the log
+    /// read, comes before the publish: of two senders for the same person, one sends.
     async fn send_group(&self, group: Vec<(Slot, Claimed<'_>)>, deadline: Instant) -> Vec<(Slot, Outcome)> {
-        if group.len() < 2 {
-            let mut out = Vec::with_capacity(group.len());
-            for (i, c) in &group {
-                let outcome = self.send_claimed(c, deadline).await;
-                self.log_attempt(c, &outcome, None);
-                out.push((*i, outcome));
-            }
-            return out;
-        }
         let now = self.clock.now();
-        let recipient = group[0].1.record.intent.recipient.clone();
+        let Some(recipient) = group.first().map(|(_, c)| c.record.intent.recipient.clone()) else {
+            return Vec::new();
+        };
         let mut out = Vec::with_capacity(group.len());
         let (stale, live): (Vec<_>, Vec<_>) = group.into_iter().partition(|(_, c)| now >= c.record.intent.deadline);
         for (i, c) in &stale {
             out.push((*i, self.stale(c, now).await));
         }
-        if live.len() < 2 {
-            out.extend(Box::pin(self.send_group(live, deadline)).await);
+        if live.is_empty() {
             return out;
         }
+        let release_all = |why: String| {
+            let live = &live;
+            async move {
+                let mut out = Vec::with_capacity(live.len());
+                for (i, c) in live {
+                    out.push((*i, self.release(&c.record, &c.attempt_id, &why, c.msg, now, false).await));
+                }
+                out
+            }
+        };
         match self.standing(&recipient, now).await {
             Ok(Standing::Suppressed(s)) => {
                 for (i, c) in &live {
@@ -646,32 +662,88 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
             Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "registry or opt-out check unavailable; releasing the claims");
-                for (i, c) in &live {
+                out.extend(release_all(e.to_string()).await);
+                return out;
+            }
+        }
+        let log = match self.store.send_log(&recipient).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(recipient = %recipient.masked(), error = %e, "send log unavailable; releasing the claims");
+                out.extend(release_all(e.to_string()).await);
+                return out;
+            }
+        };
+        let alerts: Vec<PendingAlert> = live.iter().map(|(_, c)| PendingAlert::from_intent(&c.record.intent)).collect();
+        let plan = match storm::plan(now, &log.sent, &alerts, &self.config.storm) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(recipient = %recipient.masked(), error = %e, "storm plan refused; releasing the claims");
+                out.extend(release_all(e.to_string()).await);
+                return out;
+            }
+        };
+        let claimed = |key: &IdempotencyKey| live.iter().find(|(_, c)| &c.record.intent.key == key);
+        for key in &plan.stale {
+            if let Some((i, c)) = claimed(key) {
+                out.push((*i, self.stale(c, now).await));
+            }
+        }
+        for held in &plan.held {
+            if let Some((i, c)) = claimed(&held.key) {
+                let until = match held.reason {
+                    storm::HoldReason::BudgetExhausted { until } => until,
+                    storm::HoldReason::DigestFull => now,
+                };
+                let wait = until.signed_duration_since(now).to_std().unwrap_or_default();
+                out.push((*i, self.hand_back(&c.record, &c.attempt_id, held.reason.to_string(), wait, c.msg).await));
+            }
+        }
+        let Some(send) = plan.sends.into_iter().next() else { return out };
+        let keys = send.keys().into_iter().cloned().collect::<Vec<_>>();
+        let members: Vec<&(Slot, Claimed<'_>)> = keys.iter().filter_map(claimed).collect();
+        let window = chrono::Duration::from_std(self.config.storm.window).unwrap_or(chrono::Duration::minutes(5));
+        let keep = usize::try_from(self.config.storm.max_sms_per_window).unwrap_or(usize::MAX);
+        match self.store.record_send(&recipient, &log, now, keep, now + window).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // Another sender is sending to this person at this moment: its SMS covers what
+                // it holds; these go back unsent and come round again shortly.
+                for (i, c) in members {
+                    let why = "another sender is sending to this recipient right now".to_owned();
+                    out.push((
+                        *i,
+                        self.hand_back(&c.record, &c.attempt_id, why, self.config.retry_base_delay, c.msg).await,
+                    ));
+                }
+                return out;
+            }
+            Err(e) => {
+                tracing::warn!(recipient = %recipient.masked(), error = %e, "send log not written; releasing the claims");
+                for (i, c) in members {
                     out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
                 }
                 return out;
             }
         }
-        let alerts: Vec<PendingAlert> = live.iter().map(|(_, c)| PendingAlert::from_intent(&c.record.intent)).collect();
-        let digest = match storm::plan(now, &[], &alerts, &self.config.storm) {
-            Ok(plan) => plan.sends.into_iter().find_map(|s| match s {
-                storm::Send::Digest(d) => Some(d),
-                storm::Send::Alone { .. } => None,
-            }),
-            Err(e) => {
-                tracing::error!(error = %e, "storm plan refused; sending each alert alone");
-                None
+        if plan.over_budget {
+            tracing::info!(recipient = %recipient.masked(), members = members.len(), "sent over the recipient's budget: holding would miss a deadline");
+            let mut m = Metrics::new("sender");
+            m.count("over_budget", 1);
+            m.flush();
+        }
+        match send {
+            storm::Send::Alone { .. } => {
+                for (i, c) in members {
+                    let outcome = self.publish_alone(c, deadline).await;
+                    self.log_attempt(c, &outcome, None);
+                    out.push((*i, outcome));
+                }
             }
-        };
-        let Some(digest) = digest else {
-            for (i, c) in &live {
-                let outcome = self.send_claimed(c, deadline).await;
-                self.log_attempt(c, &outcome, None);
-                out.push((*i, outcome));
+            storm::Send::Digest(digest) => {
+                out.extend(self.send_digest(&recipient, &members, digest, now, deadline).await)
             }
-            return out;
-        };
-        out.extend(self.send_digest(&recipient, live, digest, now, deadline).await);
+        }
         out
     }
 
@@ -679,7 +751,7 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
     async fn send_digest(
         &self,
         recipient: &PhoneNumber,
-        members: Vec<(Slot, Claimed<'_>)>,
+        members: &[&(Slot, Claimed<'_>)],
         digest: Digest,
         now: DateTime<Utc>,
         deadline: Instant,
@@ -695,7 +767,7 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
         if let Err(e) = self.store.put_digest(&stored).await {
             tracing::warn!(digest = digest.id.short(), error = %e, "digest not recorded; releasing the claims unsent");
             let mut out = Vec::with_capacity(members.len());
-            for (i, c) in &members {
+            for (i, c) in members.iter().copied() {
                 out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
             }
             return out;
@@ -703,20 +775,18 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
         let parts = digest.segments.segments;
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
             let mut out = Vec::with_capacity(members.len());
-            for (i, c) in &members {
+            for (i, c) in members.iter().copied() {
                 out.push((*i, self.defer(&c.record, &c.attempt_id, parts, c.msg).await));
             }
             return out;
         }
         // The earliest-deadline member's SMS options (sender id, origination number, price cap).
-        let options = members
-            .iter()
-            .find(|(_, c)| digest.members.first() == Some(&c.record.intent.key))
-            .map_or(&members[0].1, |(_, c)| c)
-            .record
-            .intent
-            .sms
-            .or_defaults(&self.config.sms_defaults);
+        let Some(lead) =
+            members.iter().find(|(_, c)| digest.members.first() == Some(&c.record.intent.key)).or(members.first())
+        else {
+            return Vec::new();
+        };
+        let options = lead.1.record.intent.sms.or_defaults(&self.config.sms_defaults);
         let outcome =
             self.gateway.publish(SmsMessage { to: recipient, body: digest.text.expose(), options: &options }).await;
         if let PublishOutcome::Accepted { message_id } = &outcome {
@@ -769,8 +839,23 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
     /// Claimed but not published (the rate left no time in this invocation): back to `queued`,
     /// no attempt counted, the message hidden for about as long as the parts would have waited.
     async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: Option<&SqsMessage>) -> Outcome {
-        let now = self.clock.now();
         let reason = format!("send rate: {parts} part(s) would not go out before this invocation ends");
+        let wait = self.config.instance_part_interval().saturating_mul(parts.max(1));
+        self.hand_back(record, attempt_id, reason, wait, msg).await
+    }
+
+    /// Claimed but deliberately not published (`reason`): back to `queued`, no attempt counted,
+    /// its message hidden for `wait` (at least the retry base delay). An intent pulled from the
+    /// backlog has no message here: its own is still on the queue.
+    async fn hand_back(
+        &self,
+        record: &IntentRecord,
+        attempt_id: &str,
+        reason: String,
+        wait: Duration,
+        msg: Option<&SqsMessage>,
+    ) -> Outcome {
+        let now = self.clock.now();
         let mut t = self.settle(
             record,
             attempt_id,
@@ -784,17 +869,13 @@ impl<S: IntentStore + DueIndex + DigestStore + Backlog, R: RecipientRegistry, G:
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not hand the claim back; its lease will expire");
         }
         if let Some(handle) = msg.and_then(|m| m.receipt_handle.as_ref()) {
-            let delay =
-                self.config.instance_part_interval().saturating_mul(parts.max(1)).max(self.config.retry_base_delay);
+            // SQS hides a message for at most 12 hours.
+            let delay = wait.max(self.config.retry_base_delay).min(Duration::from_secs(12 * 3600));
             if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32).await {
                 tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
             }
         }
-        tracing::info!(
-            key = record.intent.key.short(),
-            parts,
-            "deferred: the send rate leaves no time in this invocation"
-        );
+        tracing::info!(key = record.intent.key.short(), reason = %reason, "handed back unsent");
         Outcome::Deferred
     }
 

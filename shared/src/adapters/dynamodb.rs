@@ -7,6 +7,7 @@
 //! | observation | `INTENT#<key>` | `OBS#<source>:<id>` |
 //! | message index | `MSG#<sns message id>` | `MSG` |
 //! | storm-mode digest | `DIGEST#<digest id>` | `DIGEST` |
+//! | storm-mode send log | `BUDGET#<e164>` | `BUDGET` |
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
@@ -34,7 +35,7 @@ use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::Commit;
 use crate::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, IndexEntry, IntentStore, MessageIndex, NextCheck,
-    OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, Transition, TransitionOutcome,
+    OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget, SendLog, Transition, TransitionOutcome,
 };
 
 pub const DUE_INDEX: &str = "due-index";
@@ -836,6 +837,62 @@ impl DueIndex for DynamoLedger {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
             Err(e) => Err(unavailable("DynamoDB UpdateItem (next check)", &e)),
+        }
+    }
+}
+
+impl SendBudget for DynamoLedger {
+    async fn send_log(&self, recipient: &PhoneNumber) -> PortResult<SendLog> {
+        let Some(item) = self.get_item(format!("BUDGET#{}", recipient.expose()), "BUDGET").await? else {
+            return Ok(SendLog::default());
+        };
+        let sent = item
+            .get("sent")
+            .and_then(|v| v.as_l().ok())
+            .map(|l| {
+                l.iter()
+                    .filter_map(|v| v.as_s().ok())
+                    .filter_map(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|d| d.with_timezone(&Utc))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let version = item.get("version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok());
+        Ok(SendLog { sent, version })
+    }
+
+    /// One conditional PutItem: the whole (small) log, on the version read.
+    async fn record_send(
+        &self,
+        recipient: &PhoneNumber,
+        read: &SendLog,
+        at: DateTime<Utc>,
+        keep: usize,
+        expires_at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        let mut sent = read.sent.clone();
+        sent.push(at);
+        sent.sort();
+        let drop = sent.len().saturating_sub(keep.max(1));
+        sent.drain(..drop);
+        let version = read.version.map_or(1, |v| v + 1);
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(format!("BUDGET#{}", recipient.expose())))
+            .item("sk", s("BUDGET"))
+            .item("sent", AttributeValue::L(sent.iter().map(|t| s(ts(*t))).collect()))
+            .item("version", n(version))
+            .item("expires_at", n(expires_at.timestamp()));
+        put = match read.version {
+            Some(v) => put.condition_expression("version = :v").expression_attribute_values(":v", n(v)),
+            None => put.condition_expression("attribute_not_exists(pk)"),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
+            Err(e) => Err(unavailable("DynamoDB PutItem (send log)", &e)),
         }
     }
 }
