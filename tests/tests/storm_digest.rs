@@ -307,3 +307,24 @@ async fn of_two_senders_planning_an_sms_to_the_same_person_at_once_only_one_writ
     assert!((again.sent[0] - now).num_milliseconds().abs() <= 1, "{:?} vs {now}", again.sent);
     assert!(p.ledger.record_send(&phone, &again, now + Duration::seconds(1), 3, until).await.expect("next"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_refused_for_the_accounts_spend_limit_escalates_every_member_and_never_suppresses_the_number() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550312";
+    let keys = submit_many(&p, "spend", a, 3).await;
+    p.run_sender().await;
+    let (id, _) = only_sms_to(&p, a).await;
+    let refused = sns_delivery_record(&id, a, false, "No quota left for account", p.clock.now_utc());
+    let s = feed(&p, FAILURE_GROUP, &[line("9801", refused)]).await;
+    assert_eq!((s.failed, s.suppressed, s.spend_exhausted), (1, 0, 1));
+    let phone = PhoneNumber::parse(a).expect("valid");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none(), "the account's failure");
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Failed);
+    }
+    assert_eq!(p.run_escalation().await.escalated, 3, "every member, at once");
+    for (message, _) in p.escalations().await {
+        assert!(message.reason.contains("SMS spend limit reached for the account"), "{}", message.reason);
+    }
+}
