@@ -328,3 +328,35 @@ async fn a_digest_refused_for_the_accounts_spend_limit_escalates_every_member_an
         assert!(message.reason.contains("SMS spend limit reached for the account"), "{}", message.reason);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_whose_answer_was_lost_is_reconciled_for_every_member_together() {
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(storm_on()).await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let a = "+14155550313";
+    let keys = submit_many(&p, "lost", a, 3).await;
+    p.run_sender().await;
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
+    }
+    let (id, _) = only_sms_to(&p, a).await;
+    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
+    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    let run = p.run_escalation().await;
+    assert!(run.reconciled >= 1, "{run:?}");
+    for key in &keys {
+        let r = p.record(key).await;
+        assert_eq!(r.status.state, State::Delivered, "{key}");
+        assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
+    }
+    let entry = p.ledger.lookup(&id).await.expect("index").expect("linked");
+    for key in &keys {
+        assert!(entry.covers(key), "the digest's message id is indexed for every member");
+    }
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
+    assert!(p.escalations().await.is_empty(), "delivered, so nobody is paged");
+}

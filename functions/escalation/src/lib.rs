@@ -22,9 +22,9 @@ use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_att
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
-    Clock, Commit, DeliveryLogSearch, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue, IntentStore,
-    MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch, Transition,
-    TransitionOutcome,
+    Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue,
+    IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch,
+    Transition, TransitionOutcome,
 };
 use tocsin::services::receipts::{self, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -119,7 +119,7 @@ pub struct Escalator<S, Q, E, L, R, C> {
 
 impl<S, Q, E, L, R, C> Escalator<S, Q, E, L, R, C>
 where
-    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog,
+    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore,
     Q: SendQueue,
     E: EscalationQueue,
     L: DeliveryLogSearch,
@@ -416,19 +416,30 @@ where
         let search = record.status.reconcile_attempts + 1;
         match &verdict {
             Verdict::Link { sns_message_id, records } => {
-                for f in records {
-                    let event = LogEvent { id: &f.log_event_id, timestamp_ms: f.timestamp_ms };
-                    receipts::apply(
-                        &self.store,
-                        &self.registry,
-                        key,
-                        recipient,
-                        event,
-                        &f.record,
-                        Link::Reconciled,
-                        now,
-                    )
-                    .await?;
+                // A storm-mode digest's SMS is every member's: its message id is indexed once for
+                // all of them, and its records settle them together.
+                let mut members = vec![key.clone()];
+                if let Some(digest_id) = &record.status.digest_id
+                    && let Some(digest) = self.store.get_digest(digest_id).await?
+                {
+                    self.store.index_digest_message(sns_message_id, &digest).await?;
+                    members = digest.members;
+                }
+                for member in &members {
+                    for f in records {
+                        let event = LogEvent { id: &f.log_event_id, timestamp_ms: f.timestamp_ms };
+                        receipts::apply(
+                            &self.store,
+                            &self.registry,
+                            member,
+                            recipient,
+                            event,
+                            &f.record,
+                            Link::Reconciled,
+                            now,
+                        )
+                        .await?;
+                    }
                 }
                 tracing::info!(key = key.short(), sns_message_id = %sns_message_id, "unknown outcome reconciled from the delivery-status logs");
             }

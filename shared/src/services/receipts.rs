@@ -110,6 +110,9 @@ struct Basis {
     presumed: bool,
     /// The intent's expiry, when it was read.
     retain_until: Option<DateTime<Utc>>,
+    /// The intent's SMS was a storm-mode digest: its message id is indexed for every member, by
+    /// whoever links it, never for this intent alone.
+    in_digest: bool,
 }
 
 impl Basis {
@@ -120,6 +123,7 @@ impl Basis {
             escalated: record.status.escalation.is_some(),
             presumed: false,
             retain_until: Some(record.intent.expires_at()),
+            in_digest: record.status.digest_id.is_some(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Basis {
             escalated: false,
             presumed: true,
             retain_until: None,
+            in_digest: false,
         }
     }
 }
@@ -226,7 +231,8 @@ async fn apply_observation<S: IntentStore>(
         )
         .with_state(patch.state.unwrap_or(state));
         let effect_moves = patch.state.is_some();
-        let index_message = (link == Link::Reconciled).then(|| (record.message_id.clone(), recipient.clone()));
+        let index_message =
+            (link == Link::Reconciled && !basis.in_digest).then(|| (record.message_id.clone(), recipient.clone()));
         let t = Transition {
             key: key.clone(),
             from,
