@@ -44,6 +44,8 @@ pub struct Report {
     pub status_rate: Option<Result<crate::status_rate::StatusRate>>,
     /// The storm test's summary at the size this command runs it.
     pub storm: Option<Result<serde_json::Value>>,
+    /// Storm mode, simulated: off, on, and the EDF bound (section 9).
+    pub storm_mode: Option<Result<crate::storm_mode::StormMode>>,
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
@@ -82,9 +84,9 @@ impl Report {
              starts the local AWS emulator (moto) as the tests do, and rewrites this file. Needs what `cargo test \
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
-             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate,statusrate,storm`; all by default; \
+             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate,statusrate,storm,stormmode`; all by default; \
              sections not run keep their text from the previous BENCHMARKS.md), \
-             `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
+             `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_STORM_SEED` (the storm-mode simulation's workload seed, default 2026), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
              run, default 120), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
              `TOCSIN_BENCH_STATUS_TIMEOUT` (seconds for the ~1 MB status event, default 240), `TOCSIN_BENCH_SKIP_BUILD`, \
              `TOCSIN_BENCH_SKIP_ARM64`, `TOCSIN_BENCH_SKIP_CRITERION`, `TOCSIN_BENCH_ARM64_DIR`, `TOCSIN_BENCH_BIN_DIR`, `PYTHON` (the interpreter \
@@ -108,6 +110,7 @@ impl Report {
         self.sweep_rate_section(&mut body, &mut rows);
         self.cpu_section(&mut body, &mut rows);
         self.status_rate_section(&mut body, &mut rows);
+        self.storm_mode_section(&mut body, &mut rows);
         self.storm_section(&mut body);
         let _ = writeln!(out, "## Summary\n\n| measurement | target | result | verdict |\n|---|---|---|---|");
         for (m, t, r, v) in &rows {

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use tocsin_bench::report::Report;
 use tocsin_bench::{
-    api_calls, binaries, capacity, cold_start, cpu, machine, merge, rss, size, status_rate, storm, sweep_rate,
-    sweep_reads, wru,
+    api_calls, binaries, capacity, cold_start, cpu, machine, merge, rss, size, status_rate, storm, storm_mode,
+    sweep_rate, sweep_reads, wru,
 };
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -22,7 +22,7 @@ fn sizes() -> Vec<usize> {
 }
 
 /// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, rss, sweep,
-/// sweeprate, statusrate, storm) selects sections; all by default.
+/// sweeprate, statusrate, storm, stormmode) selects sections; all by default.
 fn enabled(section: &str) -> bool {
     std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
 }
@@ -156,6 +156,15 @@ async fn run() -> std::io::Result<()> {
         let intents = env_usize("TOCSIN_STORM_INTENTS", storm::DEFAULT_INTENTS);
         eprintln!("bench: the storm at {intents} intents (a debug test build)");
         report.storm = Some(storm::run(intents));
+        write(&report)?;
+    }
+    if enabled("stormmode") {
+        let seed = std::env::var("TOCSIN_BENCH_STORM_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(storm_mode::DEFAULT_SEED);
+        eprintln!("bench: storm mode, simulated (seed {seed}; off, on, and the EDF bound)");
+        report.storm_mode = Some(storm_mode::run(seed));
         write(&report)?;
     }
     Ok(())
