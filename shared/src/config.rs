@@ -108,6 +108,12 @@ pub struct IntakeConfig {
     pub max_body_bytes: usize,
     /// Partitions of the due-index new intents are spread over (`TOCSIN_DUE_SHARDS`).
     pub due_shards: u32,
+    /// Account-wide SMS parts per second (`TOCSIN_SMS_RATE_PER_SECOND`): with the send queue's
+    /// backlog, when a new alert can go out at the earliest.
+    pub sms_rate_per_second: u32,
+    /// Storm mode (`TOCSIN_STORM_MODE`): the queue's length then says little about when an alert
+    /// goes out (digests collapse a person's backlog), so intake makes no "late" estimate.
+    pub storm_mode: bool,
 }
 
 impl IntakeConfig {
@@ -125,6 +131,8 @@ impl IntakeConfig {
             sweep: sweep_policy(env),
             max_body_bytes: env.number("TOCSIN_MAX_BODY_BYTES", 256usize),
             due_shards: due_shards(env),
+            sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
+            storm_mode: env.switch("TOCSIN_STORM_MODE"),
         };
         let mut extra = Vec::new();
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {

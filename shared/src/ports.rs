@@ -346,6 +346,9 @@ pub trait SendQueue: Send + Sync {
     fn enqueue(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<()>> + Send;
     /// Hides a received message for `seconds` more (backoff before the next retry).
     fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> impl Future<Output = PortResult<()>> + Send;
+    /// How many messages wait on the queue, visible (SQS's approximate count): the work ahead of
+    /// a new one.
+    fn backlog(&self) -> impl Future<Output = PortResult<u64>> + Send;
 }
 
 /// What on-call receives for one escalated intent.

@@ -210,3 +210,47 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
     assert_eq!(p.run_escalation().await.escalated, 1);
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_once_and_stays_eligible() {
+    // One SMS part per second for the account; 70 alerts waiting on the send queue.
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1")],
+        ..Default::default()
+    })
+    .await;
+    for chunk in (0..70).collect::<Vec<_>>().chunks(10) {
+        let bodies: Vec<_> =
+            chunk.iter().map(|i| alert(&format!("backlog-{i}"), &format!("+1415555{:04}", 3000 + i))).collect();
+        futures::future::join_all(bodies.iter().map(|b| p.submit(b))).await;
+    }
+    // Intake reads the queue's length at most every 5 s.
+    tokio::time::sleep(StdDuration::from_millis(5_200)).await;
+    let mut late = alert("backlog-late", "+14155553999");
+    late["deadline"] = serde_json::Value::from("1m");
+    let (status, body) = p.submit(&late).await;
+    assert_eq!(status, 201, "{body}");
+    let late_key = key_of(&body);
+    let (_, body) = p.submit(&alert("backlog-on-time", "+14155553998")).await;
+    let on_time_key = key_of(&body);
+
+    // 70 parts ahead at 1 part/s: expected in 70 s, due in 60 s. On-call hears now, not in a minute.
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 1, "{run:?}");
+    let msgs = p.escalations().await;
+    let [(message, _)] = msgs.as_slice() else { panic!("one escalation: {msgs:?}") };
+    assert_eq!(message.idempotency_key, late_key.as_str());
+    assert!(message.reason.starts_with("SMS backlog: expected "), "{}", message.reason);
+    assert!(message.reason.contains("it may yet be sent"), "{}", message.reason);
+    let r = p.record(&late_key).await;
+    assert!(matches!(r.status.state, State::Received | State::Queued), "still eligible: {}", r.status.state);
+    assert!(r.status.escalation.is_some());
+    assert!(p.record(&on_time_key).await.status.escalation.is_none(), "15 minutes is time enough");
+
+    // Neither the next sweep nor the deadline escalates it a second time.
+    assert_eq!(p.run_escalation().await.escalated, 0);
+    p.clock.advance(Duration::seconds(61));
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 0, "{run:?}");
+    assert!(p.escalations().await.is_empty());
+}

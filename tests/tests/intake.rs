@@ -412,3 +412,16 @@ async fn a_replay_reports_the_current_state_of_the_intent() {
     assert_eq!((s, body["state"].as_str()), (200, Some("accepted")));
     assert_eq!(p.record(&key_of(&body)).await.status.state, State::Accepted);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_reads_the_send_queue_length_once_per_five_seconds_not_per_alert() {
+    let p = Pipeline::start().await;
+    p.emulator.start_recording().await.expect("recording");
+    for i in 0..3 {
+        let (code, body) = p.submit(&alert(&format!("length-{i}"), "+14155550177")).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let ops = p.emulator.stop_recording().await.expect("recording");
+    let reads = ops.iter().filter(|o| o.ends_with("GetQueueAttributes")).count();
+    assert_eq!(reads, 1, "{ops:?}");
+}

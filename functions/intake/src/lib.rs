@@ -11,11 +11,13 @@
 
 pub mod http;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tocsin::config::IntakeConfig;
 use tocsin::domain::intent::{Intent, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::request::{FieldError, validate};
+use tocsin::domain::storm::{SendRate, expected_send_at, late_verdict};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
@@ -142,7 +144,8 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             Ok(r) => r,
             Err(errors) => return Submitted::Invalid(errors),
         };
-        let record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
+        let mut record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
+        record.status.late_expected = self.late(now, record.intent.deadline).await;
         let first_check = next_check(&record, now, &self.config.sweep).unwrap_or(record.intent.deadline);
         match self.store.put_new(&record, first_check).await {
             Err(e) => Submitted::Unavailable(e),
@@ -168,6 +171,29 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
                 Submitted::Replayed(stored)
             }
         }
+    }
+
+    /// Late is said early: when the send queue's backlog alone — at one SMS part per waiting
+    /// message, a lower bound, and the account's whole rate — puts the earliest send after the
+    /// deadline, the expected time (the sweep then escalates at once, and the alert stays eligible
+    /// to be sent). A lower bound, so it never pages for an alert that could make it; storm mode
+    /// makes no estimate (digests collapse a person's backlog, so the queue's length overstates
+    /// the wait). An unreadable backlog makes no estimate either: it is never a reason to refuse.
+    async fn late(&self, now: DateTime<Utc>, deadline: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.config.storm_mode {
+            return None;
+        }
+        let ahead = match self.queue.backlog().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "send queue backlog unknown; no lateness estimate");
+                return None;
+            }
+        };
+        let rate = SendRate::per_second(f64::from(self.config.sms_rate_per_second.max(1))).ok()?;
+        let late = late_verdict(now, expected_send_at(now, ahead, rate), deadline)?;
+        tracing::warn!(ahead, expected = %late.expected, deadline = %late.deadline, "alert expected after its deadline: escalating early");
+        Some(late.expected)
     }
 
     async fn enqueue(&self, record: &IntentRecord, by: &str) -> Result<IntentRecord, PortError> {

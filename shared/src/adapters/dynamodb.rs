@@ -166,6 +166,7 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
                 Some("ambiguous") => ReconcileState::Ambiguous,
                 _ => ReconcileState::Pending,
             },
+            late_expected: get_time(item, "late_expected"),
             digest_id: match get_s(item, "digest_id") {
                 Some(raw) => Some(DigestId::parse(raw).ok_or_else(|| corrupt("bad digest_id".into()))?),
                 None => None,
@@ -203,6 +204,9 @@ fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, shard: u32) -> Po
     ]);
     if r.status.state.is_pending() {
         item.insert("pending_by".into(), s(ts(i.deadline)));
+    }
+    if let Some(expected) = r.status.late_expected {
+        item.insert("late_expected".into(), s(ts(expected)));
     }
     Ok(item)
 }

@@ -1,5 +1,8 @@
 //! SQS: the send queue (intake → sender) and the escalation queue (→ on-call).
 
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use serde::{Deserialize, Serialize};
@@ -30,11 +33,18 @@ fn key_attribute(key: &str) -> PortResult<MessageAttributeValue> {
 pub struct SqsSendQueue {
     client: Client,
     url: String,
+    /// The last message count read, and when: [`SendQueue::backlog`] asks SQS at most once per
+    /// [`BACKLOG_FRESH_FOR`] per process.
+    backlog: Arc<Mutex<Option<(Instant, u64)>>>,
 }
+
+/// How long a read of the send queue's message count is reused. SQS's count is approximate and
+/// lags by itself; asking per request would add a call to every alert.
+pub const BACKLOG_FRESH_FOR: Duration = Duration::from_secs(5);
 
 impl SqsSendQueue {
     pub fn new(client: Client, url: impl Into<String>) -> Self {
-        SqsSendQueue { client, url: url.into() }
+        SqsSendQueue { client, url: url.into(), backlog: Arc::new(Mutex::new(None)) }
     }
 }
 
@@ -51,6 +61,33 @@ impl SendQueue for SqsSendQueue {
             .await
             .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage", message: describe(&e) })?;
         Ok(())
+    }
+
+    async fn backlog(&self) -> PortResult<u64> {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let cached = *self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, count)) = cached
+            && at.elapsed() < BACKLOG_FRESH_FOR
+        {
+            return Ok(count);
+        }
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS GetQueueAttributes", message: describe(&e) })?;
+        let raw = out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .ok_or_else(|| PortError::Corrupt { what: "send queue".into(), message: "no message count".into() })?;
+        let count: u64 = raw
+            .parse()
+            .map_err(|_| PortError::Corrupt { what: "send queue".into(), message: format!("message count {raw:?}") })?;
+        *self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((Instant::now(), count));
+        Ok(count)
     }
 
     async fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> PortResult<()> {

@@ -197,6 +197,10 @@ pub struct Status {
     /// The storm-mode digest whose SMS covered this intent, if it went out in one.
     #[serde(default)]
     pub digest_id: Option<crate::domain::storm::DigestId>,
+    /// When intake expected the SMS to go out, if that was after the deadline: the sweep escalates
+    /// at once ("late is said early") and the intent stays eligible to be sent.
+    #[serde(default)]
+    pub late_expected: Option<DateTime<Utc>>,
 }
 
 impl Status {
@@ -219,6 +223,7 @@ impl Status {
             enqueued_at: None,
             next_check: None,
             digest_id: None,
+            late_expected: None,
         }
     }
 }

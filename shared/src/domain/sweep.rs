@@ -98,6 +98,15 @@ pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>)
     }
 }
 
+/// Intake expected the SMS after the deadline (`Status::late_expected`) and the intent is still
+/// waiting to be sent: "late is said early", once.
+pub fn said_late(record: &IntentRecord, state: State) -> Option<crate::domain::storm::LateReason> {
+    let expected = record.status.late_expected?;
+    let waiting = matches!(state, State::Received | State::Queued);
+    (waiting && expected > record.intent.deadline)
+        .then_some(crate::domain::storm::LateReason { expected, deadline: record.intent.deadline })
+}
+
 /// States that escalate as soon as they are reached: nothing more will happen by itself.
 pub fn escalates_at_once(state: State) -> bool {
     matches!(state, State::Suppressed | State::Stale | State::Failed)
@@ -134,6 +143,12 @@ pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -
     }
     if s.escalation.is_none() && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
         actions.push(Action::Escalate { reason: escalation_reason(state, s, i.deadline) });
+    } else if s.escalation.is_none()
+        && let Some(late) = said_late(record, state)
+    {
+        actions.push(Action::Escalate {
+            reason: format!("{late}: escalated before the deadline; still queued, it may yet be sent"),
+        });
     }
     if reconcile_due_at(record, state).is_some_and(|due| due <= now) {
         actions.push(Action::Reconcile);
@@ -147,7 +162,8 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
     let i = &record.intent;
     let mut times: Vec<DateTime<Utc>> = Vec::new();
     if s.escalation.is_none() && s.state != State::Delivered {
-        times.push(if escalates_at_once(s.state) { now } else { i.deadline });
+        let at_once = escalates_at_once(s.state) || said_late(record, s.state).is_some();
+        times.push(if at_once { now } else { i.deadline });
     }
     // Re-enqueueing ends at the deadline (`decide`): a requeue time at or past it is no reason to
     // look again, and an escalated intent still waiting on the queue leaves the index.
@@ -230,6 +246,35 @@ mod tests {
     fn a_delivered_intent_is_never_escalated() {
         assert_eq!(decide(&record(State::Delivered), t0() + mins(999), &policy()), vec![]);
         assert_eq!(next_check(&record(State::Delivered), t0(), &policy()), None);
+    }
+
+    #[test]
+    fn an_alert_expected_after_its_deadline_is_escalated_at_once_and_only_once() {
+        // Deadline t0 + 30 min; intake expected the SMS at t0 + 41 min.
+        let mut r = record(State::Queued);
+        r.status.late_expected = Some(t0() + mins(41));
+        assert_eq!(next_check(&r, t0(), &policy()), Some(t0()), "due at once");
+        let actions = decide(&r, t0() + mins(1), &policy());
+        let reason = actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Escalate { reason } => Some(reason.clone()),
+                _ => None,
+            })
+            .expect("escalated before the deadline");
+        assert!(reason.starts_with("SMS backlog: expected 12:41, deadline 12:30 (UTC)"), "{reason}");
+        // Once escalated, neither the estimate nor the deadline escalates it again.
+        r.status.escalation = Some(Escalation { at: t0() + mins(1), reason });
+        for at in [t0() + mins(2), t0() + mins(31)] {
+            assert!(!decide(&r, at, &policy()).iter().any(|a| matches!(a, Action::Escalate { .. })));
+        }
+        // An estimate within the deadline, or an alert already on its way, is no reason.
+        let mut on_time = record(State::Queued);
+        on_time.status.late_expected = Some(t0() + mins(29));
+        assert!(!decide(&on_time, t0() + mins(1), &policy()).iter().any(|a| matches!(a, Action::Escalate { .. })));
+        let mut sending = record(State::Sending);
+        sending.status.late_expected = Some(t0() + mins(41));
+        assert!(!decide(&sending, t0() + mins(1), &policy()).iter().any(|a| matches!(a, Action::Escalate { .. })));
     }
 
     #[test]
