@@ -94,6 +94,8 @@ impl Env {
 pub const LEDGER_TABLE: &str = "TOCSIN_LEDGER_TABLE";
 pub const RECIPIENTS_TABLE: &str = "TOCSIN_RECIPIENTS_TABLE";
 pub const SEND_QUEUE_URL: &str = "TOCSIN_SEND_QUEUE_URL";
+/// The urgent lane (earliest deadline first): see `SendQueue::enqueue`.
+pub const URGENT_QUEUE_URL: &str = "TOCSIN_URGENT_QUEUE_URL";
 pub const ESCALATION_QUEUE_URL: &str = "TOCSIN_ESCALATION_QUEUE_URL";
 pub const INTAKE_REJECTS_QUEUE_URL: &str = "TOCSIN_INTAKE_REJECTS_QUEUE_URL";
 
@@ -101,6 +103,7 @@ pub const INTAKE_REJECTS_QUEUE_URL: &str = "TOCSIN_INTAKE_REJECTS_QUEUE_URL";
 pub struct IntakeConfig {
     pub ledger_table: String,
     pub send_queue_url: String,
+    pub urgent_queue_url: String,
     pub rejects_queue_url: String,
     pub limits: Limits,
     pub sweep: SweepPolicy,
@@ -121,6 +124,7 @@ impl IntakeConfig {
         let c = IntakeConfig {
             ledger_table: env.required(LEDGER_TABLE),
             send_queue_url: env.required(SEND_QUEUE_URL),
+            urgent_queue_url: env.required(URGENT_QUEUE_URL),
             rejects_queue_url: env.required(INTAKE_REJECTS_QUEUE_URL),
             limits: Limits {
                 default_deadline: env.duration("TOCSIN_DEFAULT_DEADLINE"),
@@ -181,6 +185,7 @@ pub struct SenderConfig {
     pub ledger_table: String,
     pub recipients_table: String,
     pub send_queue_url: String,
+    pub urgent_queue_url: String,
     /// Account-wide SMS parts per second toward SNS.
     pub sms_rate_per_second: u32,
     /// The event source mapping's maximum concurrency: each instance gets rate / concurrency.
@@ -210,6 +215,7 @@ impl SenderConfig {
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
             send_queue_url: env.required(SEND_QUEUE_URL),
+            urgent_queue_url: env.required(URGENT_QUEUE_URL),
             sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
             max_concurrency: env.number("TOCSIN_SENDER_MAX_CONCURRENCY", 1u32),
             max_attempts: env.number("TOCSIN_MAX_PUBLISH_ATTEMPTS", 1u32),
@@ -289,6 +295,7 @@ pub struct EscalationConfig {
     /// Unknown outcomes searched per run.
     pub reconcile_batch: usize,
     pub send_queue_url: String,
+    pub urgent_queue_url: String,
     pub escalation_queue_url: String,
     pub sweep: SweepPolicy,
     /// Intents read per page of the due index.
@@ -313,6 +320,7 @@ impl EscalationConfig {
             reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             reconcile_batch: env.number("TOCSIN_RECONCILE_BATCH", 0usize),
             send_queue_url: env.required(SEND_QUEUE_URL),
+            urgent_queue_url: env.required(URGENT_QUEUE_URL),
             escalation_queue_url: env.required(ESCALATION_QUEUE_URL),
             sweep: sweep_policy(env),
             page_size: env.number("TOCSIN_SWEEP_PAGE_SIZE", 1i32),
@@ -371,6 +379,7 @@ mod tests {
             (LEDGER_TABLE, "t"),
             (RECIPIENTS_TABLE, "r"),
             (SEND_QUEUE_URL, "q"),
+            (URGENT_QUEUE_URL, "u"),
             ("TOCSIN_MAX_PUBLISH_ATTEMPTS", "5"),
             ("TOCSIN_CLAIM_LEASE", "2m"),
             ("TOCSIN_PUBLISH_TIMEOUT", "10s"),

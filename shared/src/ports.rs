@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::{Found, ReconcileState, Window};
-use crate::domain::storm::DigestId;
+use crate::domain::storm::{DigestId, Lane};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 
 /// A dependency (DynamoDB, SQS, SNS, CloudWatch Logs) failed or answered something unreadable.
@@ -343,12 +343,36 @@ pub trait DueIndex: Send + Sync {
 
 /// The SQS send queue (intake → sender).
 pub trait SendQueue: Send + Sync {
-    fn enqueue(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<()>> + Send;
-    /// Hides a received message for `seconds` more (backoff before the next retry).
-    fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> impl Future<Output = PortResult<()>> + Send;
+    /// Puts the intent on the send queue; an urgent one also on the urgent lane, which senders
+    /// drain before their own batch (the normal message still wakes a sender when none runs).
+    fn enqueue(&self, key: &IdempotencyKey, lane: Lane) -> impl Future<Output = PortResult<()>> + Send;
+    /// Hides a received message of `lane` for `seconds` more (backoff before the next retry).
+    fn delay_retry(
+        &self,
+        receipt_handle: &str,
+        seconds: i32,
+        lane: Lane,
+    ) -> impl Future<Output = PortResult<()>> + Send;
     /// How many messages wait on the queue, visible (SQS's approximate count): the work ahead of
     /// a new one.
     fn backlog(&self) -> impl Future<Output = PortResult<u64>> + Send;
+}
+
+/// A message taken from the urgent lane by a sender itself (no event source mapping drains it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneMessage {
+    pub message_id: String,
+    pub receipt_handle: String,
+    pub body: String,
+}
+
+/// The urgent lane, as the sender drains it: alerts whose deadline leaves less than
+/// [`crate::domain::storm::URGENT_SLACK`], taken before the invocation's own batch.
+pub trait UrgentLane: Send + Sync {
+    /// Up to `max` (≤ 10) visible urgent messages, without waiting.
+    fn take_urgent(&self, max: i32) -> impl Future<Output = PortResult<Vec<LaneMessage>>> + Send;
+    /// Deletes urgent messages that are finished with.
+    fn urgent_done(&self, receipt_handles: &[String]) -> impl Future<Output = PortResult<()>> + Send;
 }
 
 /// What on-call receives for one escalated intent.

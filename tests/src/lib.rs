@@ -188,7 +188,8 @@ impl Pipeline {
         };
         let intake = intake::Intake {
             store: ledger.clone(),
-            queue: SqsSendQueue::new(fn_sqs.clone(), &intake_cfg.send_queue_url),
+            queue: SqsSendQueue::new(fn_sqs.clone(), &intake_cfg.send_queue_url)
+                .with_urgent(&intake_cfg.urgent_queue_url),
             rejects: SqsRejectSink::new(fn_sqs.clone(), &intake_cfg.rejects_queue_url),
             clock: clock.clone(),
             catalog: Catalog::builtin(),
@@ -198,7 +199,7 @@ impl Pipeline {
             ledger.clone(),
             registry.clone(),
             SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
-            SqsSendQueue::new(fn_sqs.clone(), &sender_cfg.send_queue_url),
+            SqsSendQueue::new(fn_sqs.clone(), &sender_cfg.send_queue_url).with_urgent(&sender_cfg.urgent_queue_url),
             clock.clone(),
             sender_cfg.clone(),
         );
@@ -213,7 +214,8 @@ impl Pipeline {
         };
         let escalation = escalation::Escalator {
             store: ledger.clone(),
-            send_queue: SqsSendQueue::new(fn_sqs.clone(), &esc_cfg.send_queue_url),
+            send_queue: SqsSendQueue::new(fn_sqs.clone(), &esc_cfg.send_queue_url)
+                .with_urgent(&esc_cfg.urgent_queue_url),
             escalations: SqsEscalationQueue::new(fn_sqs.clone(), &esc_cfg.escalation_queue_url),
             logs: CloudWatchLogsSearch::new(
                 aws_sdk_cloudwatchlogs::Client::new(&sdk),
@@ -252,7 +254,8 @@ impl Pipeline {
             self.ledger.clone(),
             self.registry.clone(),
             SnsGateway::new(&sdk, self.sender_config.publish_timeout),
-            SqsSendQueue::new(self.sqs.clone(), &self.sender_config.send_queue_url),
+            SqsSendQueue::new(self.sqs.clone(), &self.sender_config.send_queue_url)
+                .with_urgent(&self.sender_config.urgent_queue_url),
             self.clock.clone(),
             self.sender_config.clone(),
         );
@@ -276,7 +279,7 @@ impl Pipeline {
     pub async fn enqueue_again(&self, key: &IdempotencyKey) {
         use tocsin::ports::SendQueue;
         SqsSendQueue::new(self.sqs.clone(), &self.stack.queue("SendQueue").url)
-            .enqueue(key)
+            .enqueue(key, tocsin::domain::storm::Lane::Normal)
             .await
             .unwrap_or_else(|e| panic!("enqueue: {e}"));
     }

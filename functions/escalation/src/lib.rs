@@ -19,6 +19,7 @@ use tocsin::config::EscalationConfig;
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
+use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
@@ -251,7 +252,9 @@ where
         for action in decide(&record, now, &self.config.sweep) {
             match action {
                 Action::ReEnqueue => {
-                    self.send_queue.enqueue(&key).await?;
+                    // Promoted to the urgent lane once its slack is under URGENT_SLACK.
+                    let lane = Lane::of(now, record.intent.deadline, std::time::Duration::ZERO);
+                    self.send_queue.enqueue(&key, lane).await?;
                     let mut t = self.simple(
                         &record,
                         vec![record.status.state],

@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let escalator = escalation::Escalator {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table).with_due_shards(config.due_shards),
-        send_queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
+        send_queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         escalations: SqsEscalationQueue::new(sqs, &config.escalation_queue_url),
         logs: CloudWatchLogsSearch::new(
             aws_sdk_cloudwatchlogs::Client::new(&aws),

@@ -13,11 +13,13 @@ pub mod http;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use std::time::Duration;
 use tocsin::config::IntakeConfig;
 use tocsin::domain::intent::{Intent, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::request::{FieldError, validate};
-use tocsin::domain::storm::{SendRate, expected_send_at, late_verdict};
+
+use tocsin::domain::storm::{Lane, SendRate, late_verdict};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
@@ -26,6 +28,10 @@ use tocsin::ports::{
     Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
+
+/// Messages waiting on the send queue from which an urgent alert also goes on the urgent lane:
+/// one sender batch. Fewer are no backlog to overtake.
+pub const URGENT_MIN_BACKLOG: u64 = 10;
 
 /// The EventBridge `detail-type` intake accepts (the rule matches it too).
 pub const DETAIL_TYPE: &str = "Alert Requested";
@@ -145,13 +151,22 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             Err(errors) => return Submitted::Invalid(errors),
         };
         let mut record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
-        record.status.late_expected = self.late(now, record.intent.deadline).await;
+        let ahead = self.messages_ahead().await;
+        let wait = self.wait_ahead(ahead);
+        record.status.late_expected = wait.and_then(|w| self.late(now, w, record.intent.deadline));
+        // Behind a backlog, less than URGENT_SLACK left after the wait: the urgent lane too, which
+        // running senders take before their own batch (earliest deadline first). Without a
+        // backlog there is nothing to overtake.
+        let lane = match ahead {
+            Some(n) if n >= URGENT_MIN_BACKLOG => Lane::of(now, record.intent.deadline, wait.unwrap_or_default()),
+            _ => Lane::Normal,
+        };
         let first_check = next_check(&record, now, &self.config.sweep).unwrap_or(record.intent.deadline);
         match self.store.put_new(&record, first_check).await {
             Err(e) => Submitted::Unavailable(e),
             // No write confirms the enqueue: on the happy path it would be a third call per alert
             // that only moves the sweep's re-enqueue from the grace period to TOCSIN_REQUEUE_AFTER.
-            Ok(PutOutcome::Created) => match self.queue.enqueue(&record.intent.key).await {
+            Ok(PutOutcome::Created) => match self.queue.enqueue(&record.intent.key, lane).await {
                 Ok(()) => Submitted::Created(Box::new(record)),
                 Err(e) => Submitted::Unavailable(e),
             },
@@ -173,32 +188,45 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
         }
     }
 
-    /// Late is said early: when the send queue's backlog alone — at one SMS part per waiting
-    /// message, a lower bound, and the account's whole rate — puts the earliest send after the
-    /// deadline, the expected time (the sweep then escalates at once, and the alert stays eligible
-    /// to be sent). A lower bound, so it never pages for an alert that could make it; storm mode
-    /// makes no estimate (digests collapse a person's backlog, so the queue's length overstates
-    /// the wait). An unreadable backlog makes no estimate either: it is never a reason to refuse.
-    async fn late(&self, now: DateTime<Utc>, deadline: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    /// The send queue's visible messages (read at most every 5 s per instance); `None` when it
+    /// cannot be read, which is never a reason to refuse an alert.
+    async fn messages_ahead(&self) -> Option<u64> {
+        match self.queue.backlog().await {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "send queue backlog unknown; no lateness estimate");
+                None
+            }
+        }
+    }
+
+    /// The wait ahead of a new alert, as a lower bound: `ahead` messages at one SMS part each, at
+    /// the account's whole rate. `None` in storm mode (digests collapse a person's backlog, so the
+    /// queue's length overstates the wait) or when the length is unknown.
+    fn wait_ahead(&self, ahead: Option<u64>) -> Option<Duration> {
         if self.config.storm_mode {
             return None;
         }
-        let ahead = match self.queue.backlog().await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "send queue backlog unknown; no lateness estimate");
-                return None;
-            }
-        };
         let rate = SendRate::per_second(f64::from(self.config.sms_rate_per_second.max(1))).ok()?;
-        let late = late_verdict(now, expected_send_at(now, ahead, rate), deadline)?;
-        tracing::warn!(ahead, expected = %late.expected, deadline = %late.deadline, "alert expected after its deadline: escalating early");
+        rate.time_for(ahead?).to_std().ok()
+    }
+
+    /// Late is said early: when even the lower-bound wait puts the send after the deadline, the
+    /// expected time (the sweep then escalates at once, and the alert stays eligible to be sent).
+    /// A lower bound, so it never pages for an alert that could make it.
+    fn late(&self, now: DateTime<Utc>, wait: Duration, deadline: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let expected = chrono::Duration::from_std(wait)
+            .ok()
+            .and_then(|w| now.checked_add_signed(w))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let late = late_verdict(now, expected, deadline)?;
+        tracing::warn!(wait_s = wait.as_secs(), expected = %late.expected, deadline = %late.deadline, "alert expected after its deadline: escalating early");
         Some(late.expected)
     }
 
     async fn enqueue(&self, record: &IntentRecord, by: &str) -> Result<IntentRecord, PortError> {
-        self.queue.enqueue(&record.intent.key).await?;
         let now = self.clock.now();
+        self.queue.enqueue(&record.intent.key, Lane::of(now, record.intent.deadline, Duration::ZERO)).await?;
         let mut queued = record.clone();
         queued.status.state = State::Queued;
         let next = next_check(&queued, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);

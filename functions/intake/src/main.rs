@@ -17,7 +17,7 @@ async fn main() -> Result<(), Error> {
     let intake = intake::Intake {
         store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&aws), &config.ledger_table)
             .with_due_shards(config.due_shards),
-        queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url),
+        queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         rejects: SqsRejectSink::new(sqs, &config.rejects_queue_url),
         clock: SystemClock,
         catalog: Catalog::builtin(),

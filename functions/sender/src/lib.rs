@@ -44,13 +44,13 @@ use tocsin::adapters::sqs::SendRequest;
 use tocsin::config::SenderConfig;
 use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
-use tocsin::domain::storm::{self, Digest, DigestId, PendingAlert};
+use tocsin::domain::storm::{self, Digest, DigestId, Lane, PendingAlert};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
     PublishOutcome, RecipientRegistry, SendBudget, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch,
-    Suppression, Transition, TransitionOutcome,
+    Suppression, Transition, TransitionOutcome, UrgentLane,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -99,9 +99,20 @@ impl Outcome {
 struct Claimed<'m> {
     record: IntentRecord,
     attempt_id: String,
-    msg: Option<&'m SqsMessage>,
+    /// The message and the lane it came from (to hand it back on the right queue).
+    msg: Option<Via<'m>>,
     started: Instant,
 }
+
+/// A queue message and its lane.
+type Via<'m> = (&'m SqsMessage, Lane);
+
+/// Urgent messages taken before a batch: SQS's most per call.
+const URGENT_TAKE: i32 = 10;
+/// A batch whose oldest message waited this long on the queue shows a backlog: the sender takes
+/// the urgent lane first. A batch without a wait leaves it alone (no call): urgent alerts also sit
+/// on the send queue, and come through it at once when there is no backlog.
+pub const URGENT_POLL_AFTER: Duration = Duration::from_secs(5);
 
 /// Claims made at once when pulling a backlog.
 const PULL_CONCURRENCY: usize = 8;
@@ -130,7 +141,7 @@ impl<
     S: IntentStore + DueIndex + DigestStore + Backlog + SendBudget,
     R: RecipientRegistry,
     G: SmsGateway,
-    Q: SendQueue,
+    Q: SendQueue + UrgentLane,
     C: Clock,
 > Sender<S, R, G, Q, C>
 {
@@ -144,30 +155,86 @@ impl<
     /// Processes a batch concurrently; failed records are reported alone. `deadline` is when Lambda
     /// ends the invocation (its context deadline).
     pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+        // Earliest deadline first: behind a backlog, the urgent lane goes before the batch (and
+        // first to the rate limiter).
+        let urgent = self.take_urgent(&event.records).await;
+        let records: Vec<Via<'_>> =
+            urgent.iter().map(|m| (m, Lane::Urgent)).chain(event.records.iter().map(|m| (m, Lane::Normal))).collect();
         let outcomes = if self.config.storm.enabled {
-            self.handle_storm(&event.records, deadline).await
+            self.handle_storm(&records, deadline).await
         } else {
-            futures::future::join_all(event.records.iter().map(|m| self.process(m, deadline))).await
+            futures::future::join_all(records.iter().map(|(m, lane)| self.process_from(m, *lane, deadline))).await
         };
         let mut metrics = Metrics::new("sender");
         let mut response = SqsBatchResponse::default();
-        for (msg, outcome) in event.records.iter().zip(outcomes) {
+        let mut urgent_done = Vec::new();
+        for ((msg, lane), outcome) in records.iter().zip(outcomes) {
             metrics.count(outcome.name(), 1);
-            if matches!(outcome, Outcome::Retry | Outcome::Malformed | Outcome::Deferred)
-                && let Some(id) = &msg.message_id
-            {
-                let mut f = BatchItemFailure::default();
-                f.item_identifier = id.clone();
-                response.batch_item_failures.push(f);
+            let unfinished = matches!(outcome, Outcome::Retry | Outcome::Malformed | Outcome::Deferred);
+            match lane {
+                Lane::Normal if unfinished => {
+                    if let Some(id) = &msg.message_id {
+                        let mut f = BatchItemFailure::default();
+                        f.item_identifier = id.clone();
+                        response.batch_item_failures.push(f);
+                    }
+                }
+                // The urgent lane has no event source mapping: what is finished is deleted here;
+                // the rest comes back after its delay or visibility timeout.
+                Lane::Urgent if !unfinished => urgent_done.extend(msg.receipt_handle.clone()),
+                _ => {}
             }
         }
+        if !urgent.is_empty() {
+            metrics.count("urgent_taken", urgent.len() as u64);
+        }
         metrics.flush();
+        if !urgent_done.is_empty()
+            && let Err(e) = self.queue.urgent_done(&urgent_done).await
+        {
+            tracing::warn!(error = %e, "urgent messages not deleted; they come back and find their intents sent");
+        }
         response
     }
 
-    /// One record on its own: claim, then send.
+    /// Up to [`URGENT_TAKE`] messages of the urgent lane, when this batch shows a backlog (its
+    /// oldest message waited [`URGENT_POLL_AFTER`] or more); none otherwise, and none when the
+    /// lane cannot be read (its alerts also sit on the send queue).
+    async fn take_urgent(&self, batch: &[SqsMessage]) -> Vec<SqsMessage> {
+        let now_ms = self.clock.now().timestamp_millis();
+        let waited_ms = batch
+            .iter()
+            .filter_map(|m| m.attributes.get("SentTimestamp").and_then(|t| t.parse::<i64>().ok()))
+            .map(|sent| now_ms.saturating_sub(sent))
+            .max();
+        if waited_ms.is_none_or(|w| w < URGENT_POLL_AFTER.as_millis() as i64) {
+            return Vec::new();
+        }
+        match self.queue.take_urgent(URGENT_TAKE).await {
+            Ok(taken) => taken
+                .into_iter()
+                .map(|m| {
+                    let mut msg = SqsMessage::default();
+                    msg.message_id = Some(m.message_id);
+                    msg.receipt_handle = Some(m.receipt_handle);
+                    msg.body = Some(m.body);
+                    msg
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "urgent lane not read; its alerts also wait on the send queue");
+                Vec::new()
+            }
+        }
+    }
+
+    /// One record of the send queue on its own: claim, then send.
     pub async fn process(&self, msg: &SqsMessage, deadline: Instant) -> Outcome {
-        match self.claim_message(msg).await {
+        self.process_from(msg, Lane::Normal, deadline).await
+    }
+
+    async fn process_from(&self, msg: &SqsMessage, lane: Lane, deadline: Instant) -> Outcome {
+        match self.claim_message(msg, lane).await {
             Claim::Done(outcome) => outcome,
             Claim::Held(c) => {
                 let outcome = self.send_claimed(&c, deadline).await;
@@ -179,8 +246,8 @@ impl<
 
     /// Storm mode: every record claimed first, then one send per recipient — the intent alone, or
     /// one digest of all the recipient's intents claimed here. Outcomes in the records' order.
-    async fn handle_storm(&self, records: &[SqsMessage], deadline: Instant) -> Vec<Outcome> {
-        let claims = futures::future::join_all(records.iter().map(|m| self.claim_message(m))).await;
+    async fn handle_storm(&self, records: &[Via<'_>], deadline: Instant) -> Vec<Outcome> {
+        let claims = futures::future::join_all(records.iter().map(|(m, lane)| self.claim_message(m, *lane))).await;
         let mut outcomes: Vec<Option<Outcome>> = vec![None; records.len()];
         let mut by_recipient: BTreeMap<String, Vec<(Slot, Claimed<'_>)>> = BTreeMap::new();
         for (i, claim) in claims.into_iter().enumerate() {
@@ -262,7 +329,7 @@ impl<
     }
 
     /// Claims the intent a record names. Held: this invocation must now send it or hand it back.
-    async fn claim_message<'m>(&self, msg: &'m SqsMessage) -> Claim<'m> {
+    async fn claim_message<'m>(&self, msg: &'m SqsMessage, lane: Lane) -> Claim<'m> {
         let started = Instant::now();
         let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
             tracing::warn!(
@@ -299,7 +366,7 @@ impl<
                 Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
             }
         }
-        Claim::Held(Box::new(Claimed { record, attempt_id, msg: Some(msg), started }))
+        Claim::Held(Box::new(Claimed { record, attempt_id, msg: Some((msg, lane)), started }))
     }
 
     fn log_attempt(&self, c: &Claimed<'_>, outcome: &Outcome, digest: Option<&DigestId>) {
@@ -838,7 +905,7 @@ impl<
 
     /// Claimed but not published (the rate left no time in this invocation): back to `queued`,
     /// no attempt counted, the message hidden for about as long as the parts would have waited.
-    async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: Option<&SqsMessage>) -> Outcome {
+    async fn defer(&self, record: &IntentRecord, attempt_id: &str, parts: u32, msg: Option<Via<'_>>) -> Outcome {
         let reason = format!("send rate: {parts} part(s) would not go out before this invocation ends");
         let wait = self.config.instance_part_interval().saturating_mul(parts.max(1));
         self.hand_back(record, attempt_id, reason, wait, msg).await
@@ -853,7 +920,7 @@ impl<
         attempt_id: &str,
         reason: String,
         wait: Duration,
-        msg: Option<&SqsMessage>,
+        msg: Option<Via<'_>>,
     ) -> Outcome {
         let now = self.clock.now();
         let mut t = self.settle(
@@ -868,10 +935,10 @@ impl<
         if let Err(e) = self.record(t).await {
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not hand the claim back; its lease will expire");
         }
-        if let Some(handle) = msg.and_then(|m| m.receipt_handle.as_ref()) {
+        if let Some((handle, lane)) = msg.and_then(|(m, lane)| m.receipt_handle.as_ref().map(|h| (h, lane))) {
             // SQS hides a message for at most 12 hours.
             let delay = wait.max(self.config.retry_base_delay).min(Duration::from_secs(12 * 3600));
-            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32).await {
+            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32, lane).await {
                 tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
             }
         }
@@ -885,7 +952,7 @@ impl<
         record: &IntentRecord,
         attempt_id: &str,
         error: &str,
-        msg: Option<&SqsMessage>,
+        msg: Option<Via<'_>>,
         now: DateTime<Utc>,
         counts: bool,
     ) -> Outcome {
@@ -927,9 +994,9 @@ impl<
         if let Err(e) = self.record(t).await {
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not release the claim; its lease will expire");
         }
-        if let Some(handle) = msg.and_then(|m| m.receipt_handle.as_ref()) {
+        if let Some((handle, lane)) = msg.and_then(|(m, lane)| m.receipt_handle.as_ref().map(|h| (h, lane))) {
             let delay = backoff(attempts.max(1), self.config.retry_base_delay, self.config.retry_max_delay);
-            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32).await {
+            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32, lane).await {
                 tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
             }
         }

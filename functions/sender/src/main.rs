@@ -21,7 +21,7 @@ async fn main() -> Result<(), Error> {
         DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
         DynamoRegistry::new(dynamodb, &config.recipients_table),
         SnsGateway::new(&aws, config.publish_timeout),
-        SqsSendQueue::new(aws_sdk_sqs::Client::new(&aws), &config.send_queue_url),
+        SqsSendQueue::new(aws_sdk_sqs::Client::new(&aws), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         SystemClock,
         config,
     );

@@ -9,7 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::describe;
 use crate::domain::IdempotencyKey;
-use crate::ports::{EscalationMessage, EscalationQueue, PortError, PortResult, RejectSink, RejectedEvent, SendQueue};
+use crate::domain::storm::Lane;
+use crate::ports::{
+    EscalationMessage, EscalationQueue, LaneMessage, PortError, PortResult, RejectSink, RejectedEvent, SendQueue,
+    UrgentLane,
+};
 
 /// The body of a send-queue message: only the key. The sender reads everything else from the
 /// ledger, so no phone number or message text sits in the queue.
@@ -33,6 +37,8 @@ fn key_attribute(key: &str) -> PortResult<MessageAttributeValue> {
 pub struct SqsSendQueue {
     client: Client,
     url: String,
+    /// The urgent lane's queue, when this process uses it.
+    urgent_url: Option<String>,
     /// The last message count read, and when: [`SendQueue::backlog`] asks SQS at most once per
     /// [`BACKLOG_FRESH_FOR`] per process.
     backlog: Arc<Mutex<Option<(Instant, u64)>>>,
@@ -44,23 +50,97 @@ pub const BACKLOG_FRESH_FOR: Duration = Duration::from_secs(5);
 
 impl SqsSendQueue {
     pub fn new(client: Client, url: impl Into<String>) -> Self {
-        SqsSendQueue { client, url: url.into(), backlog: Arc::new(Mutex::new(None)) }
+        SqsSendQueue { client, url: url.into(), urgent_url: None, backlog: Arc::new(Mutex::new(None)) }
     }
-}
 
-impl SendQueue for SqsSendQueue {
-    async fn enqueue(&self, key: &IdempotencyKey) -> PortResult<()> {
-        let body = serde_json::to_string(&SendRequest { key: key.clone() })
-            .map_err(|e| PortError::Corrupt { what: key.to_string(), message: e.to_string() })?;
+    /// With the urgent lane's queue: urgent alerts go there too, and the sender drains it.
+    pub fn with_urgent(mut self, url: impl Into<String>) -> Self {
+        self.urgent_url = Some(url.into());
+        self
+    }
+
+    fn url_of(&self, lane: Lane) -> &str {
+        match (lane, &self.urgent_url) {
+            (Lane::Urgent, Some(u)) => u,
+            _ => &self.url,
+        }
+    }
+
+    async fn send(&self, url: &str, key: &IdempotencyKey, body: &str) -> PortResult<()> {
         self.client
             .send_message()
-            .queue_url(&self.url)
+            .queue_url(url)
             .message_body(body)
             .message_attributes(KEY_ATTRIBUTE, key_attribute(key.as_str())?)
             .send()
             .await
             .map_err(|e| PortError::Unavailable { operation: "SQS SendMessage", message: describe(&e) })?;
         Ok(())
+    }
+}
+
+impl UrgentLane for SqsSendQueue {
+    async fn take_urgent(&self, max: i32) -> PortResult<Vec<LaneMessage>> {
+        let Some(url) = &self.urgent_url else { return Ok(Vec::new()) };
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(max.clamp(1, 10))
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .map_err(|e| PortError::Unavailable { operation: "SQS ReceiveMessage (urgent)", message: describe(&e) })?;
+        Ok(out
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| {
+                Some(LaneMessage { message_id: m.message_id?, receipt_handle: m.receipt_handle?, body: m.body? })
+            })
+            .collect())
+    }
+
+    async fn urgent_done(&self, receipt_handles: &[String]) -> PortResult<()> {
+        use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+        let Some(url) = &self.urgent_url else { return Ok(()) };
+        for chunk in receipt_handles.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, h)| DeleteMessageBatchRequestEntry::builder().id(i.to_string()).receipt_handle(h).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| PortError::Unavailable {
+                    operation: "SQS DeleteMessageBatch builder",
+                    message: describe(&e),
+                })?;
+            let out =
+                self.client.delete_message_batch().queue_url(url).set_entries(Some(entries)).send().await.map_err(
+                    |e| PortError::Unavailable { operation: "SQS DeleteMessageBatch (urgent)", message: describe(&e) },
+                )?;
+            if let Some(failed) = out.failed.first() {
+                // Left on the lane: it comes back after its visibility timeout and finds its
+                // intent sent, which costs a claim attempt and nothing more.
+                tracing::warn!(code = %failed.code, "urgent message not deleted");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SendQueue for SqsSendQueue {
+    async fn enqueue(&self, key: &IdempotencyKey, lane: Lane) -> PortResult<()> {
+        let body = serde_json::to_string(&SendRequest { key: key.clone() })
+            .map_err(|e| PortError::Corrupt { what: key.to_string(), message: e.to_string() })?;
+        match (lane, &self.urgent_url) {
+            // Both at once: the urgent copy is taken first by any running sender; the normal one
+            // wakes a sender when none runs. The claim makes the second harmless.
+            (Lane::Urgent, Some(urgent)) => {
+                futures::try_join!(self.send(urgent, key, &body), self.send(&self.url, key, &body))?;
+                Ok(())
+            }
+            _ => self.send(&self.url, key, &body).await,
+        }
     }
 
     async fn backlog(&self) -> PortResult<u64> {
@@ -90,10 +170,10 @@ impl SendQueue for SqsSendQueue {
         Ok(count)
     }
 
-    async fn delay_retry(&self, receipt_handle: &str, seconds: i32) -> PortResult<()> {
+    async fn delay_retry(&self, receipt_handle: &str, seconds: i32, lane: Lane) -> PortResult<()> {
         self.client
             .change_message_visibility()
-            .queue_url(&self.url)
+            .queue_url(self.url_of(lane))
             .receipt_handle(receipt_handle)
             .visibility_timeout(seconds.clamp(0, 43_200))
             .send()
