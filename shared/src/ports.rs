@@ -69,6 +69,9 @@ pub struct StatusPatch {
     pub pending_again: Option<(PhoneNumber, DateTime<Utc>)>,
     /// The storm-mode digest the intent's SMS was (set with the digest's outcome).
     pub digest_id: Option<DigestId>,
+    /// The intent is expected to go out after its deadline (late is said early: the sweep
+    /// escalates it at once).
+    pub late_expected: Option<DateTime<Utc>>,
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,

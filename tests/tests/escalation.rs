@@ -11,6 +11,7 @@ use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::domain::State;
 use tocsin::ports::{DueIndex, IntentStore};
 use tocsin_harness::Emulator;
+use tocsin_harness::events::sqs_event;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
@@ -253,4 +254,40 @@ async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_onc
     let run = p.run_escalation().await;
     assert_eq!(run.escalated, 0, "{run:?}");
     assert!(p.escalations().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_the_sender_hands_back_for_longer_than_its_deadline_allows_is_escalated_at_once() {
+    // Half a part per second for this instance (1 part/s over 2 instances); a 3-part message.
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1")],
+        ..Default::default()
+    })
+    .await;
+    let runbook = format!("https://runbooks.example.com/{}", "service-down-".repeat(27));
+    let body = serde_json::json!({
+        "event_id": "handed-back-late",
+        "template": {"name": "service_down", "version": 1},
+        "variables": {"service": "orders", "since": "22:00", "runbook": runbook},
+        "recipient": "+14155553997",
+        "deadline": "1m"
+    });
+    let (status, answer) = p.submit(&body).await;
+    assert_eq!(status, 201, "{answer}");
+    let key = key_of(&answer);
+    assert_eq!(p.record(&key).await.intent.segments.segments, 3);
+    // 4 s before its deadline, an invocation with too little time left to publish (14 s, of
+    // which the publish timeout and the recording reserve take 13) hands it back for 6 s.
+    p.clock.advance(Duration::seconds(56));
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(14)).await;
+    assert_eq!(resp.batch_item_failures.len(), 1, "handed back to the queue");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Queued);
+    assert!(r.status.late_expected.is_some_and(|e| e > r.intent.deadline), "{:?}", r.status.late_expected);
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 1, "{run:?}");
+    let msgs = p.escalations().await;
+    assert!(msgs[0].0.reason.starts_with("SMS backlog: expected "), "{}", msgs[0].0.reason);
 }

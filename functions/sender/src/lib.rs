@@ -429,6 +429,9 @@ impl<
         if let Some(a) = patch.accepted_at {
             after.status.accepted_at = Some(a);
         }
+        if let Some(late) = patch.late_expected {
+            after.status.late_expected = Some(late);
+        }
         // Written only when it must move earlier or out: an indexed check earlier than needed
         // stays (the sweep reads the intent then and moves it on), which saves the due-index a
         // delete and a put on the happy path.
@@ -923,12 +926,22 @@ impl<
         msg: Option<Via<'_>>,
     ) -> Outcome {
         let now = self.clock.now();
+        // Late is said early: handed back for longer than its deadline allows, the alert is due
+        // for escalation at once (the sweep escalates it, and it stays eligible to be sent).
+        let back_at = chrono::Duration::from_std(wait.max(self.config.retry_base_delay))
+            .ok()
+            .and_then(|w| now.checked_add_signed(w))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let late = storm::late_verdict(now, back_at, record.intent.deadline).map(|l| l.expected);
+        if late.is_some() {
+            tracing::warn!(key = record.intent.key.short(), reason = %reason, "handed back past its deadline: escalating early");
+        }
         let mut t = self.settle(
             record,
             attempt_id,
             State::Queued,
             ObservationKind::Deferred { attempt_id: attempt_id.into(), reason: reason.clone() },
-            StatusPatch { clear_claim: true, enqueued_at: Some(now), ..Default::default() },
+            StatusPatch { clear_claim: true, enqueued_at: Some(now), late_expected: late, ..Default::default() },
             now,
         );
         t.patch.final_at = None;

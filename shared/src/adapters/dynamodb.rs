@@ -1222,6 +1222,9 @@ fn transition_update(t: &Transition) -> (Expr, String) {
     if let Some(d) = &p.digest_id {
         x.set("digest_id", s(d.as_str()));
     }
+    if let Some(late) = p.late_expected {
+        x.set("late_expected", s(ts(late)));
+    }
     if let Some((attempts, next, state)) = &p.reconcile {
         x.set("reconcile_attempts", n(attempts));
         match next {
