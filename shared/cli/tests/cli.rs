@@ -139,6 +139,45 @@ async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_of_a_digest_member_names_its_digest_and_siblings() {
+    let p = Pipeline::start_with(tocsin_tests::Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_STORM_MODE", "on")],
+        ..Default::default()
+    })
+    .await;
+    let number = "+14155550129";
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let (_, body) = p.submit(&alert(&format!("digest-show-{i}"), number)).await;
+        keys.push(key_of(&body));
+    }
+    p.run_sender().await;
+    let digest = p.record(&keys[0]).await.status.digest_id.expect("sent in a digest");
+
+    let table = tocsin(&p, &["show", keys[1].as_str()]).await;
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(table.stdout.contains(&format!("storm-mode digest ref {}", digest.short())), "{}", table.stdout);
+    assert!(table.stdout.contains("3 alerts in one SMS"), "{}", table.stdout);
+    for sibling in [&keys[0], &keys[2]] {
+        assert!(table.stdout.contains(&sibling.as_str()[..12]), "sibling {sibling} missing in\n{}", table.stdout);
+    }
+    assert!(!table.stdout.contains(number), "the number leaked");
+
+    let doc = tocsin(&p, &["--json", "show", keys[1].as_str()]).await.json();
+    assert_eq!(doc["digest"]["id"], digest.as_str());
+    assert_eq!(doc["digest"]["reference"], digest.short());
+    let members: Vec<&str> =
+        doc["digest"]["members"].as_array().expect("members").iter().filter_map(Value::as_str).collect();
+    assert_eq!(members.len(), 3);
+    for k in &keys {
+        assert!(members.contains(&k.as_str()));
+    }
+    // A single alert has no digest section.
+    let (alone, _) = accepted(&p, "digest-show-alone", "+14155550128").await;
+    assert!(tocsin(&p, &["--json", "show", alone.as_str()]).await.json().get("digest").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_of_an_unknown_key_exits_1_with_a_clear_message() {
     let p = Pipeline::start().await;
     let missing = "ab".repeat(32);
