@@ -359,18 +359,26 @@ impl Pipeline {
                         self.failed_receipts.lock().unwrap_or_else(|e| e.into_inner()).push(h.clone());
                     }
                 } else {
-                    let _ = self
-                        .sqs
-                        .delete_message()
-                        .queue_url(&q.url)
-                        .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
-                        .send()
-                        .await;
+                    self.acknowledge(&q.url, std::slice::from_ref(m)).await;
                 }
             }
             responses.push(resp);
         }
         responses
+    }
+
+    /// Deletes `messages` from the queue, as the event source mapping does with those a batch
+    /// finished.
+    pub async fn acknowledge(&self, queue_url: &str, messages: &[aws_sdk_sqs::types::Message]) {
+        for m in messages {
+            let _ = self
+                .sqs
+                .delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                .send()
+                .await;
+        }
     }
 
     /// SNS playing the carrier: writes a delivery-status record (real format) to the success or

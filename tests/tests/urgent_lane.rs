@@ -50,15 +50,7 @@ async fn behind_a_backlog_a_two_minute_alert_is_sent_by_the_next_sender_before_t
     assert_eq!(p.queue_depth("UrgentSendQueue").await, 0, "taken and deleted by the sender");
 
     // Its send-queue copy, reached later, sends nothing more.
-    for m in &first {
-        let _ = p
-            .sqs
-            .delete_message()
-            .queue_url(&q.url)
-            .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
-            .send()
-            .await;
-    }
+    p.acknowledge(&q.url, &first).await;
     p.run_sender().await;
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 16, "one SMS per alert");
     assert_eq!(p.record(&urgent).await.status.attempts, 1);
