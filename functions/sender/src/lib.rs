@@ -258,7 +258,11 @@ impl<
                 }
             }
         }
-        let sent = futures::future::join_all(by_recipient.into_values().map(|mut group| async move {
+        // Earliest deadline first: the group with the earliest deadline is started first (and so
+        // reaches the rate limiter first).
+        let mut groups: Vec<_> = by_recipient.into_values().collect();
+        groups.sort_by_key(|g| g.iter().map(|(_, c)| c.record.intent.deadline).min());
+        let sent = futures::future::join_all(groups.into_iter().map(|mut group| async move {
             self.pull_backlog(&mut group).await;
             self.send_group(group, deadline).await
         }));
