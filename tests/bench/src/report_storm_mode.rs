@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::report::{Report, Row, error_line, verdict};
-use crate::storm_mode::{self as sm, ModeRun, Reference, StormMode};
+use crate::storm_mode::{self as sm, Mode, ModeRun, Reference, StormMode};
 
 const TWO_MIN: &str = "2-min alerts";
 
@@ -24,12 +24,26 @@ fn thousands(n: u64) -> String {
     out
 }
 
-fn mode_cells(r: &ModeRun) -> [String; 14] {
+fn mode_cells(r: &ModeRun) -> [String; 16] {
     [
         thousands(r.sms as u64),
         thousands(r.parts),
         thousands(r.covered as u64),
-        format!("{} ({} stale, {} late)", r.misses(), r.stale, r.late),
+        if r.stranded == 0 {
+            format!("{} ({} stale, {} late)", r.misses(), r.stale, r.late)
+        } else {
+            format!("{} ({} stale, of which {} stranded; {} late)", r.misses(), r.stale, r.stranded, r.late)
+        },
+        if r.mode == Mode::Off {
+            format!("{} ({} then covered)", r.said_early, r.said_early_covered)
+        } else {
+            "— (no estimate)".into()
+        },
+        if r.urgent_lane {
+            format!("{} ({} claimed from it; {} expired unread)", r.urgent_enqueued, r.urgent_claimed, r.urgent_expired)
+        } else {
+            "— (no lane)".into()
+        },
         r.escalations().to_string(),
         secs(r.p50_two_min_ms),
         secs(r.p95_two_min_ms),
@@ -43,13 +57,15 @@ fn mode_cells(r: &ModeRun) -> [String; 14] {
     ]
 }
 
-fn reference_cells(r: &Reference, alerts: usize) -> [String; 14] {
+fn reference_cells(r: &Reference, alerts: usize) -> [String; 16] {
     let dash = || "—".to_string();
     [
         thousands(r.sms as u64),
         thousands(r.parts),
         thousands(alerts.saturating_sub(r.misses) as u64),
         r.misses.to_string(),
+        dash(),
+        dash(),
         r.misses.to_string(),
         secs(r.p50_two_min_ms),
         secs(r.p95_two_min_ms),
@@ -72,14 +88,31 @@ impl Report {
              clock** (milliseconds), no AWS and no emulator. The decisions are the domain core's own: every send, \
              hold and stale verdict comes from `tocsin::domain::storm::plan` (and through it `build_digest`, whose \
              digest text's real part count is what a digest costs), with `DigestPolicy::new({max_seg})` (budget {budget} \
-             SMS per {window} min per recipient) for storm on and the same policy disabled for storm off. \
-             **Modelled** around them, after `functions/sender/src/lib.rs`: one standard SQS queue taken in enqueue \
-             order among the visible messages; {inst} sender instances (`SenderMaxConcurrency`'s default), each \
-             taking the next ≤ {batch} visible messages when free; the account's {rate} parts/s shared between them \
-             ({mpp} ms per part, parts serialised per instance; publishing takes no other time); every SMS delivered \
-             {lat} s (carrier latency, fixed) after its last part leaves. Storm off: per message in batch order, \
-             stale (now ≥ deadline: escalated, not sent) or sent alone. Storm on: the batch's alerts claimed, \
-             grouped by recipient, groups by earliest deadline; each group pulls up to `BACKLOG_PULL` = {pull} of \
+             SMS per {window} min per recipient) for storm on and the same policy disabled for storm off; the lane \
+             and lateness decisions are `storm::Lane::of` and `storm::late_verdict`. **Modelled** around them, after \
+             `functions/intake/src/lib.rs` and `functions/sender/src/lib.rs`: **intake**, at each alert's arrival, \
+             reads the send queue's visible messages (`ahead`) — **exactly**, where the real intake reads SQS's \
+             approximate count at most every 5 s per instance — and takes the wait ahead as a lower bound, `ahead` \
+             × 1 part at the account's {rate} parts/s with storm mode off, none with it on; storm off only, an alert \
+             whose arrival + wait is past its deadline is **said early** (escalated at intake and still eligible to \
+             be sent: a separate figure, a miss only if it also misses its deadline); behind a backlog (`ahead` ≥ \
+             `URGENT_MIN_BACKLOG` = {umb}) an alert with deadline − arrival − wait under `URGENT_SLACK` = {us} min \
+             goes on the **urgent lane** as well as on the send queue (two messages). One standard SQS send queue \
+             taken in enqueue order among the visible messages, and the urgent lane, taken the same way, whose \
+             messages expire {ret} s after they were sent (`UrgentSendQueue`'s retention); {inst} sender instances \
+             (`SenderMaxConcurrency`'s default), each taking the next ≤ {batch} visible messages when free and, when \
+             the oldest of them waited ≥ `URGENT_POLL_AFTER` = {upa} s, first up to `URGENT_TAKE` = {ut} visible \
+             urgent messages, processed before the batch (storm off: in order, urgent first; storm on: claimed and \
+             grouped with the batch's); a message whose alert is already claimed (through its other message), \
+             sent or escalated does nothing and is deleted (the claim's `Duplicate`); a held urgent message comes \
+             back hidden as a send-queue one does, unless its retention ends first (then it is gone, and an alert \
+             left with no message on either lane is escalated unsent by the deadline sweep: \"stranded\", counted \
+             as stale); the account's {rate} parts/s shared between the instances ({mpp} ms per part, parts \
+             serialised per instance; publishing takes no other time); every SMS delivered {lat} s (carrier \
+             latency, fixed) after its last part leaves. Storm off: per message in order, stale (now ≥ deadline: \
+             escalated, not sent) or sent alone. \"Storm off, no urgent lane\" is the same without the lane (the \
+             behaviour before it; said early still counted). Storm on: the messages' alerts claimed, grouped by \
+             recipient, groups by earliest deadline; each group pulls up to `BACKLOG_PULL` = {pull} of \
              the recipient's pending alerts (arrived, unclaimed, deadline not passed; earliest deadline first; ≤ \
              `MAX_DIGEST_MEMBERS` = {maxm} in all), then `plan` with the instants of the SMS already sent to that \
              recipient (the per-recipient budget state is modelled as the sender's stored send instants); held \
@@ -90,9 +123,13 @@ impl Report {
              escalations = misses. The EDF bound is `storm::edf_schedule` of the same work at {rate} parts/s with \
              each deadline moved {lat} s earlier (the carrier latency), `Merge::None` (one SMS per alert) and, as \
              a reference only, `Merge::Digests {{ max_segments: {max_seg} }}` (no budget, no member cap). \
-             **Not modelled**: AWS call latencies, SNS throttling, DynamoDB and GSI (pending-index) lag, failures \
-             and redeliveries, duplicate messages, the invocation timeout. The simulation asserts that every alert \
-             ends in exactly one SMS or escalated unsent (none lost, none sent twice), in every run.\n",
+             **Not modelled**: the sweep's re-enqueue (an alert still queued {rq} min after intake is enqueued \
+             again, on the urgent lane under {us} min of slack; the alerts it would have concerned are counted \
+             below), SQS's approximate and cached queue length at intake, standard queues' loose order, AWS call \
+             latencies, SNS throttling, DynamoDB and GSI (pending-index) lag, failures and redeliveries, duplicate \
+             messages, the invocation timeout. The simulation asserts that every alert \
+             ends in exactly one SMS or escalated unsent (none lost, none sent twice), in every run (stranded \
+             alerts count as escalated unsent, and are shown).\n",
             max_seg = sm::MAX_SEGMENTS,
             budget = tocsin::domain::storm::DigestPolicy::DEFAULT_MAX_SMS_PER_WINDOW,
             window = tocsin::domain::storm::DigestPolicy::DEFAULT_WINDOW.as_secs() / 60,
@@ -103,6 +140,12 @@ impl Report {
             lat = sm::CARRIER_LATENCY_MS / 1000,
             pull = tocsin::domain::storm::BACKLOG_PULL,
             maxm = tocsin::domain::storm::MAX_DIGEST_MEMBERS,
+            umb = sm::URGENT_MIN_BACKLOG,
+            us = tocsin::domain::storm::URGENT_SLACK.as_secs() / 60,
+            ret = sm::URGENT_RETENTION_MS / 1000,
+            upa = sm::URGENT_POLL_AFTER_MS / 1000,
+            ut = sm::URGENT_TAKE,
+            rq = sm::REQUEUE_AFTER_MS / 60_000,
         );
         let Some(result) = &self.storm_mode else { return };
         let s: &StormMode = match result {
@@ -141,6 +184,8 @@ impl Report {
             "SMS parts",
             "alerts covered by a delivered SMS before their deadline",
             "deadline misses",
+            "said early: escalated at intake, the lower-bound wait already past the deadline (then covered anyway)",
+            "alerts also put on the urgent lane (claimed from it; urgent messages expired unread)",
             "escalations",
             "intake → delivered, 2-min alerts, p50",
             "intake → delivered, 2-min alerts, p95",
@@ -153,6 +198,7 @@ impl Report {
             "last delivery",
         ];
         let columns = [
+            mode_cells(&s.off_without_lane),
             mode_cells(&s.off),
             mode_cells(&s.on),
             mode_cells(&s.on_without_budget),
@@ -161,13 +207,13 @@ impl Report {
         ];
         let _ = writeln!(
             out,
-            "| | storm off | **storm on** | storm on, no budget | EDF bound (one SMS per alert) | EDF, digests merged (reference) |\n|---|---|---|---|---|---|"
+            "| | storm off, no urgent lane (before) | storm off | **storm on** | storm on, no budget | EDF bound (one SMS per alert) | EDF, digests merged (reference) |\n|---|---|---|---|---|---|---|"
         );
         for (i, label) in labels.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "| {label} | {} | **{}** | {} | {} | {} |",
-                columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i]
+                "| {label} | {} | {} | **{}** | {} | {} | {} |",
+                columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i]
             );
         }
         out.push('\n');
@@ -181,11 +227,78 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "Misses by deadline class: storm off {}; storm on {}; storm on, no budget {}.\n",
+            "Misses by deadline class: storm off, no urgent lane {}; storm off {}; storm on {}; storm on, no budget \
+             {}.\n",
+            misses_class(&s.off_without_lane),
             misses_class(&s.off),
             misses_class(&s.on),
             misses_class(&s.on_without_budget)
         );
+        let (lane, before) = (&s.off, &s.off_without_lane);
+        let _ = writeln!(
+            out,
+            "The urgent lane, storm off: {enq} alerts also went on the lane ({claimed} were claimed from it, {expired} \
+             urgent messages expired unread); the 2-min alerts' misses went from {m0} without the lane to {m1} with \
+             it, all misses from {a0} to {a1} (15-min alerts: {f0} → {f1}; 60-min: {h0} → {h1}); 2-min p50 {p50_0} → \
+             {p50_1}, p95 {p95_0} → {p95_1}; the 15- and 60-min alerts' p95 {l0} → {l1} (what overtaking costs \
+             them). Said early: {se} (with the lane; {se0} without), {sec} of them covered after all; the longest \
+             lower-bound wait intake estimated was {mw} (with the lane; {mw0} without), against the shortest \
+             deadline, 2 min. Storm on: {on_enq} alerts went on the lane, the instances took {on_taken} urgent \
+             messages and claimed {on_claimed} alerts from them (the others' alerts were already claimed or sent, \
+             mostly in a digest through the backlog pull), {on_expired} expired unread. Alerts stranded \
+             (unclaimed, no message left on either lane: escalated unsent by the deadline sweep), storm off without \
+             the lane / storm off / storm on / storm on without budget: {st}. Alerts first claimed more than 10 min \
+             after intake before their deadline, where the sweep's re-enqueue (not modelled) would have added a \
+             message, same order: {rq}.\n",
+            enq = lane.urgent_enqueued,
+            claimed = lane.urgent_claimed,
+            expired = lane.urgent_expired,
+            m0 = before.misses_by_class[0],
+            m1 = lane.misses_by_class[0],
+            a0 = before.misses(),
+            a1 = lane.misses(),
+            f0 = before.misses_by_class[1],
+            f1 = lane.misses_by_class[1],
+            h0 = before.misses_by_class[2],
+            h1 = lane.misses_by_class[2],
+            p50_0 = secs(before.p50_two_min_ms),
+            p50_1 = secs(lane.p50_two_min_ms),
+            p95_0 = secs(before.p95_two_min_ms),
+            p95_1 = secs(lane.p95_two_min_ms),
+            l0 = secs(before.p95_longer_ms),
+            l1 = secs(lane.p95_longer_ms),
+            se = lane.said_early,
+            se0 = before.said_early,
+            sec = lane.said_early_covered,
+            on_enq = s.on.urgent_enqueued,
+            on_claimed = s.on.urgent_claimed,
+            on_taken = s.on.urgent_taken,
+            on_expired = s.on.urgent_expired,
+            mw = secs(Some(lane.max_wait_ms)),
+            mw0 = secs(Some(before.max_wait_ms)),
+            st = s.runs().iter().map(|r| format!("{}", r.stranded)).collect::<Vec<_>>().join(" / "),
+            rq = s.runs().iter().map(|r| format!("{}", r.requeue_due)).collect::<Vec<_>>().join(" / "),
+        );
+        if let Some((before, lane)) = &s.heavy {
+            let _ = writeln!(
+                out,
+                "Late said early under a heavier storm ({n} alerts in the same {span} s, same seed, storm off): the \
+                 longest lower-bound wait was {mw}; without the urgent lane {se0} alerts were said early, {sec0} of \
+                 them then covered, {m0} misses in all; **with the lane {se1} were said early and {sec1} of them then \
+                 covered** ({m1} misses in all): intake's wait counts every message ahead, while an alert that also \
+                 goes on the urgent lane overtakes them, so with the lane the estimate is no lower bound for it and \
+                 on-call is paged early for alerts that make their deadline.\n",
+                n = thousands(sm::HEAVY_ALERTS as u64),
+                span = sm::ARRIVAL_SPAN_MS / 1000,
+                mw = secs(Some(before.max_wait_ms)),
+                se0 = before.said_early,
+                sec0 = before.said_early_covered,
+                m0 = before.misses(),
+                se1 = lane.said_early,
+                sec1 = lane.said_early_covered,
+                m1 = lane.misses(),
+            );
+        }
         let busiest = per.first().copied().unwrap_or(0);
         let _ = writeln!(
             out,
@@ -212,15 +325,19 @@ impl Report {
             let worst_p95 = o.iter().map(|f| f.on_p95_two_min_ms.unwrap_or(i64::MAX)).max().filter(|&p| p < i64::MAX);
             let _ = writeln!(
                 out,
-                "The next {} seeds ({}–{}), same shape, storm on: misses {} (EDF bound {}; storm off {}); 2-min p95 up \
-                 to {}; parts {:.1}–{:.1} % of storm off's; most SMS to one recipient in 5 min up to {}; lost or \
-                 sent twice in any run: {}.\n",
+                "The next {} seeds ({}–{}), same shape, storm on: misses {} (EDF bound {}; storm off {}, without the \
+                 urgent lane {}; storm off's 2-min misses {}, without the lane {}); 2-min p95 up to {}; parts \
+                 {:.1}–{:.1} % of storm off's; most SMS to one recipient in 5 min up to {}; lost or sent twice in any \
+                 run: {}.\n",
                 o.len(),
                 o.first().map(|f| f.seed).unwrap_or(0),
                 o.last().map(|f| f.seed).unwrap_or(0),
                 spread(o.iter().map(|f| f.on_misses)),
                 spread(o.iter().map(|f| f.edf_misses)),
                 spread(o.iter().map(|f| f.off_misses)),
+                spread(o.iter().map(|f| f.off_without_lane_misses)),
+                spread(o.iter().map(|f| f.off_two_min_misses)),
+                spread(o.iter().map(|f| f.off_without_lane_two_min_misses)),
                 secs(worst_p95),
                 o.iter().map(|f| f.parts_ratio).fold(f64::INFINITY, f64::min) * 100.0,
                 o.iter().map(|f| f.parts_ratio).fold(0.0, f64::max) * 100.0,
@@ -239,29 +356,38 @@ impl Report {
             "9. storm mode: every alert in one delivered SMS or escalated (simulated)".into(),
             "none lost, none sent twice".into(),
             format!(
-                "storm on: {} covered + {} escalated of {}; lost {}, sent twice {} (off, on and on without budget)",
+                "storm on: {} covered + {} escalated of {}; lost {}, sent twice {} (off without and with the urgent \
+                 lane, on, on without budget)",
                 s.on.covered,
                 s.on.escalations(),
                 s.alerts,
-                s.off.lost + s.on.lost + s.on_without_budget.lost,
-                s.off.twice + s.on.twice + s.on_without_budget.twice
+                s.runs().iter().map(|r| r.lost).sum::<usize>(),
+                s.runs().iter().map(|r| r.twice).sum::<usize>()
             ),
             verdict(s.conservation_met()).into(),
         ));
         rows.push((
             "9. storm mode: deadline misses vs. EDF bound (simulated)".into(),
             format!("≤ EDF bound + {} % of alerts ({allowance})", sm::MISS_SLACK_PERCENT),
-            format!("storm on {}; EDF bound {}; storm off {}", s.on.misses(), s.edf.misses, s.off.misses()),
+            format!(
+                "storm on {}; EDF bound {}; storm off {} (without the urgent lane {}; said early {})",
+                s.on.misses(),
+                s.edf.misses,
+                s.off.misses(),
+                s.off_without_lane.misses(),
+                s.off.said_early
+            ),
             verdict(s.misses_met()).into(),
         ));
         rows.push((
             format!("9. storm mode: p95 intake → delivered, {TWO_MIN} (simulated)"),
             format!("≤ {} s", sm::P95_TWO_MIN_TARGET_MS / 1000),
             format!(
-                "storm on {}; EDF bound {}; storm off {}",
+                "storm on {}; EDF bound {}; storm off {} (without the urgent lane {})",
                 secs(s.on.p95_two_min_ms),
                 secs(s.edf.p95_two_min_ms),
-                secs(s.off.p95_two_min_ms)
+                secs(s.off.p95_two_min_ms),
+                secs(s.off_without_lane.p95_two_min_ms)
             ),
             verdict(s.p95_met()).into(),
         ));

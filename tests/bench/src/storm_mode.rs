@@ -5,15 +5,24 @@
 //! and the carrier's delivery time. Compared with `storm::edf_schedule`, the earliest-deadline-first
 //! schedule of the same work.
 //!
-//! The model (`functions/sender/src/lib.rs` is what it follows):
+//! The model (`functions/intake/src/lib.rs` and `functions/sender/src/lib.rs` are what it follows):
+//! - intake at each arrival: `ahead` = the send queue's visible messages, exact (the real intake
+//!   reads SQS's approximate count at most every 5 s); the wait, a lower bound, `ahead` × 1 part at
+//!   the account's rate (storm off) or none (storm on); storm off, late said early when arrival +
+//!   wait is past the deadline (counted; the alert stays eligible); with the urgent lane, behind a
+//!   backlog (`ahead` ≥ [`URGENT_MIN_BACKLOG`]) and under `URGENT_SLACK` of slack after the wait
+//!   (`Lane::of`), a second message on the urgent lane;
 //! - one standard SQS queue, taken in enqueue order among the visible messages; a message can be
-//!   hidden until an instant (the sender's visibility delay on a held alert);
+//!   hidden until an instant (the sender's visibility delay on a held alert); the urgent lane the
+//!   same, its messages expiring [`URGENT_RETENTION_MS`] after enqueue;
 //! - [`INSTANCES`] sender instances; a free instance takes the next ≤ [`BATCH`] visible messages
-//!   and sends at its share of the account's rate (parts serialised: an SMS of p parts takes
-//!   p × [`ms_per_part`] of its time; nothing else takes time);
-//! - storm off: per message in batch order, already sent → nothing; past its deadline → stale
-//!   (escalated, not sent); else the alert alone;
-//! - storm on: the batch's alerts claimed first, grouped by recipient, the groups in order of their
+//!   (and before them, when the oldest waited ≥ [`URGENT_POLL_AFTER_MS`], ≤ [`URGENT_TAKE`] urgent
+//!   ones) and sends at its share of the account's rate (parts serialised: an SMS of p parts takes
+//!   p × [`ms_per_part`] of its time; nothing else takes time); a message whose alert is already
+//!   claimed, sent or escalated does nothing;
+//! - storm off: per message in order (urgent first), already sent → nothing; past its deadline →
+//!   stale (escalated, not sent); else the alert alone;
+//! - storm on: the messages' alerts claimed first, grouped by recipient, the groups in order of their
 //!   earliest deadline; per group, up to `BACKLOG_PULL` of the recipient's pending alerts pulled in
 //!   (earliest deadline first, ≤ `MAX_DIGEST_MEMBERS` in all), then `plan` with the instants of the
 //!   SMS already sent to that recipient; held alerts of the batch are hidden until the budget
@@ -26,7 +35,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use tocsin::domain::intent::MessageBody;
 use tocsin::domain::segments::measure;
 use tocsin::domain::storm::{
-    self, BACKLOG_PULL, DigestPolicy, HoldReason, Job, MAX_DIGEST_MEMBERS, Merge, PendingAlert, Send, SendRate,
+    self, BACKLOG_PULL, DigestPolicy, HoldReason, Job, Lane, MAX_DIGEST_MEMBERS, Merge, PendingAlert, Send, SendRate,
 };
 use tocsin::domain::{IdempotencyKey, PhoneNumber};
 
@@ -55,6 +64,21 @@ pub const PARTS_TARGET_RATIO: f64 = 0.10;
 pub const P95_TWO_MIN_TARGET_MS: i64 = 15_000;
 /// Misses allowed beyond the EDF bound, per cent of the alerts.
 pub const MISS_SLACK_PERCENT: usize = 1;
+
+/// Intake's `URGENT_MIN_BACKLOG` (`functions/intake/src/lib.rs`): visible send-queue messages
+/// from which an urgent alert also goes on the urgent lane.
+pub const URGENT_MIN_BACKLOG: u64 = 10;
+/// The sender's `URGENT_POLL_AFTER`: a batch whose oldest message waited this long takes the
+/// urgent lane first.
+pub const URGENT_POLL_AFTER_MS: i64 = 5_000;
+/// The sender's `URGENT_TAKE`: urgent messages taken before one batch.
+pub const URGENT_TAKE: usize = 10;
+/// `UrgentSendQueue`'s `MessageRetentionPeriod` (template.yaml): an urgent message expires this
+/// long after it was sent.
+pub const URGENT_RETENTION_MS: i64 = 300_000;
+/// The sweep's `requeue_after` default: an alert still queued this long after intake is
+/// re-enqueued (not modelled; counted).
+pub const REQUEUE_AFTER_MS: i64 = 600_000;
 
 /// One instance's time per SMS part: its share of the account's rate.
 pub fn ms_per_part() -> i64 {
@@ -272,9 +296,12 @@ struct Sms {
     out_ms: i64,
 }
 
+/// A message an instance took: the alert and the lane it came from.
+type Msg = (usize, Lane);
+
 enum Work {
-    Message(usize),
-    Group(Vec<usize>),
+    Message(Msg),
+    Group(Vec<Msg>),
 }
 
 struct Instance {
@@ -300,6 +327,8 @@ fn percentile(values: &[Option<i64>], q: f64) -> Option<i64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModeRun {
     pub mode: Mode,
+    /// Intake and the sender with the urgent lane (earliest deadline first across recipients).
+    pub urgent_lane: bool,
     pub sms: usize,
     pub parts: u64,
     pub digests: usize,
@@ -331,6 +360,27 @@ pub struct ModeRun {
     /// Alerts neither in an SMS nor escalated, and alerts in more than one place.
     pub lost: usize,
     pub twice: usize,
+    /// Storm off: escalated at intake because the lower-bound wait ahead already passed the
+    /// deadline (late is said early); they stay eligible to be sent.
+    pub said_early: usize,
+    /// Of those, delivered by their deadline after all.
+    pub said_early_covered: usize,
+    /// The longest wait ahead intake estimated (storm off; the lower bound).
+    pub max_wait_ms: i64,
+    /// Alerts intake also put on the urgent lane.
+    pub urgent_enqueued: usize,
+    /// Urgent messages the sender instances took.
+    pub urgent_taken: usize,
+    /// Distinct alerts claimed from an urgent message.
+    pub urgent_claimed: usize,
+    /// Urgent messages that expired unread (retention) or would be visible again only after it.
+    pub urgent_expired: usize,
+    /// Alerts left unclaimed with no message on either queue (the deadline sweep escalates them
+    /// unsent; counted in `stale`).
+    pub stranded: usize,
+    /// Alerts first claimed more than [`REQUEUE_AFTER_MS`] after intake, before their deadline:
+    /// where the sweep's re-enqueue (not modelled) would have added a message.
+    pub requeue_due: usize,
 }
 
 impl ModeRun {
@@ -347,10 +397,23 @@ impl ModeRun {
 struct Sim<'w> {
     w: &'w Workload,
     mode: Mode,
+    lane: bool,
+    /// Alerts in arrival order, and how many of them intake has taken.
+    arrivals: Vec<usize>,
+    arrived: usize,
     policy: DigestPolicy,
     status: Vec<Status>,
     /// Waiting messages: (enqueued at, alert) → visible from.
     queue: BTreeMap<(i64, usize), i64>,
+    /// The urgent lane, the same way (a message expires [`URGENT_RETENTION_MS`] after enqueue).
+    urgent: BTreeMap<(i64, usize), i64>,
+    said_early: Vec<bool>,
+    max_wait_ms: i64,
+    urgent_enqueued: usize,
+    urgent_taken: usize,
+    via_urgent: Vec<bool>,
+    urgent_expired: usize,
+    first_claim: Vec<Option<i64>>,
     instances: Vec<Instance>,
     sms: Vec<Sms>,
     stale: Vec<usize>,
@@ -365,16 +428,29 @@ fn invariant(what: String) -> BenchError {
 }
 
 impl<'w> Sim<'w> {
-    fn new(w: &'w Workload, mode: Mode) -> Result<Self> {
+    fn new(w: &'w Workload, mode: Mode, lane: bool) -> Result<Self> {
         let mut policy = DigestPolicy::new(MAX_SEGMENTS).map_err(|e| invariant(e.to_string()))?;
         policy.enabled = mode != Mode::Off;
         let n = w.alerts.len();
+        let mut arrivals: Vec<usize> = (0..n).collect();
+        arrivals.sort_by_key(|&a| (w.alerts[a].arrival_ms, a));
         Ok(Self {
             w,
             mode,
+            lane,
+            arrivals,
+            arrived: 0,
             policy,
             status: vec![Status::Pending; n],
-            queue: w.alerts.iter().enumerate().map(|(i, a)| ((a.arrival_ms, i), a.arrival_ms)).collect(),
+            queue: BTreeMap::new(),
+            urgent: BTreeMap::new(),
+            said_early: vec![false; n],
+            max_wait_ms: 0,
+            urgent_enqueued: 0,
+            urgent_taken: 0,
+            via_urgent: vec![false; n],
+            urgent_expired: 0,
+            first_claim: vec![None; n],
             instances: (0..INSTANCES).map(|_| Instance { free_at: 0, work: VecDeque::new(), waiting: false }).collect(),
             sms: Vec::new(),
             stale: Vec::new(),
@@ -396,63 +472,133 @@ impl<'w> Sim<'w> {
                 return Err(invariant("the simulation does not finish".into()));
             }
             let now = self.instances[i].free_at;
+            self.intake(now)?;
             if let Some(work) = self.instances[i].work.pop_front() {
                 self.instances[i].free_at = match work {
-                    Work::Message(a) => self.message(now, a)?,
+                    Work::Message(m) => self.message(now, m)?,
                     Work::Group(own) => self.group(now, own)?,
                 };
                 continue;
             }
             let batch = self.take_batch(now);
             if batch.is_empty() {
-                let next = self.queue.values().copied().min();
+                let next_arrival = self.arrivals.get(self.arrived).map(|&a| self.w.alerts[a].arrival_ms);
+                let next = self.queue.values().copied().chain(next_arrival).min();
                 self.instances[i].waiting = true;
                 self.instances[i].free_at = next.map_or(i64::MAX, |t| t.max(now + 1));
                 continue;
             }
             self.instances[i].waiting = false;
-            let work = self.claim_batch(batch)?;
+            let work = self.claim_batch(now, batch)?;
             self.instances[i].work = work;
         }
         self.finish()
     }
 
-    /// The next ≤ `BATCH` visible messages, in enqueue order (taken off the queue).
-    fn take_batch(&mut self, now: i64) -> Vec<usize> {
+    /// Intake, for every alert arrived by `now` (in arrival order): the send queue's visible
+    /// messages at its arrival (exact), the lower-bound wait (storm off: one part each at the
+    /// account's rate; storm on: none), late said early (storm off), and the urgent lane too when
+    /// behind a backlog with less than `URGENT_SLACK` left after the wait (`Lane::of`).
+    fn intake(&mut self, now: i64) -> Result<()> {
+        let rate = SendRate::per_second(ACCOUNT_PARTS_PER_S).map_err(|e| invariant(e.to_string()))?;
+        while let Some(&a) = self.arrivals.get(self.arrived) {
+            let alert = &self.w.alerts[a];
+            let t = alert.arrival_ms;
+            if t > now {
+                break;
+            }
+            self.arrived += 1;
+            let ahead = self.queue.values().filter(|&&visible| visible <= t).count() as u64;
+            let wait = if self.mode == Mode::Off { rate.time_for(ahead) } else { chrono::Duration::zero() };
+            self.max_wait_ms = self.max_wait_ms.max(wait.num_milliseconds());
+            if self.mode == Mode::Off && storm::late_verdict(at(t), at(t) + wait, alert.pending.deadline).is_some() {
+                self.said_early[a] = true;
+            }
+            self.queue.insert((t, a), t);
+            if self.lane
+                && ahead >= URGENT_MIN_BACKLOG
+                && Lane::of(at(t), alert.pending.deadline, wait.to_std().unwrap_or_default()) == Lane::Urgent
+            {
+                self.urgent.insert((t, a), t);
+                self.urgent_enqueued += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next ≤ `BATCH` visible messages, in enqueue order (taken off the queue); before them,
+    /// when the oldest waited [`URGENT_POLL_AFTER_MS`] or more, up to [`URGENT_TAKE`] visible
+    /// urgent messages (the expired ones dropped first).
+    fn take_batch(&mut self, now: i64) -> Vec<Msg> {
         let keys: Vec<(i64, usize)> =
             self.queue.iter().filter(|(_, visible)| **visible <= now).map(|(k, _)| *k).take(BATCH).collect();
         for k in &keys {
             self.queue.remove(k);
         }
-        keys.into_iter().map(|(_, a)| a).collect()
+        let mut taken = Vec::new();
+        let waited = keys.iter().map(|(enqueued, _)| now - enqueued).max();
+        if self.lane && waited.is_some_and(|w| w >= URGENT_POLL_AFTER_MS) {
+            let before = self.urgent.len();
+            self.urgent.retain(|(enqueued, _), _| now < enqueued + URGENT_RETENTION_MS);
+            self.urgent_expired += before - self.urgent.len();
+            let urgent: Vec<(i64, usize)> =
+                self.urgent.iter().filter(|(_, visible)| **visible <= now).map(|(k, _)| *k).take(URGENT_TAKE).collect();
+            for k in &urgent {
+                self.urgent.remove(k);
+            }
+            self.urgent_taken += urgent.len();
+            taken.extend(urgent.into_iter().map(|(_, a)| (a, Lane::Urgent)));
+        }
+        taken.extend(keys.into_iter().map(|(_, a)| (a, Lane::Normal)));
+        taken
     }
 
-    fn claim_batch(&mut self, batch: Vec<usize>) -> Result<VecDeque<Work>> {
+    fn claimed(&mut self, now: i64, (a, lane): Msg) {
+        self.status[a] = Status::Claimed;
+        self.first_claim[a].get_or_insert(now);
+        if lane == Lane::Urgent {
+            self.via_urgent[a] = true;
+        }
+    }
+
+    fn claim_batch(&mut self, now: i64, batch: Vec<Msg>) -> Result<VecDeque<Work>> {
         if self.mode == Mode::Off {
             return Ok(batch.into_iter().map(Work::Message).collect());
         }
-        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for a in batch {
+        let mut groups: BTreeMap<usize, Vec<Msg>> = BTreeMap::new();
+        for (a, lane) in batch {
             match self.status[a] {
                 Status::Pending => {
-                    self.status[a] = Status::Claimed;
-                    groups.entry(self.w.alerts[a].recipient).or_default().push(a);
+                    self.claimed(now, (a, lane));
+                    groups.entry(self.w.alerts[a].recipient).or_default().push((a, lane));
                 }
-                // Sent in another's digest, or escalated: not claimable, the message is deleted.
-                Status::Sent(_) | Status::Stale => {}
-                Status::Claimed => return Err(invariant(format!("alert {a} claimed while its message was queued"))),
+                // Sent in another's digest, escalated, or claimed through its other message (the
+                // other lane, in this batch or another instance's): not claimable, the message is
+                // deleted.
+                Status::Sent(_) | Status::Stale | Status::Claimed => {}
             }
         }
-        let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
+        let mut groups: Vec<Vec<Msg>> = groups.into_values().collect();
         let earliest =
-            |g: &Vec<usize>| g.iter().map(|&a| (self.w.alerts[a].deadline_ms, self.w.alerts[a].arrival_ms, a)).min();
+            |g: &Vec<Msg>| g.iter().map(|&(a, _)| (self.w.alerts[a].deadline_ms, self.w.alerts[a].arrival_ms, a)).min();
         groups.sort_by_key(earliest);
         Ok(groups.into_iter().map(Work::Group).collect())
     }
 
-    /// Puts a held alert's message back, hidden until `visible`; wakes idle instances for it.
-    fn hide(&mut self, a: usize, visible: i64) {
-        self.queue.insert((self.w.alerts[a].arrival_ms, a), visible);
+    /// Puts a held alert's message back on its lane, hidden until `visible`; wakes idle instances
+    /// for the send queue. An urgent message that would be visible again only after its
+    /// retention is gone.
+    fn hide(&mut self, (a, lane): Msg, visible: i64) {
+        let enqueued = self.w.alerts[a].arrival_ms;
+        if lane == Lane::Urgent {
+            if visible < enqueued + URGENT_RETENTION_MS {
+                self.urgent.insert((enqueued, a), visible);
+            } else {
+                self.urgent_expired += 1;
+            }
+            return;
+        }
+        self.queue.insert((enqueued, a), visible);
         for inst in &mut self.instances {
             if inst.waiting && inst.work.is_empty() {
                 inst.free_at = inst.free_at.min(visible);
@@ -478,11 +624,11 @@ impl<'w> Sim<'w> {
     }
 
     /// Storm off: one message; returns when the instance is free again.
-    fn message(&mut self, now: i64, a: usize) -> Result<i64> {
+    fn message(&mut self, now: i64, (a, lane): Msg) -> Result<i64> {
         if self.status[a] != Status::Pending {
             return Ok(now);
         }
-        self.status[a] = Status::Claimed;
+        self.claimed(now, (a, lane));
         let plan = storm::plan(at(now), &[], std::slice::from_ref(&self.w.alerts[a].pending), &self.policy)
             .map_err(|e| invariant(e.to_string()))?;
         if !plan.stale.is_empty() {
@@ -497,8 +643,8 @@ impl<'w> Sim<'w> {
     }
 
     /// Storm on: one recipient's claimed alerts of a batch, with their backlog pulled in.
-    fn group(&mut self, now: i64, own: Vec<usize>) -> Result<i64> {
-        let recipient = self.w.alerts[own[0]].recipient;
+    fn group(&mut self, now: i64, own: Vec<Msg>) -> Result<i64> {
+        let recipient = self.w.alerts[own[0].0].recipient;
         let room = BACKLOG_PULL.min(MAX_DIGEST_MEMBERS.saturating_sub(own.len()));
         let pulled: Vec<usize> = self.w.by_recipient[recipient]
             .iter()
@@ -510,10 +656,10 @@ impl<'w> Sim<'w> {
             .take(room)
             .collect();
         for &b in &pulled {
-            self.status[b] = Status::Claimed;
+            self.claimed(now, (b, Lane::Normal));
         }
         self.pulled += pulled.len();
-        let members: Vec<usize> = own.iter().chain(&pulled).copied().collect();
+        let members: Vec<usize> = own.iter().map(|&(a, _)| a).chain(pulled.iter().copied()).collect();
         let alerts: Vec<PendingAlert> = members.iter().map(|&a| self.w.alerts[a].pending.clone()).collect();
         let sent: Vec<DateTime<Utc>> =
             if self.mode == Mode::On { self.sent_at[recipient].iter().map(|&t| at(t)).collect() } else { Vec::new() };
@@ -550,8 +696,8 @@ impl<'w> Sim<'w> {
                 }
                 HoldReason::DigestFull => now,
             };
-            if own.contains(&a) {
-                self.hide(a, visible.max(now));
+            if let Some(&m) = own.iter().find(|(x, _)| *x == a) {
+                self.hide(m, visible.max(now));
             }
         }
         for k in &plan.stale {
@@ -562,10 +708,22 @@ impl<'w> Sim<'w> {
         Ok(t)
     }
 
-    fn finish(self) -> Result<ModeRun> {
+    fn finish(mut self) -> Result<ModeRun> {
         let n = self.w.alerts.len();
-        if !self.queue.is_empty() {
+        if !self.queue.is_empty() || self.arrived != n {
             return Err(invariant(format!("{} messages left on the queue", self.queue.len())));
+        }
+        // Whatever is left on the urgent lane expires unread.
+        self.urgent_expired += self.urgent.len();
+        // Unclaimed with no message left (its urgent message expired while held, its send-queue
+        // copy deleted as a duplicate meanwhile): the deadline sweep escalates it, unsent.
+        let mut stranded = 0;
+        for a in 0..n {
+            if self.status[a] == Status::Pending {
+                self.status[a] = Status::Stale;
+                self.stale.push(a);
+                stranded += 1;
+            }
         }
         let mut places = vec![0usize; n];
         for s in &self.sms {
@@ -580,6 +738,7 @@ impl<'w> Sim<'w> {
         let twice = places.iter().filter(|&&c| c > 1).count();
         let mut run = ModeRun {
             mode: self.mode,
+            urgent_lane: self.lane,
             sms: self.sms.len(),
             parts: self.sms.iter().map(|s| u64::from(s.parts)).sum(),
             digests: self.sms.iter().filter(|s| s.members.len() > 1).count(),
@@ -599,6 +758,24 @@ impl<'w> Sim<'w> {
             finished_ms: self.sms.iter().map(|s| s.out_ms + CARRIER_LATENCY_MS).max().unwrap_or(0),
             lost,
             twice,
+            said_early: self.said_early.iter().filter(|&&s| s).count(),
+            said_early_covered: 0,
+            max_wait_ms: self.max_wait_ms,
+            urgent_enqueued: self.urgent_enqueued,
+            urgent_taken: self.urgent_taken,
+            urgent_claimed: self.via_urgent.iter().filter(|&&v| v).count(),
+            urgent_expired: self.urgent_expired,
+            stranded,
+            requeue_due: self
+                .w
+                .alerts
+                .iter()
+                .zip(&self.first_claim)
+                .filter(|(x, c)| {
+                    let due = x.arrival_ms + REQUEUE_AFTER_MS;
+                    x.deadline_ms > due && c.is_none_or(|c| c > due)
+                })
+                .count(),
         };
         let mut two_min = Vec::new();
         let mut longer = Vec::new();
@@ -611,6 +788,9 @@ impl<'w> Sim<'w> {
             let missed = match delivered {
                 Some(d) if d <= alert.deadline_ms => {
                     run.covered += 1;
+                    if self.said_early[a] {
+                        run.said_early_covered += 1;
+                    }
                     false
                 }
                 Some(_) => {
@@ -705,6 +885,9 @@ pub struct StormMode {
     pub total_parts: u64,
     /// Alerts per recipient, most first.
     pub per_recipient: Vec<usize>,
+    /// Storm off as before the urgent lane (the previous behaviour, for comparison).
+    pub off_without_lane: ModeRun,
+    /// Storm off, storm on and storm on without the budget: all with the urgent lane.
     pub off: ModeRun,
     pub on: ModeRun,
     pub on_without_budget: ModeRun,
@@ -712,7 +895,13 @@ pub struct StormMode {
     pub edf_digests: Reference,
     /// The same workload shape from the next [`OTHER_SEEDS`] seeds (storm on against the bound).
     pub other_seeds: Vec<SeedFigures>,
+    /// Storm off without and with the urgent lane on [`HEAVY_ALERTS`] alerts from the same seed,
+    /// where the lower-bound wait outlasts the 2-minute deadline (late said early).
+    pub heavy: Option<(ModeRun, ModeRun)>,
 }
+
+/// The heavier storm for late said early: more alerts in the same 10 s.
+pub const HEAVY_ALERTS: usize = 6_000;
 
 /// How many further seeds the section runs, for the spread of the figures.
 pub const OTHER_SEEDS: u64 = 10;
@@ -724,6 +913,10 @@ pub struct SeedFigures {
     pub on_misses: usize,
     pub edf_misses: usize,
     pub off_misses: usize,
+    pub off_without_lane_misses: usize,
+    /// Storm off's 2-minute alerts' misses, with the urgent lane and without.
+    pub off_two_min_misses: usize,
+    pub off_without_lane_two_min_misses: usize,
     pub on_p95_two_min_ms: Option<i64>,
     pub parts_ratio: f64,
     pub max_sms_per_window: usize,
@@ -731,6 +924,11 @@ pub struct SeedFigures {
 }
 
 impl StormMode {
+    /// Every simulated run.
+    pub fn runs(&self) -> [&ModeRun; 4] {
+        [&self.off_without_lane, &self.off, &self.on, &self.on_without_budget]
+    }
+
     pub fn parts_ratio(&self) -> f64 {
         self.on.parts as f64 / self.off.parts.max(1) as f64
     }
@@ -742,9 +940,7 @@ impl StormMode {
     /// Every alert in exactly one delivered SMS or escalated: none lost, none sent twice, and
     /// every one either covered before its deadline or counted as escalated.
     pub fn conservation_met(&self) -> bool {
-        [&self.off, &self.on, &self.on_without_budget]
-            .iter()
-            .all(|r| r.lost == 0 && r.twice == 0 && r.covered + r.escalations() == self.alerts)
+        self.runs().iter().all(|r| r.lost == 0 && r.twice == 0 && r.covered + r.escalations() == self.alerts)
     }
 
     pub fn miss_allowance(&self) -> usize {
@@ -760,7 +956,8 @@ impl StormMode {
     }
 }
 
-/// The workload of `n` alerts from `seed`, simulated storm off, on, and on without the budget.
+/// The workload of `n` alerts from `seed`, simulated storm off without the urgent lane, and with
+/// it storm off, on, and on without the budget.
 pub fn simulate(seed: u64, n: usize) -> Result<StormMode> {
     let w = Workload::generate(seed, n)?;
     Ok(StormMode {
@@ -769,18 +966,22 @@ pub fn simulate(seed: u64, n: usize) -> Result<StormMode> {
         two_min_alerts: w.alerts.iter().filter(|a| a.class_min == DEADLINES[0].0).count(),
         total_parts: w.total_parts(),
         per_recipient: w.per_recipient(),
-        off: Sim::new(&w, Mode::Off)?.run()?,
-        on: Sim::new(&w, Mode::On)?.run()?,
-        on_without_budget: Sim::new(&w, Mode::OnWithoutBudget)?.run()?,
+        off_without_lane: Sim::new(&w, Mode::Off, false)?.run()?,
+        off: Sim::new(&w, Mode::Off, true)?.run()?,
+        on: Sim::new(&w, Mode::On, true)?.run()?,
+        on_without_budget: Sim::new(&w, Mode::OnWithoutBudget, true)?.run()?,
         edf: reference(&w, Merge::None)?,
         edf_digests: reference(&w, Merge::Digests { max_segments: MAX_SEGMENTS })?,
         other_seeds: Vec::new(),
+        heavy: None,
     })
 }
 
 /// The section: [`ALERTS`] alerts from `seed`, and the next [`OTHER_SEEDS`] seeds' key figures.
 pub fn run(seed: u64) -> Result<StormMode> {
     let mut s = simulate(seed, ALERTS)?;
+    let heavy = Workload::generate(seed, HEAVY_ALERTS)?;
+    s.heavy = Some((Sim::new(&heavy, Mode::Off, false)?.run()?, Sim::new(&heavy, Mode::Off, true)?.run()?));
     for other in (1..=OTHER_SEEDS).map(|i| seed.wrapping_add(i)) {
         let o = simulate(other, ALERTS)?;
         s.other_seeds.push(SeedFigures {
@@ -788,10 +989,13 @@ pub fn run(seed: u64) -> Result<StormMode> {
             on_misses: o.on.misses(),
             edf_misses: o.edf.misses,
             off_misses: o.off.misses(),
+            off_without_lane_misses: o.off_without_lane.misses(),
+            off_two_min_misses: o.off.misses_by_class[0],
+            off_without_lane_two_min_misses: o.off_without_lane.misses_by_class[0],
             on_p95_two_min_ms: o.on.p95_two_min_ms,
             parts_ratio: o.parts_ratio(),
             max_sms_per_window: o.on.max_sms_per_window,
-            lost_or_twice: [&o.off, &o.on, &o.on_without_budget].iter().map(|r| r.lost + r.twice).sum(),
+            lost_or_twice: o.runs().iter().map(|r| r.lost + r.twice).sum(),
         });
     }
     Ok(s)
@@ -804,13 +1008,17 @@ mod tests {
     #[test]
     fn every_alert_ends_in_exactly_one_sms_or_escalated_in_every_mode() {
         let s = run(DEFAULT_SEED).expect("simulation");
-        for r in [&s.off, &s.on, &s.on_without_budget] {
+        for r in s.runs() {
             assert_eq!((r.lost, r.twice), (0, 0), "{r:?}");
             assert_eq!(r.covered + r.late + r.stale, ALERTS, "{r:?}");
         }
         assert!(s.conservation_met());
         assert_eq!(s.other_seeds.len() as u64, OTHER_SEEDS);
         assert!(s.other_seeds.iter().all(|o| o.lost_or_twice == 0), "{:?}", s.other_seeds);
+        let (heavy_before, heavy_lane) = s.heavy.as_ref().expect("heavy runs");
+        for r in [heavy_before, heavy_lane] {
+            assert_eq!((r.lost, r.twice, r.covered + r.escalations()), (0, 0, HEAVY_ALERTS), "{r:?}");
+        }
         // Storm mode on never sends more SMS than alerts, and its digests are real digests.
         assert!(s.on.sms < s.off.sms && s.on.digests > 0 && s.on.largest_digest <= MAX_DIGEST_MEMBERS);
     }
@@ -828,12 +1036,18 @@ mod tests {
         let s = simulate(DEFAULT_SEED, 100).expect("simulation");
         assert_eq!(s.off.stale, 0);
         assert_eq!((s.off.sms, s.off.parts, s.off.digests), (100, s.total_parts, 0));
-        // At full size some go stale: the parts are those of the alerts sent.
+        // At full size, without the urgent lane, some go stale: the parts are those of the alerts
+        // sent. With the lane, still one SMS or one escalation per alert.
         let w = Workload::generate(DEFAULT_SEED, ALERTS).expect("workload");
-        let off = Sim::new(&w, Mode::Off).expect("sim").run().expect("run");
+        let off = Sim::new(&w, Mode::Off, false).expect("sim").run().expect("run");
         assert!(off.stale > 0);
         assert!(off.parts < w.total_parts());
         assert_eq!(off.sms + off.stale, ALERTS);
+        let lane = Sim::new(&w, Mode::Off, true).expect("sim").run().expect("run");
+        assert_eq!((lane.sms + lane.stale, lane.digests), (ALERTS, 0));
+        if lane.stale == 0 {
+            assert_eq!(lane.parts, w.total_parts());
+        }
     }
 
     #[test]
@@ -847,6 +1061,63 @@ mod tests {
             assert!((1..=3).contains(&a.parts) && (0..ARRIVAL_SPAN_MS).contains(&a.arrival_ms));
             assert!(a.pending.body.expose().starts_with("ALERT: "));
         }
+    }
+
+    #[test]
+    fn the_urgent_lane_misses_no_more_two_minute_alerts_with_storm_mode_off() {
+        let s = simulate(DEFAULT_SEED, ALERTS).expect("simulation");
+        let (with, without) = (&s.off, &s.off_without_lane);
+        eprintln!(
+            "2-min misses: with the lane {} / without {}; all misses {} / {}; said early {} ({} covered); \
+             urgent {} enqueued, {} claimed, {} expired; stranded {}; p95 {:?} / {:?}",
+            with.misses_by_class[0],
+            without.misses_by_class[0],
+            with.misses(),
+            without.misses(),
+            with.said_early,
+            with.said_early_covered,
+            with.urgent_enqueued,
+            with.urgent_claimed,
+            with.urgent_expired,
+            with.stranded,
+            with.p95_two_min_ms,
+            without.p95_two_min_ms
+        );
+        assert!(with.urgent_lane && !without.urgent_lane);
+        assert_eq!((without.urgent_enqueued, without.urgent_claimed), (0, 0));
+        assert!(with.urgent_enqueued > 0 && with.urgent_claimed > 0, "{with:?}");
+        assert!(with.misses_by_class[0] <= without.misses_by_class[0], "{with:?}\n{without:?}");
+        // The lower-bound wait (one part per message ahead, at the account's whole rate) of this
+        // storm is under 2 minutes: nothing is said early; what is, is never covered without the
+        // lane (a lower bound).
+        assert!(without.said_early_covered == 0, "{without:?}");
+        assert_eq!((s.on.said_early, s.on_without_budget.said_early), (0, 0));
+    }
+
+    #[test]
+    fn late_is_said_early_when_the_lower_bound_wait_outlasts_a_deadline() {
+        // 6,000 alerts in 10 s: thousands of messages ahead, over 2 minutes at one part each.
+        let w = Workload::generate(DEFAULT_SEED, 6_000).expect("workload");
+        let run = Sim::new(&w, Mode::Off, false).expect("sim").run().expect("run");
+        eprintln!(
+            "said early {} ({} covered), longest wait {} ms",
+            run.said_early, run.said_early_covered, run.max_wait_ms
+        );
+        assert!(run.max_wait_ms > 120_000 && run.said_early > 0, "{run:?}");
+        // A lower bound: without the lane nothing said early makes its deadline.
+        assert_eq!(run.said_early_covered, 0);
+        assert!(run.said_early <= run.misses());
+        // With the lane an urgent alert overtakes the queue: the estimate is no longer a bound for
+        // it, and some said early can make their deadline after all (shown, not asserted).
+        let lane = Sim::new(&w, Mode::Off, true).expect("sim").run().expect("run");
+        eprintln!(
+            "with the lane: said early {} ({} covered), misses {} (without {})",
+            lane.said_early,
+            lane.said_early_covered,
+            lane.misses(),
+            run.misses()
+        );
+        assert_eq!((lane.lost, lane.twice), (0, 0));
     }
 
     #[test]
