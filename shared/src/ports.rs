@@ -356,9 +356,9 @@ pub trait SendQueue: Send + Sync {
         seconds: i32,
         lane: Lane,
     ) -> impl Future<Output = PortResult<()>> + Send;
-    /// How many messages wait on the queue, visible (SQS's approximate count): the work ahead of
-    /// a new one.
-    fn backlog(&self) -> impl Future<Output = PortResult<u64>> + Send;
+    /// How many messages wait on `lane`'s queue, visible (SQS's approximate count): the work
+    /// ahead of a new one there.
+    fn backlog(&self, lane: Lane) -> impl Future<Output = PortResult<u64>> + Send;
 }
 
 /// A message taken from the urgent lane by a sender itself (no event source mapping drains it).

@@ -214,18 +214,36 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_once_and_stays_eligible() {
-    // One SMS part per second for the account; 70 alerts waiting on the send queue.
+    // One SMS part per second for the account. Ten alerts wait on the send queue; then 70 alerts due
+    // in 2 minutes, which go on the urgent lane too (a backlog, under 5 minutes of slack).
     let p = Pipeline::start_with(Options {
         env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1")],
         ..Default::default()
     })
     .await;
-    for chunk in (0..70).collect::<Vec<_>>().chunks(10) {
-        let bodies: Vec<_> =
-            chunk.iter().map(|i| alert(&format!("backlog-{i}"), &format!("+1415555{:04}", 3000 + i))).collect();
-        futures::future::join_all(bodies.iter().map(|b| p.submit(b))).await;
-    }
-    // Intake reads the queue's length at most every 5 s.
+    let submit_all = |prefix: &'static str, from: usize, n: usize, deadline: &'static str| {
+        let p = &p;
+        async move {
+            for chunk in (from..from + n).collect::<Vec<_>>().chunks(10) {
+                let bodies: Vec<_> = chunk
+                    .iter()
+                    .map(|i| {
+                        let mut a = alert(&format!("{prefix}-{i}"), &format!("+1415555{:04}", 3000 + i));
+                        a["deadline"] = serde_json::Value::from(deadline);
+                        a
+                    })
+                    .collect();
+                for (status, body) in futures::future::join_all(bodies.iter().map(|b| p.submit(b))).await {
+                    assert_eq!(status, 201, "{body}");
+                }
+            }
+        }
+    };
+    submit_all("backlog", 0, 10, "15m").await;
+    // Intake reads each queue's length at most every 5 s.
+    tokio::time::sleep(StdDuration::from_millis(5_200)).await;
+    submit_all("urgent", 10, 70, "2m").await;
+    assert_eq!(p.queue_depth("UrgentSendQueue").await, 70);
     tokio::time::sleep(StdDuration::from_millis(5_200)).await;
     let mut late = alert("backlog-late", "+14155553999");
     late["deadline"] = serde_json::Value::from("1m");
@@ -235,7 +253,9 @@ async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_onc
     let (_, body) = p.submit(&alert("backlog-on-time", "+14155553998")).await;
     let on_time_key = key_of(&body);
 
-    // 70 parts ahead at 1 part/s: expected in 70 s, due in 60 s. On-call hears now, not in a minute.
+    // The 1-minute alert overtakes the send queue on the urgent lane, but 70 urgent parts are ahead
+    // of it there at 1 part/s: expected in 70 s, due in 60 s. On-call hears now, not in a minute.
+    // The 2-minute ones had no urgent backlog ahead when they came: not said late.
     let run = p.run_escalation().await;
     assert_eq!(run.escalated, 1, "{run:?}");
     let msgs = p.escalations().await;

@@ -77,7 +77,7 @@ async fn a_delivered_alert_costs_eleven_aws_calls_two_intake_six_sender_three_st
     // Intake reads the send queue's length (late is said early) at most every 5 s per instance,
     // not per alert: read here first, so the alert's own calls are what is counted.
     use tocsin::ports::SendQueue;
-    p.intake.queue.backlog().await.expect("queue length");
+    p.intake.queue.backlog(tocsin::domain::storm::Lane::Normal).await.expect("queue length");
     p.emulator.start_recording().await.expect("recording");
     let (code, body) = p.submit(&alert("calls-1", "+14155550140")).await;
     let intake = own(p.emulator.stop_recording().await.expect("recording"));

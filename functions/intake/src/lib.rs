@@ -151,9 +151,8 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             Err(errors) => return Submitted::Invalid(errors),
         };
         let mut record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
-        let ahead = self.messages_ahead().await;
+        let ahead = self.messages_ahead(Lane::Normal).await;
         let wait = self.wait_ahead(ahead);
-        record.status.late_expected = wait.and_then(|w| self.late(now, w, record.intent.deadline));
         // Behind a backlog, less than URGENT_SLACK left after the wait: the urgent lane too, which
         // running senders take before their own batch (earliest deadline first). Without a
         // backlog there is nothing to overtake.
@@ -161,6 +160,13 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             Some(n) if n >= URGENT_MIN_BACKLOG => Lane::of(now, record.intent.deadline, wait.unwrap_or_default()),
             _ => Lane::Normal,
         };
+        // Late is said early on the wait of the lane the alert goes by: an urgent alert overtakes
+        // the send queue, so only the urgent lane's own backlog is ahead of it.
+        let late_wait = match lane {
+            Lane::Urgent if wait.is_some() => self.wait_ahead(self.messages_ahead(Lane::Urgent).await),
+            _ => wait,
+        };
+        record.status.late_expected = late_wait.and_then(|w| self.late(now, w, record.intent.deadline));
         let first_check = next_check(&record, now, &self.config.sweep).unwrap_or(record.intent.deadline);
         match self.store.put_new(&record, first_check).await {
             Err(e) => Submitted::Unavailable(e),
@@ -188,10 +194,10 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
         }
     }
 
-    /// The send queue's visible messages (read at most every 5 s per instance); `None` when it
-    /// cannot be read, which is never a reason to refuse an alert.
-    async fn messages_ahead(&self) -> Option<u64> {
-        match self.queue.backlog().await {
+    /// The visible messages on `lane`'s queue (read at most every 5 s per instance and lane);
+    /// `None` when it cannot be read, which is never a reason to refuse an alert.
+    async fn messages_ahead(&self, lane: Lane) -> Option<u64> {
+        match self.queue.backlog(lane).await {
             Ok(n) => Some(n),
             Err(e) => {
                 tracing::warn!(error = %e, "send queue backlog unknown; no lateness estimate");

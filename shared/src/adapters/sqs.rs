@@ -39,10 +39,13 @@ pub struct SqsSendQueue {
     url: String,
     /// The urgent lane's queue, when this process uses it.
     urgent_url: Option<String>,
-    /// The last message count read, and when: [`SendQueue::backlog`] asks SQS at most once per
-    /// [`BACKLOG_FRESH_FOR`] per process.
-    backlog: Arc<Mutex<Option<(Instant, u64)>>>,
+    /// The last message count read per lane, and when: [`SendQueue::backlog`] asks SQS at most
+    /// once per [`BACKLOG_FRESH_FOR`] per lane and process.
+    backlog: Arc<Mutex<[Option<Counted>; 2]>>,
 }
+
+/// A queue's message count, and when it was read.
+type Counted = (Instant, u64);
 
 /// How long a read of the send queue's message count is reused. SQS's count is approximate and
 /// lags by itself; asking per request would add a call to every alert.
@@ -50,7 +53,7 @@ pub const BACKLOG_FRESH_FOR: Duration = Duration::from_secs(5);
 
 impl SqsSendQueue {
     pub fn new(client: Client, url: impl Into<String>) -> Self {
-        SqsSendQueue { client, url: url.into(), urgent_url: None, backlog: Arc::new(Mutex::new(None)) }
+        SqsSendQueue { client, url: url.into(), urgent_url: None, backlog: Arc::new(Mutex::new([None, None])) }
     }
 
     /// With the urgent lane's queue: urgent alerts go there too, and the sender drains it.
@@ -143,9 +146,10 @@ impl SendQueue for SqsSendQueue {
         }
     }
 
-    async fn backlog(&self) -> PortResult<u64> {
+    async fn backlog(&self, lane: Lane) -> PortResult<u64> {
         use aws_sdk_sqs::types::QueueAttributeName;
-        let cached = *self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = usize::from(lane == Lane::Urgent && self.urgent_url.is_some());
+        let cached = self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[slot];
         if let Some((at, count)) = cached
             && at.elapsed() < BACKLOG_FRESH_FOR
         {
@@ -154,7 +158,7 @@ impl SendQueue for SqsSendQueue {
         let out = self
             .client
             .get_queue_attributes()
-            .queue_url(&self.url)
+            .queue_url(self.url_of(lane))
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
             .send()
             .await
@@ -166,7 +170,7 @@ impl SendQueue for SqsSendQueue {
         let count: u64 = raw
             .parse()
             .map_err(|_| PortError::Corrupt { what: "send queue".into(), message: format!("message count {raw:?}") })?;
-        *self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((Instant::now(), count));
+        self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[slot] = Some((Instant::now(), count));
         Ok(count)
     }
 

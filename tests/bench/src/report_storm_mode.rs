@@ -95,7 +95,8 @@ impl Report {
              approximate count at most every 5 s per instance — and takes the wait ahead as a lower bound, `ahead` \
              × 1 part at the account's {rate} parts/s with storm mode off, none with it on; storm off only, an alert \
              whose arrival + wait is past its deadline is **said early** (escalated at intake and still eligible to \
-             be sent: a separate figure, a miss only if it also misses its deadline); behind a backlog (`ahead` ≥ \
+             be sent: a separate figure, a miss only if it also misses its deadline), the wait being, for an alert \
+             that goes on the urgent lane, the urgent lane's own visible messages × 1 part; behind a backlog (`ahead` ≥ \
              `URGENT_MIN_BACKLOG` = {umb}) an alert with deadline − arrival − wait under `URGENT_SLACK` = {us} min \
              goes on the **urgent lane** as well as on the send queue (two messages). One standard SQS send queue \
              taken in enqueue order among the visible messages, and the urgent lane, taken the same way, whose \
@@ -285,9 +286,9 @@ impl Report {
                 "Late said early under a heavier storm ({n} alerts in the same {span} s, same seed, storm off): the \
                  longest lower-bound wait was {mw}; without the urgent lane {se0} alerts were said early, {sec0} of \
                  them then covered, {m0} misses in all; **with the lane {se1} were said early and {sec1} of them then \
-                 covered** ({m1} misses in all): intake's wait counts every message ahead, while an alert that also \
-                 goes on the urgent lane overtakes them, so with the lane the estimate is no lower bound for it and \
-                 on-call is paged early for alerts that make their deadline.\n",
+                 covered** ({m1} misses in all): an alert that also goes on the urgent lane overtakes the send queue, \
+                 so intake judges it on the urgent lane's own backlog — a lower bound still: nothing said early makes \
+                 its deadline, so on-call is never paged early for an alert that arrives in time.\n",
                 n = thousands(sm::HEAVY_ALERTS as u64),
                 span = sm::ARRIVAL_SPAN_MS / 1000,
                 mw = secs(Some(before.max_wait_ms)),
