@@ -240,13 +240,14 @@ pub struct DigestRecord {
 /// entry may already be claimed or sent (its claim is then refused) and the newest may be missing
 /// (its own queue message still brings it).
 pub trait Backlog: Send + Sync {
-    /// At most `limit` keys of `recipient`'s pending intents whose deadline is after `due_after`.
+    /// At most `limit` of `recipient`'s pending intents whose deadline is after `due_after`: each
+    /// key with its deadline.
     fn pending_for(
         &self,
         recipient: &PhoneNumber,
         due_after: DateTime<Utc>,
         limit: usize,
-    ) -> impl Future<Output = PortResult<Vec<IdempotencyKey>>> + Send;
+    ) -> impl Future<Output = PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>>> + Send;
 }
 
 /// The SMS recently sent to one recipient (storm mode's per-recipient budget), as read.

@@ -360,3 +360,35 @@ async fn a_digest_whose_answer_was_lost_is_reconciled_for_every_member_together(
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
     assert!(p.escalations().await.is_empty(), "delivered, so nobody is paged");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_budget_used_up_and_no_deadline_at_stake_the_backlog_is_not_claimed_only_to_be_handed_back() {
+    use tocsin_harness::events::sqs_event;
+    let p = Pipeline::start_with(storm_on()).await;
+    let a = "+14155550314";
+    for i in 0..3 {
+        one_round(&p, &format!("spent-{i}"), a, "15m").await;
+    }
+    let mut keys = Vec::new();
+    for i in 0..5 {
+        let (status, body) = p.submit(&alert_due_in(&format!("waiting-{i}"), a, "15m")).await;
+        assert_eq!(status, 201, "{body}");
+        keys.push(key_of(&body));
+    }
+    // One sender invocation with one of them: the budget is used up and every deadline can wait.
+    let q = p.stack.queue("SendQueue").clone();
+    let first = p.receive(&q.url, 1).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &first), tocsin_tests::invocation_deadline()).await;
+    assert_eq!(resp.batch_item_failures.len(), 1, "its own alert handed back");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 3);
+    let deferred = |timeline: Vec<tocsin::domain::observation::Observation>| {
+        timeline.iter().filter(|o| matches!(o.kind, ObservationKind::Deferred { .. })).count()
+    };
+    let mut handed_back = 0;
+    for key in &keys {
+        let r = p.record(key).await;
+        assert!(matches!(r.status.state, State::Received | State::Queued), "{key}: {}", r.status.state);
+        handed_back += deferred(p.timeline(key).await);
+    }
+    assert_eq!(handed_back, 1, "only the batch's own alert was claimed and handed back, not the backlog");
+}

@@ -262,10 +262,7 @@ impl<
         // reaches the rate limiter first).
         let mut groups: Vec<_> = by_recipient.into_values().collect();
         groups.sort_by_key(|g| g.iter().map(|(_, c)| c.record.intent.deadline).min());
-        let sent = futures::future::join_all(groups.into_iter().map(|mut group| async move {
-            self.pull_backlog(&mut group).await;
-            self.send_group(group, deadline).await
-        }));
+        let sent = futures::future::join_all(groups.into_iter().map(|group| self.send_group(group, deadline)));
         let mut pulled = Metrics::new("sender");
         for (slot, outcome) in sent.await.into_iter().flatten() {
             match slot {
@@ -281,31 +278,43 @@ impl<
         outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Retry)).collect()
     }
 
-    /// Storm mode: claims the recipient's other pending alerts (earliest deadline first, from the
-    /// backlog index) and adds them to `group`, so one digest covers what is spread over the queue.
-    /// Only claims this invocation wins are added; a failure here only means a smaller digest.
-    async fn pull_backlog<'m>(&self, group: &mut Vec<(Slot, Claimed<'m>)>) {
-        let Some((_, first)) = group.first() else { return };
-        let recipient = first.record.intent.recipient.clone();
+    /// Storm mode: the recipient's other pending alerts (keys and deadlines, earliest deadline
+    /// first, from the backlog index), beyond those `group` holds, as many as a digest has room
+    /// for. Unreadable: none (a failure here only means a smaller digest).
+    async fn backlog_of(
+        &self,
+        recipient: &PhoneNumber,
+        group: &[(Slot, Claimed<'_>)],
+        now: DateTime<Utc>,
+    ) -> Vec<(IdempotencyKey, DateTime<Utc>)> {
         let room = storm::BACKLOG_PULL.min(storm::MAX_DIGEST_MEMBERS.saturating_sub(group.len()));
         if room == 0 {
-            return;
+            return Vec::new();
         }
-        let now = self.clock.now();
-        let held: std::collections::HashSet<IdempotencyKey> =
-            group.iter().map(|(_, c)| c.record.intent.key.clone()).collect();
+        let held: std::collections::HashSet<&IdempotencyKey> =
+            group.iter().map(|(_, c)| &c.record.intent.key).collect();
         // Asked for `room` beyond the group's own, which the index may list too.
-        let keys = match self.store.pending_for(&recipient, now, room + group.len()).await {
-            Ok(keys) => keys,
+        match self.store.pending_for(recipient, now, room + group.len()).await {
+            Ok(found) => found.into_iter().filter(|(k, _)| !held.contains(k)).take(room).collect(),
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "backlog not read; sending what this batch holds");
-                return;
+                Vec::new()
             }
-        };
+        }
+    }
+
+    /// Claims `backlog` (conditionally, [`PULL_CONCURRENCY`] at once) and adds what this
+    /// invocation wins to `group`; their own queue messages, delivered later, find them sent.
+    async fn claim_backlog<'m>(
+        &self,
+        group: &mut Vec<(Slot, Claimed<'m>)>,
+        backlog: Vec<(IdempotencyKey, DateTime<Utc>)>,
+        now: DateTime<Utc>,
+    ) {
         let lease_until =
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
-        let claims = futures::stream::iter(keys.into_iter().filter(|k| !held.contains(k)).take(room))
-            .map(|key| async move {
+        let claims = futures::stream::iter(backlog)
+            .map(|(key, _)| async move {
                 let attempt_id = uuid::Uuid::new_v4().to_string();
                 match self.store.claim(&key, &attempt_id, now, lease_until).await {
                     Ok(ClaimOutcome::Claimed(record)) => Some((*record, attempt_id)),
@@ -709,23 +718,13 @@ impl<
             return Vec::new();
         };
         let mut out = Vec::with_capacity(group.len());
-        let (stale, live): (Vec<_>, Vec<_>) = group.into_iter().partition(|(_, c)| now >= c.record.intent.deadline);
+        let (stale, mut live): (Vec<_>, Vec<_>) = group.into_iter().partition(|(_, c)| now >= c.record.intent.deadline);
         for (i, c) in &stale {
             out.push((*i, self.stale(c, now).await));
         }
         if live.is_empty() {
             return out;
         }
-        let release_all = |why: String| {
-            let live = &live;
-            async move {
-                let mut out = Vec::with_capacity(live.len());
-                for (i, c) in live {
-                    out.push((*i, self.release(&c.record, &c.attempt_id, &why, c.msg, now, false).await));
-                }
-                out
-            }
-        };
         match self.standing(&recipient, now).await {
             Ok(Standing::Suppressed(s)) => {
                 for (i, c) in &live {
@@ -736,7 +735,7 @@ impl<
             Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "registry or opt-out check unavailable; releasing the claims");
-                out.extend(release_all(e.to_string()).await);
+                out.extend(self.release_each(&live, &e.to_string(), now).await);
                 return out;
             }
         }
@@ -744,16 +743,24 @@ impl<
             Ok(log) => log,
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "send log unavailable; releasing the claims");
-                out.extend(release_all(e.to_string()).await);
+                out.extend(self.release_each(&live, &e.to_string(), now).await);
                 return out;
             }
         };
+        // The rest of the person's backlog joins the plan — unless the budget would only hand it
+        // back (used up, no deadline at stake, as the index's deadlines already tell): then it is
+        // not claimed at all, and only what this batch holds is handed back.
+        let backlog = self.backlog_of(&recipient, &live, now).await;
+        let deadlines = live.iter().map(|(_, c)| c.record.intent.deadline).chain(backlog.iter().map(|(_, d)| *d));
+        if storm::holds_all_until(now, &log.sent, deadlines, &self.config.storm).is_none() {
+            self.claim_backlog(&mut live, backlog, now).await;
+        }
         let alerts: Vec<PendingAlert> = live.iter().map(|(_, c)| PendingAlert::from_intent(&c.record.intent)).collect();
         let plan = match storm::plan(now, &log.sent, &alerts, &self.config.storm) {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::error!(recipient = %recipient.masked(), error = %e, "storm plan refused; releasing the claims");
-                out.extend(release_all(e.to_string()).await);
+                out.extend(self.release_each(&live, &e.to_string(), now).await);
                 return out;
             }
         };
@@ -817,6 +824,20 @@ impl<
             storm::Send::Digest(digest) => {
                 out.extend(self.send_digest(&recipient, &members, digest, now, deadline).await)
             }
+        }
+        out
+    }
+
+    /// Releases every claim of `members` unsent (proven not sent: a dependency failed first).
+    async fn release_each(
+        &self,
+        members: &[(Slot, Claimed<'_>)],
+        why: &str,
+        now: DateTime<Utc>,
+    ) -> Vec<(Slot, Outcome)> {
+        let mut out = Vec::with_capacity(members.len());
+        for (i, c) in members {
+            out.push((*i, self.release(&c.record, &c.attempt_id, why, c.msg, now, false).await));
         }
         out
     }

@@ -908,7 +908,7 @@ impl Backlog for DynamoLedger {
         recipient: &PhoneNumber,
         due_after: DateTime<Utc>,
         limit: usize,
-    ) -> PortResult<Vec<IdempotencyKey>> {
+    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
         let page = self
             .client
             .query()
@@ -923,11 +923,13 @@ impl Backlog for DynamoLedger {
             .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
         page.items()
             .iter()
-            .filter_map(|item| get_s(item, "pk"))
-            .map(|pk| {
-                let raw = pk.strip_prefix("INTENT#").unwrap_or(pk);
-                IdempotencyKey::parse(raw)
-                    .map_err(|_| PortError::Corrupt { what: pk.to_owned(), message: "bad key in pending-index".into() })
+            .map(|item| {
+                let pk = get_s(item, "pk").unwrap_or_default();
+                let corrupt = |m: &str| PortError::Corrupt { what: pk.to_owned(), message: m.to_owned() };
+                let key = IdempotencyKey::parse(pk.strip_prefix("INTENT#").unwrap_or(pk))
+                    .map_err(|_| corrupt("bad key in pending-index"))?;
+                let deadline = get_time(item, "pending_by").ok_or_else(|| corrupt("no pending_by in pending-index"))?;
+                Ok((key, deadline))
             })
             .collect()
     }

@@ -273,6 +273,25 @@ pub fn budget(now: DateTime<Utc>, sent: &[DateTime<Utc>], policy: &DigestPolicy)
 /// the deadline is the contract. Such an alert goes out at once, with everything else claimable.
 pub const BUDGET_DEADLINE_MARGIN: Duration = Duration::from_secs(60);
 
+/// When storm mode would hold every one of a recipient's alerts with these `deadlines` (the
+/// budget is used up and none falls before it frees + [`BUDGET_DEADLINE_MARGIN`]): until when.
+/// `None`: something goes out now (storm mode off, budget left, or a deadline at stake). What
+/// [`plan`] decides for the budget, asked before claiming (the sender skips pulling a backlog it
+/// would only hand back).
+pub fn holds_all_until(
+    now: DateTime<Utc>,
+    sent: &[DateTime<Utc>],
+    deadlines: impl IntoIterator<Item = DateTime<Utc>>,
+    policy: &DigestPolicy,
+) -> Option<DateTime<Utc>> {
+    if !policy.enabled {
+        return None;
+    }
+    let Budget::Exhausted { until } = budget(now, sent, policy) else { return None };
+    let latest_hold = plus(until, chrono_of(BUDGET_DEADLINE_MARGIN));
+    (!deadlines.into_iter().any(|d| d < latest_hold)).then_some(until)
+}
+
 /// One claimable alert of the recipient: its claim is held by this invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingAlert {
@@ -422,15 +441,12 @@ pub fn plan(
         out.sends = live.iter().map(|a| Send::Alone { key: a.key.clone() }).collect();
         return Ok(out);
     }
-    if let Budget::Exhausted { until } = budget(now, sent, policy) {
-        let latest_hold = plus(until, chrono_of(BUDGET_DEADLINE_MARGIN));
-        if !live.iter().any(|a| a.deadline < latest_hold) {
-            let reason = HoldReason::BudgetExhausted { until };
-            out.held = live.iter().map(|a| Held { key: a.key.clone(), reason }).collect();
-            return Ok(out);
-        }
-        out.over_budget = !live.is_empty();
+    if let Some(until) = holds_all_until(now, sent, live.iter().map(|a| a.deadline), policy) {
+        let reason = HoldReason::BudgetExhausted { until };
+        out.held = live.iter().map(|a| Held { key: a.key.clone(), reason }).collect();
+        return Ok(out);
     }
+    out.over_budget = !live.is_empty() && matches!(budget(now, sent, policy), Budget::Exhausted { .. });
     if live.len() > MAX_DIGEST_MEMBERS {
         let rest = live.split_off(MAX_DIGEST_MEMBERS);
         out.held = rest.iter().map(|a| Held { key: a.key.clone(), reason: HoldReason::DigestFull }).collect();
@@ -839,6 +855,21 @@ mod tests {
         assert!(p.held.is_empty());
         let [Send::Digest(d)] = p.sends.as_slice() else { panic!("one digest expected: {p:?}") };
         assert_eq!(d.members, vec![key(1), key(2)]);
+    }
+
+    #[test]
+    fn whether_everything_would_be_held_is_known_from_the_deadlines_alone() {
+        let sent = [t0() - mins(1), t0() - mins(1), t0() - mins(1)];
+        let deadline = |m: i64| t0() + mins(m);
+        // The budget frees at 22:04: a deadline at 22:02 is at stake, none at 22:30 is.
+        assert_eq!(holds_all_until(t0(), &sent, [deadline(30), deadline(60)], &policy()), Some(t0() + mins(4)));
+        assert_eq!(holds_all_until(t0(), &sent, [deadline(2), deadline(60)], &policy()), None);
+        assert_eq!(holds_all_until(t0(), &sent[..2], [deadline(60)], &policy()), None, "budget left");
+        let off = DigestPolicy { enabled: false, ..policy() };
+        assert_eq!(holds_all_until(t0(), &sent, [deadline(60)], &off), None, "storm mode off holds nothing");
+        // The same verdict as the plan's.
+        let p = plan(t0(), &sent, &[alert(1, 30, "a"), alert(2, 60, "b")], &policy()).expect("plan");
+        assert!(p.sends.is_empty() && p.held.len() == 2);
     }
 
     #[test]

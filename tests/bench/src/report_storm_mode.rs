@@ -308,8 +308,9 @@ impl Report {
              claimable alerts than `MAX_DIGEST_MEMBERS` needs several digests anyway (the busiest has {busiest}: at \
              least {min_digests}), and an alert whose deadline falls before the budget frees (+ 60 s) goes out at \
              once, with everything claimable. Holding delayed {held} alerts until the budget freed ({held_missed} of \
-             them missed; last delivery {last:.0} s against {last_nb:.0} s without the budget), and re-pulling the \
-             held alerts raised the backlog's conditional claims from {pulls_nb} to {pulls}.\n",
+             them missed; last delivery {last:.0} s against {last_nb:.0} s without the budget). The backlog's \
+             conditional claims: {pulls} with the budget, {pulls_nb} without — the sender reads the backlog's \
+             deadlines first and does not claim what the budget would only hand back (`storm::holds_all_until`).\n",
             over = s.on.over_budget,
             max = s.on.max_sms_per_window,
             budget = tocsin::domain::storm::DigestPolicy::DEFAULT_MAX_SMS_PER_WINDOW,

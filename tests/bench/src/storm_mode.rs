@@ -655,7 +655,7 @@ impl<'w> Sim<'w> {
     fn group(&mut self, now: i64, own: Vec<Msg>) -> Result<i64> {
         let recipient = self.w.alerts[own[0].0].recipient;
         let room = BACKLOG_PULL.min(MAX_DIGEST_MEMBERS.saturating_sub(own.len()));
-        let pulled: Vec<usize> = self.w.by_recipient[recipient]
+        let backlog: Vec<usize> = self.w.by_recipient[recipient]
             .iter()
             .copied()
             .filter(|&b| {
@@ -664,14 +664,24 @@ impl<'w> Sim<'w> {
             })
             .take(room)
             .collect();
+        let sent: Vec<DateTime<Utc>> =
+            if self.mode == Mode::On { self.sent_at[recipient].iter().map(|&t| at(t)).collect() } else { Vec::new() };
+        // The sender reads the backlog's deadlines first and claims it only when something goes
+        // out now (`storm::holds_all_until`): a used-up budget with no deadline at stake claims
+        // nothing it would only hand back.
+        let deadlines =
+            own.iter().map(|&(a, _)| a).chain(backlog.iter().copied()).map(|a| self.w.alerts[a].pending.deadline);
+        let pulled = if storm::holds_all_until(at(now), &sent, deadlines, &self.policy).is_some() {
+            Vec::new()
+        } else {
+            backlog
+        };
         for &b in &pulled {
             self.claimed(now, (b, Lane::Normal));
         }
         self.pulled += pulled.len();
         let members: Vec<usize> = own.iter().map(|&(a, _)| a).chain(pulled.iter().copied()).collect();
         let alerts: Vec<PendingAlert> = members.iter().map(|&a| self.w.alerts[a].pending.clone()).collect();
-        let sent: Vec<DateTime<Utc>> =
-            if self.mode == Mode::On { self.sent_at[recipient].iter().map(|&t| at(t)).collect() } else { Vec::new() };
         let plan = storm::plan(at(now), &sent, &alerts, &self.policy).map_err(|e| invariant(e.to_string()))?;
         let mentions = plan.mentions();
         if mentions.len() != members.len() || mentions.values().any(|&c| c != 1) {
