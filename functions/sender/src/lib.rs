@@ -498,22 +498,8 @@ impl<
 
     /// `store.transition`, tried again on failure with backoff until `deadline` (if any).
     async fn transition_until(&self, t: Transition, deadline: Option<Instant>) -> Result<TransitionOutcome, PortError> {
-        let mut failures = 0u32;
-        loop {
-            let error = match self.store.transition(t.clone()).await {
-                Ok(o) => return Ok(o),
-                Err(e) => e,
-            };
-            failures += 1;
-            let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
-            match deadline {
-                Some(d) if Instant::now() + wait + RECORD_RESERVE / 3 < d => {
-                    tracing::warn!(key = t.key.short(), failures, wait_ms = wait.as_millis() as u64, error = %error, "recording the attempt's outcome failed; trying again");
-                    tokio::time::sleep(wait).await;
-                }
-                _ => return Err(error),
-            }
-        }
+        let key = t.key.short().to_owned();
+        retry_until(deadline, &key, "recording the attempt's outcome", || self.store.transition(t.clone())).await
     }
 
     /// Waits for the send rate to allow `parts` SMS parts, unless that would take longer than
@@ -801,9 +787,7 @@ impl<
             }
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "send log not written; releasing the claims");
-                for (i, c) in members {
-                    out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
-                }
+                out.extend(self.release_each(members, &e.to_string(), now).await);
                 return out;
             }
         }
@@ -829,13 +813,13 @@ impl<
     }
 
     /// Releases every claim of `members` unsent (proven not sent: a dependency failed first).
-    async fn release_each(
+    async fn release_each<'a, 'm: 'a>(
         &self,
-        members: &[(Slot, Claimed<'_>)],
+        members: impl IntoIterator<Item = &'a (Slot, Claimed<'m>)>,
         why: &str,
         now: DateTime<Utc>,
     ) -> Vec<(Slot, Outcome)> {
-        let mut out = Vec::with_capacity(members.len());
+        let mut out = Vec::new();
         for (i, c) in members {
             out.push((*i, self.release(&c.record, &c.attempt_id, why, c.msg, now, false).await));
         }
@@ -861,11 +845,7 @@ impl<
         };
         if let Err(e) = self.store.put_digest(&stored).await {
             tracing::warn!(digest = digest.id.short(), error = %e, "digest not recorded; releasing the claims unsent");
-            let mut out = Vec::with_capacity(members.len());
-            for (i, c) in members.iter().copied() {
-                out.push((*i, self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await));
-            }
-            return out;
+            return self.release_each(members.iter().copied(), &e.to_string(), now).await;
         }
         let parts = digest.segments.segments;
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
@@ -887,15 +867,12 @@ impl<
         if let PublishOutcome::Accepted { message_id } = &outcome {
             // The message id → members entry first: a delivery record that arrives before the
             // members' writes still finds them all.
-            let mut failures = 0u32;
-            while let Err(e) = self.store.index_digest_message(message_id, &stored).await {
-                failures += 1;
-                let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
-                if Instant::now() + wait + RECORD_RESERVE / 3 >= deadline {
-                    tracing::error!(digest = digest.id.short(), sns_message_id = %message_id, error = %e, "digest published but its message id not indexed");
-                    break;
-                }
-                tokio::time::sleep(wait).await;
+            let indexed = retry_until(Some(deadline), digest.id.short(), "indexing the digest's message id", || {
+                self.store.index_digest_message(message_id, &stored)
+            })
+            .await;
+            if let Err(e) = indexed {
+                tracing::error!(digest = digest.id.short(), sns_message_id = %message_id, error = %e, "digest published but its message id not indexed");
             }
         }
         let outcomes = futures::future::join_all(
@@ -1050,6 +1027,31 @@ impl<
 }
 
 const NON_ZERO_ONE: std::num::NonZeroU32 = std::num::NonZeroU32::MIN;
+
+/// `op`, tried again on failure with backoff while `deadline` leaves time (never without one):
+/// for the writes after a publish, whose loss would turn an SMS that went out into an unknown.
+async fn retry_until<T, F, Fut>(deadline: Option<Instant>, subject: &str, what: &str, mut op: F) -> Result<T, PortError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, PortError>>,
+{
+    let mut failures = 0u32;
+    loop {
+        let error = match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        failures += 1;
+        let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
+        match deadline {
+            Some(d) if Instant::now() + wait + RECORD_RESERVE / 3 < d => {
+                tracing::warn!(subject, failures, wait_ms = wait.as_millis() as u64, error = %error, "{what} failed; trying again");
+                tokio::time::sleep(wait).await;
+            }
+            _ => return Err(error),
+        }
+    }
+}
 
 /// Exponential backoff with full jitter: uniform in [base, min(max, base·2^(attempt-1))].
 pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {

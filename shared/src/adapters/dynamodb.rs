@@ -845,6 +845,48 @@ impl DueIndex for DynamoLedger {
     }
 }
 
+impl DynamoLedger {
+    /// A recipient's entries in the pending-index (keys only: `pk`, `sk`, `pending_to`,
+    /// `pending_by`), earliest deadline first, whose deadline is after `from` (or at it, with
+    /// `inclusive`), at most `limit`, page after page.
+    async fn pending_entries(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        inclusive: bool,
+        limit: usize,
+    ) -> PortResult<Vec<Item>> {
+        let condition = if inclusive {
+            "pending_to = :r AND pending_by >= :from"
+        } else {
+            "pending_to = :r AND pending_by > :from"
+        };
+        let mut entries: Vec<Item> = Vec::new();
+        let mut start: Option<Item> = None;
+        while entries.len() < limit {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_INDEX)
+                .key_condition_expression(condition)
+                .expression_attribute_values(":r", s(recipient.expose()))
+                .expression_attribute_values(":from", s(ts(from)))
+                .limit(i32::try_from(limit - entries.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
+            entries.extend(page.items().iter().cloned());
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(entries)
+    }
+}
+
 impl SendBudget for DynamoLedger {
     async fn send_log(&self, recipient: &PhoneNumber) -> PortResult<SendLog> {
         let Some(item) = self.get_item(format!("BUDGET#{}", recipient.expose()), "BUDGET").await? else {
@@ -902,26 +944,15 @@ impl SendBudget for DynamoLedger {
 }
 
 impl Backlog for DynamoLedger {
-    /// One Query of the pending-index (keys only), earliest deadline first.
+    /// The pending-index (keys only), earliest deadline first.
     async fn pending_for(
         &self,
         recipient: &PhoneNumber,
         due_after: DateTime<Utc>,
         limit: usize,
     ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
-        let page = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(PENDING_INDEX)
-            .key_condition_expression("pending_to = :r AND pending_by > :after")
-            .expression_attribute_values(":r", s(recipient.expose()))
-            .expression_attribute_values(":after", s(ts(due_after)))
-            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
-        page.items()
+        self.pending_entries(recipient, due_after, false, limit.max(1))
+            .await?
             .iter()
             .map(|item| {
                 let pk = get_s(item, "pk").unwrap_or_default();
@@ -946,33 +977,17 @@ impl OpenAttempts for DynamoLedger {
         claimed_from: DateTime<Utc>,
         claimed_to: DateTime<Utc>,
     ) -> PortResult<Vec<IntentRecord>> {
-        let mut keys: Vec<Item> = Vec::new();
-        let mut start: Option<Item> = None;
-        while keys.len() < ORPHAN_CANDIDATES {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(PENDING_INDEX)
-                .key_condition_expression("pending_to = :r AND pending_by >= :from")
-                .expression_attribute_values(":r", s(recipient.expose()))
-                .expression_attribute_values(":from", s(ts(claimed_from)))
-                .limit(i32::try_from(ORPHAN_CANDIDATES - keys.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("DynamoDB Query (pending-index)", &e))?;
-            keys.extend(page.items().iter().filter_map(|item| {
+        let keys: Vec<Item> = self
+            .pending_entries(recipient, claimed_from, true, ORPHAN_CANDIDATES)
+            .await?
+            .into_iter()
+            .filter_map(|item| {
                 Some(HashMap::from([
                     ("pk".to_owned(), item.get("pk")?.clone()),
                     ("sk".to_owned(), item.get("sk")?.clone()),
                 ]))
-            }));
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
+            })
+            .collect();
         let mut open = Vec::new();
         for item in self.batch_get(keys).await? {
             let r = record_from_item(&item)?;
