@@ -111,6 +111,39 @@ fn expires_of(item: &std::collections::HashMap<String, AttributeValue>) -> Optio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_modes_items_expire_too_the_digest_with_its_members_and_the_send_log_after_its_window() {
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_STORM_MODE", "on")],
+        ..Default::default()
+    })
+    .await;
+    for i in 0..3 {
+        let (status, body) = p.submit(&alert(&format!("ttl-digest-{i}"), "+14155550176")).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    p.run_sender().await;
+    let ledger = scan(&p, "LedgerTable").await;
+    let intents: Vec<i64> = ledger.iter().filter(|i| s_of(i, "sk") == "INTENT").filter_map(expires_of).collect();
+    assert_eq!(intents.len(), 3);
+    let latest_member = intents.iter().copied().max().unwrap_or_default();
+    let now = Utc::now().timestamp();
+    let (mut digests, mut logs) = (0, 0);
+    for item in &ledger {
+        let (pk, sk) = (s_of(item, "pk"), s_of(item, "sk"));
+        let expires = expires_of(item).unwrap_or_else(|| panic!("ledger item {pk} {sk} has no expires_at"));
+        if pk.starts_with("DIGEST#") || (pk.starts_with("MSG#") && item.contains_key("digest_id")) {
+            assert_eq!(expires, latest_member, "{pk}: a digest expires with its latest member");
+            digests += 1;
+        } else if pk.starts_with("BUDGET#") {
+            // The person's send log: a window (5 min) after the last send, not the intents' 30 days.
+            assert!(expires > now && expires <= now + 10 * 60, "{pk}: {expires}");
+            logs += 1;
+        }
+    }
+    assert_eq!((digests, logs), (2, 1), "the digest, its message index entry, the send log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified_list() {
     let p = Pipeline::start().await;
     // Delivered, failed for good (suppresses the number), silent (escalated), and a record that
@@ -163,6 +196,8 @@ async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified
             assert_eq!(Some(&expires), intents.get(&owner), "an open escalation expires with its intent");
         } else if pk.starts_with("ORPHAN#") {
             assert!(expires <= now + 24 * 3600, "an orphan record (phone number inside) expires within hours");
+        } else if pk.starts_with("DIGEST#") || pk.starts_with("BUDGET#") {
+            panic!("storm-mode item with storm mode off: {pk}");
         } else {
             panic!("an item of an unknown kind: {pk} {sk}");
         }
