@@ -23,18 +23,95 @@ pub enum PortError {
 
 pub type PortResult<T> = Result<T, PortError>;
 
+/// Time as a handler sees it: the instant it stamps facts with, and every wait it makes. The
+/// handlers' deadlines are instants of this clock too (Lambda gives an invocation's deadline as
+/// wall-clock time), so a handler runs the same on AWS, on the emulator and in the deterministic
+/// simulation (`tests/sim`), where time is simulated.
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
+    /// Resolves once [`Self::now`] has reached `at` (at once when it has).
+    fn sleep_until(&self, at: DateTime<Utc>) -> impl Future<Output = ()> + Send;
 }
 
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+/// Where the handlers' randomness comes from: attempt and run ids, retry jitter.
+pub trait Entropy: Send + Sync {
+    fn next_u64(&self) -> u64;
+}
 
-impl Clock for SystemClock {
+/// The wall clock and the operating system's randomness: what every deployed function uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct System;
+
+impl Clock for System {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
     }
+
+    async fn sleep_until(&self, at: DateTime<Utc>) {
+        if let Ok(left) = at.signed_duration_since(Utc::now()).to_std() {
+            tokio::time::sleep(left).await;
+        }
+    }
+}
+
+impl Entropy for System {
+    fn next_u64(&self) -> u64 {
+        rand::random()
+    }
+}
+
+/// The instant Lambda ends an invocation: its context's deadline, epoch milliseconds.
+pub fn invocation_deadline(deadline_ms: u64) -> DateTime<Utc> {
+    i64::try_from(deadline_ms).ok().and_then(DateTime::from_timestamp_millis).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at + d`, saturating at the calendar's end (a configured duration never overflows it).
+pub fn after(at: DateTime<Utc>, d: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d).ok().and_then(|d| at.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at - d`, saturating at the calendar's start.
+pub fn before(at: DateTime<Utc>, d: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d).ok().and_then(|d| at.checked_sub_signed(d)).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// The time from `clock`'s now until `deadline` (zero once it has passed).
+pub fn time_left<C: Clock + ?Sized>(clock: &C, deadline: DateTime<Utc>) -> std::time::Duration {
+    deadline.signed_duration_since(clock.now()).to_std().unwrap_or_default()
+}
+
+/// Waits `d` on `clock`.
+pub async fn sleep<C: Clock + ?Sized>(clock: &C, d: std::time::Duration) {
+    clock.sleep_until(after(clock.now(), d)).await
+}
+
+/// `work`'s output if it finishes before `clock` reaches `until`; `None` (and `work` dropped)
+/// otherwise.
+pub async fn within<C: Clock + ?Sized, F: Future>(clock: &C, until: DateTime<Utc>, work: F) -> Option<F::Output> {
+    let work = std::pin::pin!(work);
+    let timer = std::pin::pin!(clock.sleep_until(until));
+    match futures::future::select(work, timer).await {
+        futures::future::Either::Left((out, _)) => Some(out),
+        futures::future::Either::Right(((), _)) => None,
+    }
+}
+
+/// A random (version 4) UUID drawn from `entropy`: attempt and run ids.
+pub fn new_id<E: Entropy + ?Sized>(entropy: &E) -> String {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&entropy.next_u64().to_le_bytes());
+    bytes[8..].copy_from_slice(&entropy.next_u64().to_le_bytes());
+    uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
+}
+
+/// A number drawn uniformly from `lo..=hi` (`lo` when the range is empty): retry jitter.
+pub fn between<E: Entropy + ?Sized>(entropy: &E, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        return lo;
+    }
+    let span = u128::from(hi - lo) + 1;
+    // Multiply-shift: uniform enough for jitter, and without a rejection loop.
+    lo + ((u128::from(entropy.next_u64()) * span) >> 64) as u64
 }
 
 /// What to do with the intent's place in the sweep index.
@@ -97,6 +174,29 @@ pub struct Transition {
     pub commit: Commit,
 }
 
+impl Transition {
+    /// Whether the transition writes anything on the intent item (else it is an observation
+    /// under a condition: the condition alone is checked).
+    pub fn changes_intent(&self) -> bool {
+        let p = &self.patch;
+        p.state.is_some()
+            || p.increment_attempts
+            || p.claim.is_some()
+            || p.clear_claim
+            || p.sns_message_id.is_some()
+            || p.accepted_at.is_some()
+            || p.final_at.is_some()
+            || p.escalation.is_some()
+            || p.add_conflict
+            || p.last_error.is_some()
+            || p.enqueued_at.is_some()
+            || p.digest_id.is_some()
+            || p.late_expected.is_some()
+            || p.reconcile.is_some()
+            || self.next_check != NextCheck::Keep
+    }
+}
+
 /// How a transition's writes reach the store. Every mode keeps the transition's contract: the
 /// state changes only if its conditions hold, the observation is stored once (its id is the
 /// de-duplication key), and a retry of the same transition after a crash at any point ends with
@@ -115,11 +215,13 @@ pub enum Commit {
     /// then reconciliation) catches up. For observations that do not depend on the state they are
     /// applied to: the sender's publish outcomes.
     FactsFirst,
-    /// The conditional state change first, marked with the observation's id (`moved_by`), then
-    /// the observation. For an observation whose content is decided on the intent's state (a
-    /// delivery record's effect): it is written only once the change it describes is made. A
-    /// retry of the same transition (the log subscription redelivers the same event) finds its
-    /// mark on the intent and writes the observation still missing.
+    /// The conditional state change first, carrying the observation itself (`moved_by` and a
+    /// copy on the intent item, in the same single-item write), then the observation's own item.
+    /// For an observation whose content is decided on the intent's state (a delivery record's
+    /// effect): it is written only once the change it describes is made, and never lost if the
+    /// function ends between the two writes — even when no retry ever comes (Lambda parks a batch
+    /// after its retries): [`IntentStore::observations`] reads the copy until the item exists. A
+    /// retry of the same transition finds its mark on the intent and writes the item still missing.
     StateFirst,
 }
 
@@ -233,6 +335,20 @@ pub struct DigestRecord {
     pub created_at: DateTime<Utc>,
     /// When the store may forget it: the latest member's expiry.
     pub expires_at: DateTime<Utc>,
+    /// The first delivery record of its SMS, as the status function received it: recorded once on
+    /// the digest before it is applied to the members, so a member it never reached (the
+    /// function ended half way and Lambda gave up on the batch) still learns it from the sweep.
+    pub outcome: Option<LoggedRecord>,
+}
+
+/// A delivery-status log event as it was received: enough to apply it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedRecord {
+    pub log_event_id: String,
+    /// Epoch milliseconds of the log event.
+    pub timestamp_ms: i64,
+    /// The log message (holds a phone number: stored encrypted, never logged).
+    pub message: String,
 }
 
 /// A recipient's pending alerts, earliest deadline first: what storm mode pulls into one digest
@@ -289,6 +405,22 @@ pub trait DigestStore: Send + Sync {
         digest: &DigestRecord,
     ) -> impl Future<Output = PortResult<()>> + Send;
     fn get_digest(&self, id: &DigestId) -> impl Future<Output = PortResult<Option<DigestRecord>>> + Send;
+    /// Records the digest SMS's first delivery record (a later one changes nothing; idempotent).
+    fn record_digest_outcome(
+        &self,
+        id: &DigestId,
+        outcome: &LoggedRecord,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    /// The digests recorded for `recipient` between `from` and `to` (by their creation time):
+    /// how reconciliation finds the digest an unknown outcome's SMS was when its sender ended
+    /// before recording it on the members. Eventually consistent (an index): one recorded a
+    /// moment ago may be missing.
+    fn digests_to(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<Vec<DigestRecord>>> + Send;
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -309,6 +441,8 @@ pub struct OrphanRecord {
 pub trait EscalationBacklog: Send + Sync {
     /// When the oldest unacknowledged escalation was made; `None` when there is none.
     fn oldest_open_escalation(&self) -> impl Future<Output = PortResult<Option<DateTime<Utc>>>> + Send;
+    /// Takes `key`'s escalation off the open list (an operator acknowledged it). Idempotent.
+    fn close_escalation(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<()>> + Send;
 }
 
 /// Intents whose `next_check` has passed, oldest first within a partition, at most `limit` per
@@ -349,7 +483,13 @@ pub trait DueIndex: Send + Sync {
 pub trait SendQueue: Send + Sync {
     /// Puts the intent on the send queue; an urgent one also on the urgent lane, which senders
     /// drain before their own batch (the normal message still wakes a sender when none runs).
-    fn enqueue(&self, key: &IdempotencyKey, lane: Lane) -> impl Future<Output = PortResult<()>> + Send;
+    /// `delay`: hidden that long first (SQS's DelaySeconds, at most 15 minutes).
+    fn enqueue(
+        &self,
+        key: &IdempotencyKey,
+        lane: Lane,
+        delay: std::time::Duration,
+    ) -> impl Future<Output = PortResult<()>> + Send;
     /// Hides a received message of `lane` for `seconds` more (backoff before the next retry).
     fn delay_retry(
         &self,

@@ -155,6 +155,15 @@ type Sink = Box<dyn Write + Send>;
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
 
+/// Set when metrics go nowhere ([`discard_metrics`]): documents are not even built.
+static DISCARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Drops every EMF line from now on, without building it: for runs whose metrics nobody reads
+/// (the simulation drives the handlers millions of times; the world is its record).
+pub fn discard_metrics() {
+    DISCARD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Sends EMF lines somewhere other than stdout (the default, which Lambda turns into metrics):
 /// the local demo writes them to a file, the log-hygiene test captures them.
 pub fn set_metrics_sink(sink: Sink) {
@@ -258,6 +267,10 @@ impl Metrics {
     /// Writes the document as one stdout line (where Lambda's EMF extraction reads it).
     pub fn flush(&mut self) {
         if self.values.is_empty() {
+            return;
+        }
+        if DISCARD.load(std::sync::atomic::Ordering::Relaxed) {
+            self.values.clear();
             return;
         }
         let line = self.to_emf(chrono::Utc::now().timestamp_millis()).to_string();

@@ -44,18 +44,37 @@ impl TestClock {
             *t += d;
         }
     }
+    /// This clock's now plus `d`: a deadline on the handlers' clock.
+    pub fn in_(&self, d: std::time::Duration) -> DateTime<Utc> {
+        tocsin::ports::after(self.now(), d)
+    }
+    /// The deadline Lambda gives an invocation that starts now: the functions' `Timeout` (30 s,
+    /// the template's Globals).
+    pub fn invocation_deadline(&self) -> DateTime<Utc> {
+        self.in_(std::time::Duration::from_secs(30))
+    }
 }
 
 impl Clock for TestClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now() + self.0.lock().map(|t| *t).unwrap_or_else(|_| chrono::Duration::zero())
     }
+
+    async fn sleep_until(&self, at: DateTime<Utc>) {
+        // Real time passes at the real rate; an advance by hand moves `at` closer.
+        while let Ok(left) = at.signed_duration_since(self.now()).to_std() {
+            if left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(left.min(std::time::Duration::from_millis(100))).await;
+        }
+    }
 }
 
-/// The deadline Lambda gives an invocation that starts now: the functions' `Timeout` (30 s, the
-/// template's Globals).
-pub fn invocation_deadline() -> std::time::Instant {
-    std::time::Instant::now() + std::time::Duration::from_secs(30)
+impl tocsin::ports::Entropy for TestClock {
+    fn next_u64(&self) -> u64 {
+        rand::random()
+    }
 }
 
 pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
@@ -71,7 +90,7 @@ pub struct StatusFn {
 
 impl StatusFn {
     pub async fn handle(&self, event: Value) -> Result<status::Summary, status::StatusError> {
-        self.handler.handle(event, std::time::Instant::now() + self.timeout).await
+        self.handler.handle(event, self.handler.clock.in_(self.timeout)).await
     }
 }
 
@@ -279,7 +298,7 @@ impl Pipeline {
     pub async fn enqueue_again(&self, key: &IdempotencyKey) {
         use tocsin::ports::SendQueue;
         SqsSendQueue::new(self.sqs.clone(), &self.stack.queue("SendQueue").url)
-            .enqueue(key, tocsin::domain::storm::Lane::Normal)
+            .enqueue(key, tocsin::domain::storm::Lane::Normal, std::time::Duration::ZERO)
             .await
             .unwrap_or_else(|e| panic!("enqueue: {e}"));
     }
@@ -351,7 +370,7 @@ impl Pipeline {
                 break;
             }
             let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
-            let resp = self.sender.handle(event, invocation_deadline()).await;
+            let resp = self.sender.handle(event, self.clock.invocation_deadline()).await;
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
                 if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
@@ -459,7 +478,7 @@ impl Pipeline {
 
     /// One sweep run that stops (as the Lambda does before its timeout) after `budget`.
     pub async fn run_escalation_within(&self, budget: std::time::Duration) -> escalation::RunSummary {
-        let stop = std::time::Instant::now() + budget;
+        let stop = self.clock.in_(budget);
         self.escalation.run(stop).await.unwrap_or_else(|e| panic!("escalation failed: {e}"))
     }
 

@@ -6,7 +6,7 @@
 //! pins what must still hold. Real emulator calls throughout.
 
 use std::collections::HashSet;
-use std::time::{Duration as StdDuration, Instant};
+use std::time::Duration as StdDuration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, Utc};
@@ -18,7 +18,7 @@ use tocsin::domain::{IdempotencyKey, IntentRecord, Origin, State};
 use tocsin::ports::{DueIndex, IntentStore};
 use tocsin_harness::events::sqs_event;
 use tocsin_harness::fault_proxy::{Fault, Rule};
-use tocsin_tests::{Options, Pipeline, alert, invocation_deadline, key_of};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 fn proxied() -> Options {
     Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], fault_seed: Some(15), ..Default::default() }
@@ -327,7 +327,7 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
     // A short invocation: the retries give up before its end.
-    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
     assert_eq!(p.record(&key).await.status.state, State::Sending, "published, never recorded");
     let sms = p.emulator.sent_sms().await.expect("sms");
     assert_eq!(sms.len(), 1);
@@ -351,7 +351,7 @@ async fn published_with_its_state_write_lost(seed: u64, event_id: &str, number: 
     let key = key_of(&body);
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
-    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
     proxy.clear_rules();
     (p, key)
 }
@@ -416,7 +416,7 @@ async fn a_claimed_intent_is_due_by_its_lease_end_even_when_its_indexed_check_wa
     proxy.add_rule(Rule::sometimes("DynamoDB_20120810.PutItem", throttled(), 1.0).when_body_contains("MSG#"));
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
-    p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(8)).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
     proxy.clear_rules();
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Sending);
@@ -457,10 +457,10 @@ async fn at_one_sms_per_second_a_batch_of_three_part_messages_is_sent_or_handed_
     assert_eq!(msgs.len(), 10);
     // One invocation with the functions' 30 s timeout; this instance's share is half a part per
     // second (1 part/s over the 2 sender instances the template allows).
-    let deadline = invocation_deadline();
+    let deadline = p.clock.invocation_deadline();
     let resp = p.sender.handle(sqs_event(&q.arn, &msgs), deadline).await;
     // Lambda ends the invocation at its deadline: whatever is still claimed then stays claimed.
-    assert!(Instant::now() < deadline, "the batch finished within the invocation");
+    assert!(p.clock.now_utc() < deadline, "the batch finished within the invocation");
     let retried = resp.batch_item_failures.len();
     let mut states = Vec::new();
     for k in &keys {

@@ -2,7 +2,7 @@
 //! follows the due intents, not the table. Real emulator calls throughout.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration as StdDuration, Instant};
+use std::time::Duration as StdDuration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use chrono::Duration;
@@ -92,7 +92,7 @@ async fn a_crash_after_sending_before_marking_sends_again_with_the_same_key() {
         Fault::json_error("com.amazonaws.dynamodb.v20120810#InternalServerError", "boom", 500),
         10,
     ));
-    let run = crashing.run(Instant::now() + StdDuration::from_secs(30)).await.expect("run");
+    let run = crashing.run(p.clock.in_(StdDuration::from_secs(30))).await.expect("run");
     assert_eq!(run.errors, 1);
     p.clock.advance(Duration::minutes(3));
     assert_eq!(p.run_escalation().await.escalated, 1);
@@ -190,7 +190,7 @@ async fn work_is_paged_and_stops_before_the_time_budget_leaving_the_rest_due() {
     .await;
     accepted(&p, "paged", 20).await;
     p.clock.advance(Duration::minutes(16));
-    let out_of_time = p.escalation.run(Instant::now()).await.expect("run");
+    let out_of_time = p.escalation.run(p.clock.now_utc()).await.expect("run");
     assert_eq!((out_of_time.read, out_of_time.complete), (0, false));
     let run = p.run_escalation().await;
     assert_eq!((run.read, run.escalated, run.complete), (20, 20, true), "three pages of seven in one run");
@@ -301,7 +301,7 @@ async fn an_alert_the_sender_hands_back_for_longer_than_its_deadline_allows_is_e
     p.clock.advance(Duration::seconds(56));
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
-    let resp = p.sender.handle(sqs_event(&q.arn, &msgs), Instant::now() + StdDuration::from_secs(14)).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(14))).await;
     assert_eq!(resp.batch_item_failures.len(), 1, "handed back to the queue");
     let r = p.record(&key).await;
     assert_eq!(r.status.state, State::Queued);

@@ -184,7 +184,7 @@ async fn a_throttled_log_search_is_deferred_and_the_escalation_run_still_complet
         config: p.escalation.config.clone(),
     };
     p.clock.advance(Duration::minutes(16));
-    let run = throttled.run(std::time::Instant::now() + std::time::Duration::from_secs(45)).await.expect("run");
+    let run = throttled.run(p.clock.in_(std::time::Duration::from_secs(45))).await.expect("run");
     assert_eq!(run.escalated, 2, "both escalations went out: {run:?}");
     assert!(run.complete && run.reconcile_deferred >= 1, "{run:?}");
     assert!(logs_proxy.injected() >= 1);

@@ -424,7 +424,7 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
         clock: p.clock.clone(),
         config: p.status.config.clone(),
     };
-    let deadline = || std::time::Instant::now() + p.status.timeout;
+    let deadline = || p.clock.in_(p.status.timeout);
     let event = logs_envelope(&logs_payload(
         SUCCESS_GROUP,
         "DATA_MESSAGE",

@@ -24,7 +24,7 @@ use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record, sqs_event};
 use tocsin_harness::fault_proxy::{Fault, Proxied, Rule};
-use tocsin_tests::{Options, Pipeline, alert, invocation_deadline, key_of};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 /// The storm's size: `TOCSIN_STORM_INTENTS`, or 60 — enough for every fault kind to hit several
 /// intents at these rates (about 120 publishes, 400 ledger writes) in about a minute.
@@ -263,7 +263,7 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
 /// The schedule firing the sweep. A run whose own AWS calls failed is a failed invocation: the
 /// next minute's run is its retry (as on AWS), so it is not the storm's failure.
 async fn sweep(p: &Pipeline) -> Option<escalation::RunSummary> {
-    let stop = std::time::Instant::now() + std::time::Duration::from_secs(50);
+    let stop = p.clock.in_(std::time::Duration::from_secs(50));
     p.escalation.run(stop).await.ok()
 }
 
@@ -279,9 +279,9 @@ async fn drive_sender(p: &Pipeline) {
         for batch in msgs.chunks(10) {
             let event = sqs_event(&q.arn, batch);
             let (a, b, c) = tokio::join!(
-                p.sender.handle(event.clone(), invocation_deadline()),
-                p.sender.handle(event.clone(), invocation_deadline()),
-                p.sender.handle(event, invocation_deadline())
+                p.sender.handle(event.clone(), p.clock.invocation_deadline()),
+                p.sender.handle(event.clone(), p.clock.invocation_deadline()),
+                p.sender.handle(event, p.clock.invocation_deadline())
             );
             let failed_everywhere: HashSet<String> = [a, b, c]
                 .iter()

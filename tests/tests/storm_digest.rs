@@ -378,7 +378,7 @@ async fn with_the_budget_used_up_and_no_deadline_at_stake_the_backlog_is_not_cla
     // One sender invocation with one of them: the budget is used up and every deadline can wait.
     let q = p.stack.queue("SendQueue").clone();
     let first = p.receive(&q.url, 1).await;
-    let resp = p.sender.handle(sqs_event(&q.arn, &first), tocsin_tests::invocation_deadline()).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &first), p.clock.invocation_deadline()).await;
     assert_eq!(resp.batch_item_failures.len(), 1, "its own alert handed back");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 3);
     let deferred = |timeline: Vec<tocsin::domain::observation::Observation>| {

@@ -7,7 +7,7 @@ use chrono::Duration;
 use serde_json::Value;
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin_harness::events::sqs_event;
-use tocsin_tests::{Pipeline, alert, invocation_deadline, key_of};
+use tocsin_tests::{Pipeline, alert, key_of};
 
 /// Submits `n` alerts with 15 minutes to spare, to distinct numbers.
 async fn backlog(p: &Pipeline, prefix: &str, n: usize) {
@@ -42,7 +42,7 @@ async fn behind_a_backlog_a_two_minute_alert_is_sent_by_the_next_sender_before_t
     let first = p.receive(&q.url, 10).await;
     assert_eq!(first.len(), 10);
     p.clock.advance(Duration::seconds(6));
-    let resp = p.sender.handle(sqs_event(&q.arn, &first), invocation_deadline()).await;
+    let resp = p.sender.handle(sqs_event(&q.arn, &first), p.clock.invocation_deadline()).await;
     assert!(resp.batch_item_failures.is_empty());
     let r = p.record(&urgent).await;
     assert_eq!(r.status.state, State::Accepted, "sent before the five alerts still ahead of it");

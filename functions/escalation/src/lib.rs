@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use futures::StreamExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -23,9 +23,9 @@ use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{
-    Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, EscalationBacklog, EscalationMessage, EscalationQueue,
-    IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue, StatusPatch,
-    Transition, TransitionOutcome,
+    Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationMessage,
+    EscalationQueue, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue,
+    StatusPatch, Transition, TransitionOutcome, after, new_id, time_left, within,
 };
 use tocsin::services::receipts::{self, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -125,15 +125,15 @@ where
     E: EscalationQueue,
     L: DeliveryLogSearch,
     R: RecipientRegistry,
-    C: Clock,
+    C: Clock + Entropy,
 {
     /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
     /// configured safety margin). Every partition of the due-index is read at once, and up to
     /// `concurrency` due intents are handled at once, so one slow intent (a slow dependency, a
     /// retried write) never holds up the others; what is not started by `stop_at` stays due.
-    pub async fn run(&self, stop_at: Instant) -> Result<RunSummary, EscalationError> {
-        let started = Instant::now();
-        let run_id = uuid::Uuid::new_v4().to_string();
+    pub async fn run(&self, stop_at: DateTime<Utc>) -> Result<RunSummary, EscalationError> {
+        let started = self.clock.now();
+        let run_id = new_id(&self.clock);
         let mut summary = RunSummary { run_id: run_id.clone(), complete: true, ..Default::default() };
         let mut to_reconcile: Vec<IntentRecord> = Vec::new();
         let shards = self.store.due_shards();
@@ -145,7 +145,7 @@ where
         loop {
             // Keep `concurrency` intents in hand while there is time and due work.
             while in_flight.len() < concurrency {
-                if Instant::now() >= stop_at {
+                if self.clock.now() >= stop_at {
                     break;
                 }
                 match due.next().await {
@@ -179,7 +179,7 @@ where
                 tracing::warn!(error = %e, "sweep of one intent failed; it stays due for the next run");
             }
         }
-        if Instant::now() >= stop_at && due.next().await.is_some() {
+        if self.clock.now() >= stop_at && due.next().await.is_some() {
             summary.complete = false;
         }
         if let Some(e) = index_error {
@@ -215,7 +215,8 @@ where
         m.count("due_read", summary.read as u64);
         m.count("sweep_errors", summary.errors as u64);
         m.count("incomplete_run", u64::from(!summary.complete));
-        m.add("run_duration_ms", started.elapsed().as_millis() as f64, Unit::Milliseconds);
+        let took = self.clock.now().signed_duration_since(started).num_milliseconds().max(0);
+        m.add("run_duration_ms", took as f64, Unit::Milliseconds);
         m.flush();
         tracing::info!(summary = ?summary, "sweep finished");
         Ok(summary)
@@ -248,13 +249,16 @@ where
     ) -> Result<(), PortError> {
         let now = self.clock.now();
         let key = record.intent.key.clone();
+        if let Some(current) = self.digest_fate(&record, now).await? {
+            record = current;
+        }
         let mut escalation_pending = false;
         for action in decide(&record, now, &self.config.sweep) {
             match action {
                 Action::ReEnqueue => {
                     // Promoted to the urgent lane once its slack is under URGENT_SLACK.
                     let lane = Lane::of(now, record.intent.deadline, std::time::Duration::ZERO);
-                    self.send_queue.enqueue(&key, lane).await?;
+                    self.send_queue.enqueue(&key, lane, Duration::ZERO).await?;
                     let mut t = self.simple(
                         &record,
                         vec![record.status.state],
@@ -276,7 +280,7 @@ where
                         &record,
                         vec![State::Sending],
                         State::SendUnknown,
-                        format!("attempt:{aid}:unknown"),
+                        tocsin::domain::observation::lease_expired_id(&aid),
                         ObservationKind::SendUnknown {
                             attempt_id: aid.clone(),
                             cause: "claim lease expired with no recorded result".into(),
@@ -367,28 +371,29 @@ where
 
     /// Searches the delivery-status logs for each unknown outcome, within the time budget. A
     /// throttled search stops the searching for this run (the rest stays due for the next run).
-    async fn reconcile(&self, records: Vec<IntentRecord>, stop_at: Instant, summary: &mut RunSummary) {
+    async fn reconcile(&self, records: Vec<IntentRecord>, stop_at: DateTime<Utc>, summary: &mut RunSummary) {
         let mut left = records.into_iter();
         for record in left.by_ref() {
-            let remaining = stop_at.saturating_duration_since(Instant::now());
+            let remaining = time_left(&self.clock, stop_at);
             if remaining.is_zero() {
                 summary.reconcile_deferred += 1;
                 break;
             }
-            match tokio::time::timeout(remaining.min(SEARCH_TIMEOUT), self.reconcile_one(&record)).await {
-                Ok(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
-                Ok(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
-                Ok(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
-                Ok(Err(SearchError::Throttled)) => {
+            let until = after(self.clock.now(), remaining.min(SEARCH_TIMEOUT));
+            match within(&self.clock, until, self.reconcile_one(&record)).await {
+                Some(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
+                Some(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
+                Some(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
+                Some(Err(SearchError::Throttled)) => {
                     tracing::warn!("FilterLogEvents throttled; reconciliation resumes next run");
                     summary.reconcile_deferred += 1;
                     break;
                 }
-                Ok(Err(SearchError::Failed(e))) => {
+                Some(Err(SearchError::Failed(e))) => {
                     summary.errors += 1;
                     tracing::warn!(key = record.intent.key.short(), error = %e, "reconciliation failed; retried next run");
                 }
-                Err(_) => {
+                None => {
                     summary.reconcile_deferred += 1;
                     tracing::warn!(key = record.intent.key.short(), "log search too slow; retried next run");
                 }
@@ -402,10 +407,30 @@ where
         let recipient = &record.intent.recipient;
         let Some(claimed_at) = record.status.claimed_at else { return Ok(Verdict::NoMatch) };
         let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
+        // A storm-mode digest's SMS is every member's. Its members learn what SNS answered each
+        // with a write of their own; a member whose write never landed learns it from a sibling's.
+        let digest = match &record.status.digest_id {
+            Some(digest_id) => self.store.get_digest(digest_id).await?,
+            // Its sender ended before recording which digest its SMS was: the digest recorded for
+            // this recipient in the attempt's window that holds it.
+            None => self
+                .store
+                .digests_to(recipient, window.from, window.to)
+                .await?
+                .into_iter()
+                .find(|d| d.members.contains(key)),
+        }
+        // Only the current attempt's digest (an operator may have resent the member alone since).
+        .filter(|d| window.contains(d.created_at));
+        let sibling = match &digest {
+            Some(d) => self.sibling_knows(record, d).await?,
+            None => None,
+        };
         let found = self.logs.records_to(recipient, window, SEARCH_MAX_RECORDS).await?;
         // Messages already tied to other intents (the same number alerted twice) do not count.
         let mut linked_elsewhere = HashSet::new();
-        let ids: HashSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
+        // In order: the lookups are the same whichever run makes them.
+        let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
             // A digest's SMS covering this intent is its own.
             if let Some(entry) = self.store.lookup(&id).await?
@@ -414,7 +439,21 @@ where
                 linked_elsewhere.insert(id);
             }
         }
-        let verdict = judge(recipient, window, found, &linked_elsewhere);
+        let verdict = match sibling {
+            // The digest's SMS is known: its records, or, with none yet, what SNS answered.
+            Some(message_id) => {
+                let mut records: Vec<_> = found.into_iter().filter(|f| f.record.message_id == message_id).collect();
+                if records.is_empty() {
+                    if let Some(d) = &digest {
+                        self.accepted_as_sibling(record, d, &message_id).await?;
+                    }
+                    return Ok(Verdict::Link { sns_message_id: message_id, records });
+                }
+                records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
+                Verdict::Link { sns_message_id: message_id, records }
+            }
+            None => judge(recipient, window, found, &linked_elsewhere),
+        };
         let now = self.clock.now();
         let search = record.status.reconcile_attempts + 1;
         match &verdict {
@@ -422,26 +461,17 @@ where
                 // A storm-mode digest's SMS is every member's: its message id is indexed once for
                 // all of them, and its records settle them together.
                 let mut members = vec![key.clone()];
-                if let Some(digest_id) = &record.status.digest_id
-                    && let Some(digest) = self.store.get_digest(digest_id).await?
-                {
+                let mut link = Link::Reconciled;
+                if let Some(digest) = digest {
                     self.store.index_digest_message(sns_message_id, &digest).await?;
                     members = digest.members;
+                    link = Link::ReconciledDigest;
                 }
                 for member in &members {
                     for f in records {
                         let event = LogEvent { id: &f.log_event_id, timestamp_ms: f.timestamp_ms };
-                        receipts::apply(
-                            &self.store,
-                            &self.registry,
-                            member,
-                            recipient,
-                            event,
-                            &f.record,
-                            Link::Reconciled,
-                            now,
-                        )
-                        .await?;
+                        receipts::apply(&self.store, &self.registry, member, recipient, event, &f.record, link, now)
+                            .await?;
                     }
                 }
                 tracing::info!(key = key.short(), sns_message_id = %sns_message_id, "unknown outcome reconciled from the delivery-status logs");
@@ -483,6 +513,117 @@ where
             self.store.set_next_check(key, next, Some(current.status.state)).await?;
         }
         Ok(verdict)
+    }
+
+    /// A digest member still waiting for its SMS's delivery record, whose digest has one recorded
+    /// (the status function records it on the digest before applying it to each member): it is
+    /// applied here, so a member the status function never reached still learns its digest's
+    /// fate. Returns the member as it is then.
+    async fn digest_fate(&self, record: &IntentRecord, now: DateTime<Utc>) -> Result<Option<IntentRecord>, PortError> {
+        let s = &record.status;
+        let waiting = matches!(s.state, State::Accepted | State::DelaySuspected | State::SendUnknown);
+        let Some(digest_id) = s.digest_id.as_ref().filter(|_| waiting) else { return Ok(None) };
+        let Some(claimed_at) = s.claimed_at else { return Ok(None) };
+        let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
+        // Only the current attempt's digest (an operator may have resent the member alone since).
+        let Some(outcome) =
+            self.store.get_digest(digest_id).await?.filter(|d| window.contains(d.created_at)).and_then(|d| d.outcome)
+        else {
+            return Ok(None);
+        };
+        let Ok(delivery) = tocsin::domain::delivery::parse_record(&outcome.message) else { return Ok(None) };
+        let link = if s.sns_message_id.as_deref() == Some(delivery.message_id.as_str()) {
+            Link::Indexed
+        } else {
+            Link::ReconciledDigest
+        };
+        let event = LogEvent { id: &outcome.log_event_id, timestamp_ms: outcome.timestamp_ms };
+        let key = &record.intent.key;
+        receipts::apply(&self.store, &self.registry, key, &record.intent.recipient, event, &delivery, link, now)
+            .await?;
+        tracing::info!(
+            key = key.short(),
+            digest = digest_id.short(),
+            "digest's delivery record applied to a member it had not reached"
+        );
+        self.store.get(key).await
+    }
+
+    /// The message id of a digest's SMS as a sibling member recorded it (what SNS answered for
+    /// the one SMS they all share), for a member whose own record of it never landed.
+    async fn sibling_knows(
+        &self,
+        record: &IntentRecord,
+        digest: &tocsin::ports::DigestRecord,
+    ) -> Result<Option<String>, PortError> {
+        let key = &record.intent.key;
+        for sibling in digest.members.iter().filter(|m| *m != key) {
+            let Some(s) = self.store.get(sibling).await? else { continue };
+            if s.status.digest_id.as_ref() != Some(&digest.id) {
+                continue;
+            }
+            // The sibling's message id is the digest's SMS only if it is indexed as the digest's
+            // (an operator may have resent the sibling alone since).
+            let Some(message_id) = s.status.sns_message_id else { continue };
+            if self.store.lookup(&message_id).await?.is_some_and(|e| e.digest.is_some_and(|(id, _)| id == digest.id)) {
+                return Ok(Some(message_id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A digest member whose own record of the SMS never landed, whose sibling recorded that SNS
+    /// accepted it (message `message_id`) and for which no delivery record has come yet: accepted,
+    /// like its siblings — the same SMS.
+    async fn accepted_as_sibling(
+        &self,
+        record: &IntentRecord,
+        digest: &tocsin::ports::DigestRecord,
+        message_id: &str,
+    ) -> Result<(), PortError> {
+        let key = &record.intent.key;
+        {
+            let now = self.clock.now();
+            self.store.index_digest_message(message_id, digest).await?;
+            let mut after = record.clone();
+            after.status.state = State::Accepted;
+            after.status.accepted_at = Some(now);
+            let next = self.next_check_from(&after, now);
+            let t = Transition {
+                key: key.clone(),
+                from: vec![State::SendUnknown, State::Sending],
+                attempt_id: None,
+                patch: StatusPatch {
+                    state: Some(State::Accepted),
+                    clear_claim: true,
+                    sns_message_id: Some(message_id.to_owned()),
+                    accepted_at: after.status.accepted_at,
+                    digest_id: Some(digest.id.clone()),
+                    ..Default::default()
+                },
+                observation: Observation::new(
+                    format!("reconcile:digest:{message_id}"),
+                    now,
+                    ObservationKind::Reconciliation {
+                        outcome: format!(
+                            "its digest {}'s SMS was accepted by SNS (message id {message_id}, recorded by a sibling)",
+                            digest.id.short()
+                        ),
+                        search: record.status.reconcile_attempts + 1,
+                        candidates: vec![],
+                    },
+                )
+                .with_state(State::Accepted),
+                next_check: next,
+                index_message: None,
+                expect: Default::default(),
+                retain_until: Some(record.intent.expires_at()),
+                commit: Commit::Atomic,
+            };
+            self.store.transition(t).await?;
+            tracing::info!(key = key.short(), digest = digest.id.short(), sns_message_id = %message_id, "unknown outcome settled from its digest's sibling");
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -1,7 +1,5 @@
 //! The escalation Lambda (scheduled): configuration, clients, adapters, then the runtime loop.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
 use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
@@ -9,7 +7,7 @@ use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig};
-use tocsin::ports::SystemClock;
+use tocsin::ports::System;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
@@ -28,16 +26,14 @@ async fn main() -> Result<(), Error> {
             &config.sms_failure_log_group,
         ),
         registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
-        clock: SystemClock,
+        clock: System,
         config,
     };
     let escalator = &escalator;
     run(service_fn(move |event: LambdaEvent<Value>| async move {
-        // The context deadline is epoch milliseconds; keep the configured margin before it.
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
-        let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
-        let stop_at = Instant::now() + left.saturating_sub(escalator.config.safety_margin);
-        escalator.run(stop_at).await
+        // Stop taking work the configured margin before Lambda's deadline.
+        let deadline = tocsin::ports::invocation_deadline(event.context.deadline);
+        escalator.run(tocsin::ports::before(deadline, escalator.config.safety_margin)).await
     }))
     .await
 }

@@ -172,7 +172,7 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
             Err(e) => Submitted::Unavailable(e),
             // No write confirms the enqueue: on the happy path it would be a third call per alert
             // that only moves the sweep's re-enqueue from the grace period to TOCSIN_REQUEUE_AFTER.
-            Ok(PutOutcome::Created) => match self.queue.enqueue(&record.intent.key, lane).await {
+            Ok(PutOutcome::Created) => match self.queue.enqueue(&record.intent.key, lane, Duration::ZERO).await {
                 Ok(()) => Submitted::Created(Box::new(record)),
                 Err(e) => Submitted::Unavailable(e),
             },
@@ -232,7 +232,8 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
 
     async fn enqueue(&self, record: &IntentRecord, by: &str) -> Result<IntentRecord, PortError> {
         let now = self.clock.now();
-        self.queue.enqueue(&record.intent.key, Lane::of(now, record.intent.deadline, Duration::ZERO)).await?;
+        let lane = Lane::of(now, record.intent.deadline, Duration::ZERO);
+        self.queue.enqueue(&record.intent.key, lane, Duration::ZERO).await?;
         let mut queued = record.clone();
         queued.status.state = State::Queued;
         let next = next_check(&queued, now, &self.config.sweep).map_or(NextCheck::Remove, NextCheck::At);

@@ -6,7 +6,7 @@ use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::sqs::{SqsRejectSink, SqsSendQueue};
 use tocsin::config::{Env, IntakeConfig};
 use tocsin::domain::template::Catalog;
-use tocsin::ports::SystemClock;
+use tocsin::ports::System;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
             .with_due_shards(config.due_shards),
         queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         rejects: SqsRejectSink::new(sqs, &config.rejects_queue_url),
-        clock: SystemClock,
+        clock: System,
         catalog: Catalog::builtin(),
         config,
     };

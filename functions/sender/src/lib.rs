@@ -17,21 +17,34 @@
 //! after a successful publish is retried with backoff until shortly before the deadline, because
 //! giving up on it turns an SMS that went out into an "outcome unknown" page.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
-use governor::clock::MonotonicClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-/// The send-rate limiter on `std::time::Instant`: governor's default clock (quanta) calibrates
-/// itself at start-up by spinning the CPU (~0.6 ms measured, in every cold start), which the
-/// rate of a few parts per second does not need.
-type PartLimiter = RateLimiter<NotKeyed, InMemoryState, MonotonicClock, NoOpMiddleware<std::time::Instant>>;
+/// The send-rate limiter on the handler's own [`Clock`] (time since the epoch): the same limiter
+/// runs on the wall clock in Lambda and on simulated time in the simulation. (governor's default
+/// clock, quanta, also calibrates itself at start-up by spinning the CPU, ~0.6 ms measured.)
+type PartLimiter<C> = RateLimiter<NotKeyed, InMemoryState, RateClock<C>, NoOpMiddleware<Duration>>;
+
+/// A [`Clock`] as governor reads one: the time since the Unix epoch.
+pub struct RateClock<C>(C);
+
+impl<C: Clock> governor::clock::Clock for RateClock<C> {
+    type Instant = Duration;
+    fn now(&self) -> Duration {
+        since_epoch(self.0.now())
+    }
+}
+
+fn since_epoch(t: DateTime<Utc>) -> Duration {
+    t.signed_duration_since(DateTime::UNIX_EPOCH).to_std().unwrap_or_default()
+}
 
 /// Kept back from the invocation's deadline, after the publish itself, for recording its outcome.
 const RECORD_RESERVE: Duration = Duration::from_secs(3);
@@ -48,9 +61,9 @@ use tocsin::domain::storm::{self, Digest, DigestId, Lane, PendingAlert};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, IntentStore, NextCheck, PortError,
-    PublishOutcome, RecipientRegistry, SendBudget, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch,
-    Suppression, Transition, TransitionOutcome, UrgentLane,
+    Backlog, ClaimOutcome, Clock, Commit, DigestRecord, DigestStore, DueIndex, Entropy, IntentStore, NextCheck,
+    PortError, PublishOutcome, RecipientRegistry, SendBudget, SendQueue, SmsGateway, SmsMessage, Standing, StatusPatch,
+    Suppression, Transition, TransitionOutcome, UrgentLane, after, between, new_id, time_left,
 };
 use tocsin::telemetry::{Metrics, Unit};
 
@@ -60,8 +73,11 @@ pub enum Outcome {
     Published {
         sns_message_id: String,
     },
-    /// Redelivered or concurrent copy: the intent was already claimed, accepted or final.
+    /// Redelivered or concurrent copy: the intent was already accepted or final.
     Duplicate(State),
+    /// Another attempt holds the claim right now: the message is kept (hidden until that claim's
+    /// lease ends), since the holder may still hand the intent back and then needs it.
+    HeldElsewhere,
     LeaseExpiredUnknown,
     Stale,
     Suppressed,
@@ -80,6 +96,7 @@ impl Outcome {
         match self {
             Outcome::Published { .. } => "published",
             Outcome::Duplicate(_) => "duplicate",
+            Outcome::HeldElsewhere => "held_elsewhere",
             Outcome::LeaseExpiredUnknown => "lease_expired_unknown",
             Outcome::Stale => "stale",
             Outcome::Suppressed => "suppressed",
@@ -101,7 +118,7 @@ struct Claimed<'m> {
     attempt_id: String,
     /// The message and the lane it came from (to hand it back on the right queue).
     msg: Option<Via<'m>>,
-    started: Instant,
+    started: DateTime<Utc>,
 }
 
 /// A queue message and its lane.
@@ -127,14 +144,14 @@ enum Claim<'m> {
     Done(Outcome),
 }
 
-pub struct Sender<S, R, G, Q, C> {
+pub struct Sender<S, R, G, Q, C: Clock> {
     pub store: S,
     pub registry: R,
     pub gateway: G,
     pub queue: Q,
     pub clock: C,
     pub config: SenderConfig,
-    limiter: PartLimiter,
+    limiter: PartLimiter<C>,
 }
 
 impl<
@@ -142,19 +159,19 @@ impl<
     R: RecipientRegistry,
     G: SmsGateway,
     Q: SendQueue + UrgentLane,
-    C: Clock,
+    C: Clock + Entropy + Clone,
 > Sender<S, R, G, Q, C>
 {
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
         // One part at a time at this instance's share of the account rate (burst 1).
         let quota = Quota::with_period(config.instance_part_interval()).unwrap_or(Quota::per_second(NON_ZERO_ONE));
-        let limiter = RateLimiter::direct_with_clock(quota, MonotonicClock);
+        let limiter = RateLimiter::direct_with_clock(quota, RateClock(clock.clone()));
         Sender { store, registry, gateway, queue, clock, config, limiter }
     }
 
     /// Processes a batch concurrently; failed records are reported alone. `deadline` is when Lambda
     /// ends the invocation (its context deadline).
-    pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+    pub async fn handle(&self, event: SqsEvent, deadline: DateTime<Utc>) -> SqsBatchResponse {
         // Earliest deadline first: behind a backlog, the urgent lane goes before the batch (and
         // first to the rate limiter).
         let urgent = self.take_urgent(&event.records).await;
@@ -170,7 +187,8 @@ impl<
         let mut urgent_done = Vec::new();
         for ((msg, lane), outcome) in records.iter().zip(outcomes) {
             metrics.count(outcome.name(), 1);
-            let unfinished = matches!(outcome, Outcome::Retry | Outcome::Malformed | Outcome::Deferred);
+            let unfinished =
+                matches!(outcome, Outcome::Retry | Outcome::Malformed | Outcome::Deferred | Outcome::HeldElsewhere);
             match lane {
                 Lane::Normal if unfinished => {
                     if let Some(id) = &msg.message_id {
@@ -229,11 +247,11 @@ impl<
     }
 
     /// One record of the send queue on its own: claim, then send.
-    pub async fn process(&self, msg: &SqsMessage, deadline: Instant) -> Outcome {
+    pub async fn process(&self, msg: &SqsMessage, deadline: DateTime<Utc>) -> Outcome {
         self.process_from(msg, Lane::Normal, deadline).await
     }
 
-    async fn process_from(&self, msg: &SqsMessage, lane: Lane, deadline: Instant) -> Outcome {
+    async fn process_from(&self, msg: &SqsMessage, lane: Lane, deadline: DateTime<Utc>) -> Outcome {
         match self.claim_message(msg, lane).await {
             Claim::Done(outcome) => outcome,
             Claim::Held(c) => {
@@ -246,7 +264,7 @@ impl<
 
     /// Storm mode: every record claimed first, then one send per recipient — the intent alone, or
     /// one digest of all the recipient's intents claimed here. Outcomes in the records' order.
-    async fn handle_storm(&self, records: &[Via<'_>], deadline: Instant) -> Vec<Outcome> {
+    async fn handle_storm(&self, records: &[Via<'_>], deadline: DateTime<Utc>) -> Vec<Outcome> {
         let claims = futures::future::join_all(records.iter().map(|(m, lane)| self.claim_message(m, *lane))).await;
         let mut outcomes: Vec<Option<Outcome>> = vec![None; records.len()];
         let mut by_recipient: BTreeMap<String, Vec<(Slot, Claimed<'_>)>> = BTreeMap::new();
@@ -315,7 +333,7 @@ impl<
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
         let claims = futures::stream::iter(backlog)
             .map(|(key, _)| async move {
-                let attempt_id = uuid::Uuid::new_v4().to_string();
+                let attempt_id = new_id(&self.clock);
                 match self.store.claim(&key, &attempt_id, now, lease_until).await {
                     Ok(ClaimOutcome::Claimed(record)) => Some((*record, attempt_id)),
                     // Claimed or sent by someone else meanwhile, or gone: not ours.
@@ -337,13 +355,13 @@ impl<
                     Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
                 }
             }
-            group.push((None, Claimed { record, attempt_id, msg: None, started: Instant::now() }));
+            group.push((None, Claimed { record, attempt_id, msg: None, started: self.clock.now() }));
         }
     }
 
     /// Claims the intent a record names. Held: this invocation must now send it or hand it back.
     async fn claim_message<'m>(&self, msg: &'m SqsMessage, lane: Lane) -> Claim<'m> {
-        let started = Instant::now();
+        let started = self.clock.now();
         let Some(req) = msg.body.as_deref().and_then(|b| serde_json::from_str::<SendRequest>(b).ok()) else {
             tracing::warn!(
                 sqs_message_id = msg.message_id.as_deref().unwrap_or("?"),
@@ -352,13 +370,15 @@ impl<
             return Claim::Done(Outcome::Malformed);
         };
         let key = req.key;
-        let attempt_id = uuid::Uuid::new_v4().to_string();
+        let attempt_id = new_id(&self.clock);
         let now = self.clock.now();
         let lease_until =
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
         let mut record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
             Ok(ClaimOutcome::Claimed(r)) => *r,
-            Ok(ClaimOutcome::NotClaimable(current)) => return Claim::Done(self.not_claimable(*current, now).await),
+            Ok(ClaimOutcome::NotClaimable(current)) => {
+                return Claim::Done(self.not_claimable(*current, (msg, lane), now).await);
+            }
             Ok(ClaimOutcome::Missing) => {
                 tracing::warn!(key = key.short(), "send request for an intent that does not exist; dropped");
                 return Claim::Done(Outcome::Missing);
@@ -394,17 +414,34 @@ impl<
             outcome = outcome.name(),
             attempt = c.record.status.attempts + 1,
             digest = digest.map_or("", DigestId::short),
-            duration_ms = c.started.elapsed().as_millis() as u64,
+            duration_ms = self.clock.now().signed_duration_since(c.started).num_milliseconds().max(0) as u64,
             "send attempt finished"
         );
     }
 
-    async fn not_claimable(&self, current: IntentRecord, now: DateTime<Utc>) -> Outcome {
+    async fn not_claimable(&self, current: IntentRecord, (msg, lane): Via<'_>, now: DateTime<Utc>) -> Outcome {
         let s = &current.status;
+        if s.state == State::Sending
+            && let Some(lease_until) = s.lease_until.filter(|l| *l > now)
+        {
+            // Another attempt holds it (a concurrent copy of this message, or a digest that pulled
+            // it from the backlog). Its outcome is not known yet: if the holder hands the intent
+            // back unsent, this message is what brings it round again. Keep it, hidden until the
+            // holder's lease ends; by then the intent is accepted (and the message is deleted as
+            // a duplicate) or claimable again.
+            let wait = lease_until.signed_duration_since(now).to_std().unwrap_or_default();
+            if let Some(handle) = msg.receipt_handle.as_deref() {
+                let delay = wait.max(Duration::from_secs(1)).min(Duration::from_secs(12 * 3600));
+                if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32, lane).await {
+                    tracing::warn!(error = %e, "could not hide the message until the claim's lease ends; the visibility timeout applies");
+                }
+            }
+            return Outcome::HeldElsewhere;
+        }
         if s.state == State::Sending && s.lease_until.is_some_and(|l| l <= now) {
             // The attempt that holds the claim never reported back: it may have published.
             let aid = s.attempt_id.clone().unwrap_or_default();
-            let t = self.settle(
+            let mut t = self.settle(
                 &current,
                 &aid,
                 State::SendUnknown,
@@ -415,6 +452,9 @@ impl<
                 StatusPatch { clear_claim: true, ..Default::default() },
                 now,
             );
+            // Its own fact, not the attempt's: the attempt may have stored its outcome already
+            // (then its state write is what never landed).
+            t.observation.id = tocsin::domain::observation::lease_expired_id(&aid);
             return match self.store.transition(t).await {
                 Ok(_) => Outcome::LeaseExpiredUnknown,
                 Err(_) => Outcome::Retry,
@@ -486,7 +526,7 @@ impl<
 
     /// Writes an attempt's outcome; with a deadline, a failed write (throttled beyond the SDK's own
     /// retries, a 5xx, a transaction conflict) is tried again with backoff while time is left.
-    async fn record_until(&self, t: Transition, deadline: Option<Instant>) -> Result<(), PortError> {
+    async fn record_until(&self, t: Transition, deadline: Option<DateTime<Utc>>) -> Result<(), PortError> {
         match self.transition_until(t, deadline).await? {
             TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied => Ok(()),
             TransitionOutcome::Refused(current) => {
@@ -497,24 +537,38 @@ impl<
     }
 
     /// `store.transition`, tried again on failure with backoff until `deadline` (if any).
-    async fn transition_until(&self, t: Transition, deadline: Option<Instant>) -> Result<TransitionOutcome, PortError> {
+    async fn transition_until(
+        &self,
+        t: Transition,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<TransitionOutcome, PortError> {
         let key = t.key.short().to_owned();
-        retry_until(deadline, &key, "recording the attempt's outcome", || self.store.transition(t.clone())).await
+        retry_until(&self.clock, deadline, &key, "recording the attempt's outcome", || self.store.transition(t.clone()))
+            .await
     }
 
     /// Waits for the send rate to allow `parts` SMS parts, unless that would take longer than
     /// `budget`. False: out of time (the parts taken so far are simply not used).
     async fn wait_for_rate(&self, parts: u32, budget: Duration) -> bool {
-        let wait = async {
-            for _ in 0..parts.max(1) {
-                self.limiter.until_ready().await;
+        let give_up_at = after(self.clock.now(), budget);
+        for _ in 0..parts.max(1) {
+            loop {
+                let not_until = match self.limiter.check() {
+                    Ok(()) => break,
+                    Err(not_until) => not_until,
+                };
+                let free_at = after(self.clock.now(), not_until.wait_time_from(since_epoch(self.clock.now())));
+                if free_at > give_up_at {
+                    return false;
+                }
+                self.clock.sleep_until(free_at).await;
             }
-        };
-        tokio::time::timeout(budget, wait).await.is_ok()
+        }
+        true
     }
 
     /// Sends one claimed intent alone.
-    async fn send_claimed(&self, c: &Claimed<'_>, deadline: Instant) -> Outcome {
+    async fn send_claimed(&self, c: &Claimed<'_>, deadline: DateTime<Utc>) -> Outcome {
         let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);
         let intent = &record.intent;
         let now = self.clock.now();
@@ -534,7 +588,7 @@ impl<
     }
 
     /// Publishes a claimed intent's own text (its recipient already checked) and records it.
-    async fn publish_alone(&self, c: &Claimed<'_>, deadline: Instant) -> Outcome {
+    async fn publish_alone(&self, c: &Claimed<'_>, deadline: DateTime<Utc>) -> Outcome {
         let intent = &c.record.intent;
         // The rate wait must leave time to publish and to record the outcome before the
         // invocation ends; otherwise the claim goes back unsent, never held past the deadline.
@@ -551,8 +605,8 @@ impl<
     }
 
     /// How long a rate wait may last: what leaves time to publish and record before `deadline`.
-    fn rate_budget(&self, deadline: Instant) -> Duration {
-        deadline.saturating_duration_since(Instant::now()).saturating_sub(self.config.publish_timeout + RECORD_RESERVE)
+    fn rate_budget(&self, deadline: DateTime<Utc>) -> Duration {
+        time_left(&self.clock, deadline).saturating_sub(self.config.publish_timeout + RECORD_RESERVE)
     }
 
     /// Past its deadline: not sent (the sweep escalates it).
@@ -608,7 +662,7 @@ impl<
         c: &Claimed<'_>,
         outcome: &PublishOutcome,
         digest: Option<&DigestId>,
-        deadline: Instant,
+        deadline: DateTime<Utc>,
     ) -> Outcome {
         let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);
         let intent = &record.intent;
@@ -698,7 +752,7 @@ impl<
     /// digest of all of them — or, with the budget used up and no deadline at stake, none (each
     /// handed back until the budget frees). Appending the send to the log, conditioned on the log
     /// read, comes before the publish: of two senders for the same person, one sends.
-    async fn send_group(&self, group: Vec<(Slot, Claimed<'_>)>, deadline: Instant) -> Vec<(Slot, Outcome)> {
+    async fn send_group(&self, group: Vec<(Slot, Claimed<'_>)>, deadline: DateTime<Utc>) -> Vec<(Slot, Outcome)> {
         let now = self.clock.now();
         let Some(recipient) = group.first().map(|(_, c)| c.record.intent.recipient.clone()) else {
             return Vec::new();
@@ -833,7 +887,7 @@ impl<
         members: &[&(Slot, Claimed<'_>)],
         digest: Digest,
         now: DateTime<Utc>,
-        deadline: Instant,
+        deadline: DateTime<Utc>,
     ) -> Vec<(Slot, Outcome)> {
         let stored = DigestRecord {
             id: digest.id.clone(),
@@ -842,6 +896,7 @@ impl<
             segments: digest.segments.segments,
             created_at: now,
             expires_at: members.iter().map(|(_, c)| c.record.intent.expires_at()).max().unwrap_or(now),
+            outcome: None,
         };
         if let Err(e) = self.store.put_digest(&stored).await {
             tracing::warn!(digest = digest.id.short(), error = %e, "digest not recorded; releasing the claims unsent");
@@ -867,10 +922,11 @@ impl<
         if let PublishOutcome::Accepted { message_id } = &outcome {
             // The message id → members entry first: a delivery record that arrives before the
             // members' writes still finds them all.
-            let indexed = retry_until(Some(deadline), digest.id.short(), "indexing the digest's message id", || {
-                self.store.index_digest_message(message_id, &stored)
-            })
-            .await;
+            let indexed =
+                retry_until(&self.clock, Some(deadline), digest.id.short(), "indexing the digest's message id", || {
+                    self.store.index_digest_message(message_id, &stored)
+                })
+                .await;
             if let Err(e) = indexed {
                 tracing::error!(digest = digest.id.short(), sns_message_id = %message_id, error = %e, "digest published but its message id not indexed");
             }
@@ -938,6 +994,11 @@ impl<
         if late.is_some() {
             tracing::warn!(key = record.intent.key.short(), reason = %reason, "handed back past its deadline: escalating early");
         }
+        let wait = wait.max(self.config.retry_base_delay);
+        if msg.is_none() && !self.requeue_pulled(record, now, wait).await {
+            // Left claimed: its lease lapses to `send_unknown` rather than `queued` with no message.
+            return Outcome::Retry;
+        }
         let mut t = self.settle(
             record,
             attempt_id,
@@ -952,13 +1013,39 @@ impl<
         }
         if let Some((handle, lane)) = msg.and_then(|(m, lane)| m.receipt_handle.as_ref().map(|h| (h, lane))) {
             // SQS hides a message for at most 12 hours.
-            let delay = wait.max(self.config.retry_base_delay).min(Duration::from_secs(12 * 3600));
+            let delay = wait.min(Duration::from_secs(12 * 3600));
             if let Err(e) = self.queue.delay_retry(handle, delay.as_secs().max(1) as i32, lane).await {
                 tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
             }
         }
         tracing::info!(key = record.intent.key.short(), reason = %reason, "handed back unsent");
         Outcome::Deferred
+    }
+
+    /// A member pulled from the recipient's backlog is handed back without a message of this
+    /// invocation's: its own may never have been sent (intake's enqueue failed) or be gone. So it
+    /// gets a new one, hidden for `wait`, *before* it goes back to `queued` (a duplicate is
+    /// harmless: the claim): a queued intent always has a message, never only the sweep's late
+    /// re-enqueue. False: no message could be written (tried three times); the claim is kept.
+    async fn requeue_pulled(&self, record: &IntentRecord, now: DateTime<Utc>, wait: Duration) -> bool {
+        let lane = Lane::of(now, record.intent.deadline, Duration::ZERO);
+        for attempt in 1..=3 {
+            match self.queue.enqueue(&record.intent.key, lane, wait).await {
+                Ok(()) => return true,
+                Err(e) if attempt < 3 => {
+                    tracing::warn!(key = record.intent.key.short(), error = %e, "message for a handed-back alert not written; trying again");
+                    tocsin::ports::sleep(
+                        &self.clock,
+                        backoff(&self.clock, attempt, RECORD_RETRY_BASE, RECORD_RETRY_MAX),
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    tracing::warn!(key = record.intent.key.short(), error = %e, "no message for a handed-back alert; its claim is kept until its lease lapses");
+                }
+            }
+        }
+        false
     }
 
     /// Proven not sent: back to `queued` for a later retry, or `failed` once attempts run out.
@@ -991,6 +1078,11 @@ impl<
             );
             return self.record(t).await.map_or(Outcome::Retry, |()| Outcome::RetriesExhausted);
         }
+        let delay = backoff(&self.clock, attempts.max(1), self.config.retry_base_delay, self.config.retry_max_delay);
+        if msg.is_none() && !self.requeue_pulled(record, now, delay).await {
+            // Left claimed: its lease lapses to `send_unknown` rather than `queued` with no message.
+            return Outcome::Retry;
+        }
         let mut t = self.settle(
             record,
             attempt_id,
@@ -1009,11 +1101,10 @@ impl<
         if let Err(e) = self.record(t).await {
             tracing::warn!(key = record.intent.key.short(), error = %e, "could not release the claim; its lease will expire");
         }
-        if let Some((handle, lane)) = msg.and_then(|(m, lane)| m.receipt_handle.as_ref().map(|h| (h, lane))) {
-            let delay = backoff(attempts.max(1), self.config.retry_base_delay, self.config.retry_max_delay);
-            if let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32, lane).await {
-                tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
-            }
+        if let Some((handle, lane)) = msg.and_then(|(m, lane)| m.receipt_handle.as_ref().map(|h| (h, lane)))
+            && let Err(e) = self.queue.delay_retry(handle, delay.as_secs() as i32, lane).await
+        {
+            tracing::warn!(error = %e, "could not set the retry delay; the queue's visibility timeout applies");
         }
         let mut m = Metrics::new("sender");
         m.add("retry_attempt", f64::from(attempts), Unit::Count);
@@ -1030,8 +1121,15 @@ const NON_ZERO_ONE: std::num::NonZeroU32 = std::num::NonZeroU32::MIN;
 
 /// `op`, tried again on failure with backoff while `deadline` leaves time (never without one):
 /// for the writes after a publish, whose loss would turn an SMS that went out into an unknown.
-async fn retry_until<T, F, Fut>(deadline: Option<Instant>, subject: &str, what: &str, mut op: F) -> Result<T, PortError>
+async fn retry_until<C, T, F, Fut>(
+    clock: &C,
+    deadline: Option<DateTime<Utc>>,
+    subject: &str,
+    what: &str,
+    mut op: F,
+) -> Result<T, PortError>
 where
+    C: Clock + Entropy,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, PortError>>,
 {
@@ -1042,11 +1140,11 @@ where
             Err(e) => e,
         };
         failures += 1;
-        let wait = backoff(failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
+        let wait = backoff(clock, failures, RECORD_RETRY_BASE, RECORD_RETRY_MAX);
         match deadline {
-            Some(d) if Instant::now() + wait + RECORD_RESERVE / 3 < d => {
+            Some(d) if after(clock.now(), wait + RECORD_RESERVE / 3) < d => {
                 tracing::warn!(subject, failures, wait_ms = wait.as_millis() as u64, error = %error, "{what} failed; trying again");
-                tokio::time::sleep(wait).await;
+                tocsin::ports::sleep(clock, wait).await;
             }
             _ => return Err(error),
         }
@@ -1054,12 +1152,10 @@ where
 }
 
 /// Exponential backoff with full jitter: uniform in [base, min(max, base·2^(attempt-1))].
-pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
+pub fn backoff<E: Entropy + ?Sized>(entropy: &E, attempt: u32, base: Duration, max: Duration) -> Duration {
     let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
     let cap = exp.min(max).max(base);
-    let lo = base.as_millis() as u64;
-    let hi = cap.as_millis() as u64;
-    Duration::from_millis(if hi > lo { rand::random_range(lo..=hi) } else { lo })
+    Duration::from_millis(between(entropy, base.as_millis() as u64, cap.as_millis() as u64))
 }
 
 #[cfg(test)]
@@ -1070,11 +1166,12 @@ mod tests {
     fn backoff_grows_exponentially_within_its_bounds() {
         let base = Duration::from_secs(2);
         let max = Duration::from_secs(60);
+        let entropy = tocsin::ports::System;
         for attempt in 1..12 {
-            let d = backoff(attempt, base, max);
+            let d = backoff(&entropy, attempt, base, max);
             let cap = (base * 2u32.pow(attempt - 1)).min(max);
             assert!(d >= base && d <= cap, "attempt {attempt}: {d:?}");
         }
-        assert_eq!(backoff(1, base, max), base);
+        assert_eq!(backoff(&entropy, 1, base, max), base);
     }
 }

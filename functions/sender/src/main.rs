@@ -1,7 +1,5 @@
 //! The sender Lambda: configuration, clients, adapters, then the runtime loop.
 
-use std::time::{Instant, SystemTime};
-
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tocsin::adapters::dynamodb::DynamoLedger;
@@ -9,7 +7,7 @@ use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sns::SnsGateway;
 use tocsin::adapters::sqs::SqsSendQueue;
 use tocsin::config::{Env, SenderConfig};
-use tocsin::ports::SystemClock;
+use tocsin::ports::System;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
@@ -22,14 +20,13 @@ async fn main() -> Result<(), Error> {
         DynamoRegistry::new(dynamodb, &config.recipients_table),
         SnsGateway::new(&aws, config.publish_timeout),
         SqsSendQueue::new(aws_sdk_sqs::Client::new(&aws), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
-        SystemClock,
+        System,
         config,
     );
     let sender = &sender;
     run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // The context deadline (wall clock) as a point on the monotonic clock the handler waits on.
-        let left = event.context.deadline().duration_since(SystemTime::now()).unwrap_or_default();
-        Ok::<_, std::convert::Infallible>(sender.handle(event.payload, Instant::now() + left).await)
+        let deadline = tocsin::ports::invocation_deadline(event.context.deadline);
+        Ok::<_, std::convert::Infallible>(sender.handle(event.payload, deadline).await)
     }))
     .await
 }

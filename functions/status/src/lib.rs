@@ -13,11 +13,12 @@
 //! never past the invocation's deadline ([`StatusHandler::handle`] says how).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_lambda_events::cloudwatch_logs::LogEntry;
-use futures::StreamExt;
-use payload::{Payload, Piece};
+use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt};
+use payload::{Header, Payload, Piece};
 use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
@@ -28,8 +29,8 @@ use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Clock, IndexEntries, IndexEntry, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortError,
-    RecipientRegistry,
+    Clock, DigestStore, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts, OrphanRecord,
+    PortError, RecipientRegistry, after, before,
 };
 use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -136,7 +137,9 @@ struct Parsed {
 
 type Processed = (Result<EventOutcome, PortError>, bool);
 
-impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Clock> StatusHandler<S, R, C> {
+impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientRegistry, C: Clock>
+    StatusHandler<S, R, C>
+{
     /// Handles one subscription invocation. `deadline` is when Lambda ends the invocation (its
     /// context deadline): waits for the sender's write never reach past it.
     ///
@@ -152,8 +155,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
     /// publishing), at most [`OPEN_MATCH_BUDGET`] queries per invocation. An older unmatched record
     /// never pays that query: if it is ours, its intent is `sending`/`send_unknown` and the
     /// sweep's reconciliation finds it in the log groups by number and time window.
-    pub async fn handle(&self, mut event: Value, deadline: Instant) -> Result<Summary, StatusError> {
-        let started = Instant::now();
+    pub async fn handle(&self, mut event: Value, deadline: DateTime<Utc>) -> Result<Summary, StatusError> {
         data_of(&event)?;
         let data = event.pointer_mut("/awslogs/data").map(Value::take).and_then(|v| match v {
             Value::String(s) => Some(s),
@@ -171,63 +173,93 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
             Some(Piece::Header(h)) => Some(h),
             _ => None,
         };
-        let mut summary = Summary::default();
-        let mut errors = Vec::new();
-        // Waiting for the sender's write ends here for every record of the invocation: each was
-        // written before the invocation started.
-        let wait_horizon =
-            (started + self.config.orphan_wait).min(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(started));
-        let budget = AtomicUsize::new(OPEN_MATCH_BUDGET);
-        if let Some(header) = &header {
-            if header.is_control() {
-                summary.control_message = true;
-                drop(rx);
-            } else {
-                let group = header.log_group.as_str();
-                let events = futures::stream::unfold(rx, |mut rx| async move {
-                    loop {
-                        if let Piece::Event(e) = rx.recv().await? {
-                            return Some((e, rx));
-                        }
-                    }
-                });
-                let spend_exhausted = AtomicUsize::new(0);
-                let chunks = events
-                    .chunks(LOOKUP_CHUNK)
-                    .map(|c| self.process_chunk(group, c, wait_horizon, &budget, &spend_exhausted));
-                let mut results = std::pin::pin!(chunks.buffer_unordered(2));
-                while let Some(chunk) = results.next().await {
-                    for (r, suppressed) in chunk {
-                        summary.events += 1;
-                        summary.suppressed += usize::from(suppressed);
-                        match r {
-                            Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => {
-                                summary.delivered += 1
-                            }
-                            Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
-                            Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
-                            Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
-                            Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
-                            Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
-                            Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
-                            Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
-                            Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
-                            Err(e) => errors.push(e),
-                        }
-                    }
+        let events = futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                if let Piece::Event(e) = rx.recv().await? {
+                    return Some((e, rx));
                 }
-                summary.spend_exhausted = spend_exhausted.load(Ordering::Relaxed);
             }
-        }
+        });
+        let processed = self.process(header.as_ref(), events, deadline).await;
         match decoder.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(StatusError::MalformedPayload(e.to_string())),
             Err(e) => return Err(StatusError::MalformedPayload(format!("the decoder stopped: {e}"))),
         }
+        self.report(header.as_ref(), processed)
+    }
+
+    /// Handles one subscription batch already decoded: the header, then its log events as they
+    /// come. What [`Self::handle`] does once the payload is unpacked.
+    pub async fn handle_decoded(
+        &self,
+        header: Option<&Header>,
+        events: impl Stream<Item = LogEntry>,
+        deadline: DateTime<Utc>,
+    ) -> Result<Summary, StatusError> {
+        let processed = self.process(header, events, deadline).await;
+        self.report(header, processed)
+    }
+
+    /// Applies, waits for or keeps every log event of a batch.
+    async fn process(
+        &self,
+        header: Option<&Header>,
+        events: impl Stream<Item = LogEntry>,
+        deadline: DateTime<Utc>,
+    ) -> (Summary, Vec<PortError>) {
+        let started = self.clock.now();
+        let mut summary = Summary::default();
+        let mut errors = Vec::new();
+        let Some(header) = header else { return (summary, errors) };
+        if header.is_control() {
+            summary.control_message = true;
+            return (summary, errors);
+        }
+        // Waiting for the sender's write ends here for every record of the invocation: each was
+        // written before the invocation started.
+        let wait_horizon = after(started, self.config.orphan_wait).min(before(deadline, DEADLINE_MARGIN).max(started));
+        let budget = AtomicUsize::new(OPEN_MATCH_BUDGET);
+        let group = header.log_group.as_str();
+        let spend_exhausted = AtomicUsize::new(0);
+        let chunks =
+            events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &budget, &spend_exhausted));
+        let mut results = std::pin::pin!(chunks.buffer_unordered(2));
+        while let Some(chunk) = results.next().await {
+            for (r, suppressed) in chunk {
+                summary.events += 1;
+                summary.suppressed += usize::from(suppressed);
+                match r {
+                    Ok(EventOutcome::Applied(ReceiptEffect::Moved { to: State::Delivered, .. })) => {
+                        summary.delivered += 1
+                    }
+                    Ok(EventOutcome::Applied(ReceiptEffect::Moved { .. })) => summary.failed += 1,
+                    Ok(EventOutcome::Applied(ReceiptEffect::Redundant)) => summary.redundant += 1,
+                    Ok(EventOutcome::Applied(ReceiptEffect::Conflicting)) => summary.conflicting += 1,
+                    Ok(EventOutcome::Applied(ReceiptEffect::Late)) => summary.late += 1,
+                    Ok(EventOutcome::Applied(ReceiptEffect::Unrecognised)) => summary.unrecognised += 1,
+                    Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
+                    Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
+                    Ok(EventOutcome::Unparseable) => summary.unparseable += 1,
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        summary.spend_exhausted = spend_exhausted.load(Ordering::Relaxed);
+        (summary, errors)
+    }
+
+    /// The batch's metrics and log line, and its result: an error when a dependency failed (the
+    /// whole batch is then retried; what was stored is found again as duplicates).
+    fn report(
+        &self,
+        header: Option<&Header>,
+        (summary, errors): (Summary, Vec<PortError>),
+    ) -> Result<Summary, StatusError> {
         if summary.control_message {
             return Ok(summary);
         }
-        let group = header.as_ref().map_or("", |h| h.log_group.as_str());
+        let group = header.map_or("", |h| h.log_group.as_str());
         let mut m = Metrics::new("status");
         for (name, v) in [
             ("delivered", summary.delivered),
@@ -272,7 +304,7 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         &self,
         log_group: &str,
         entries: Vec<LogEntry>,
-        wait_horizon: Instant,
+        wait_horizon: DateTime<Utc>,
         budget: &AtomicUsize,
         spend_exhausted: &AtomicUsize,
     ) -> Vec<Processed> {
@@ -345,23 +377,19 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
         &self,
         log_group: &str,
         young: Vec<Parsed>,
-        wait_horizon: Instant,
+        wait_horizon: DateTime<Utc>,
         budget: &AtomicUsize,
     ) -> Vec<Processed> {
         if young.is_empty() {
             return Vec::new();
         }
-        let now = self.clock.now();
         let until = young
             .iter()
             .filter_map(|p| p.written_at)
-            .map(|at| at + chrono::Duration::from_std(self.config.orphan_wait).unwrap_or(chrono::Duration::zero()))
+            .map(|at| after(at, self.config.orphan_wait))
             .max()
-            .map(|t| t.signed_duration_since(now).to_std().unwrap_or_default())
-            .map_or(wait_horizon, |left| (Instant::now() + left).min(wait_horizon));
-        if until > Instant::now() {
-            tokio::time::sleep_until(until.into()).await;
-        }
+            .map_or(wait_horizon, |t| t.min(wait_horizon));
+        self.clock.sleep_until(until).await;
         let ids: Vec<String> = young.iter().map(|p| p.record.message_id.clone()).collect();
         let index = match self.store.lookup_many(&ids).await {
             Ok(index) => index,
@@ -403,9 +431,21 @@ impl<S: IntentStore + MessageIndex + OpenAttempts, R: RecipientRegistry, C: Cloc
     /// a single intent, so a redelivery after a crash half way finishes the rest). The record's
     /// outcome is the first member's; any member's failure fails the record (retried whole).
     async fn apply_indexed(&self, p: &Parsed, entry: IndexEntry) -> Processed {
-        let Some((_, members)) = &entry.digest else {
+        let Some((digest_id, members)) = &entry.digest else {
             return self.apply(p, entry.key, entry.recipient, Link::Indexed).await;
         };
+        // The digest's fate first, once, on the digest itself: a member this invocation does not
+        // reach (it ends half way, and Lambda gives up on the batch) still learns it (the sweep).
+        if p.record.status.receipt().is_some() {
+            let outcome = LoggedRecord {
+                log_event_id: p.entry.id.clone(),
+                timestamp_ms: p.entry.timestamp,
+                message: p.entry.message.clone(),
+            };
+            if let Err(e) = self.store.record_digest_outcome(digest_id, &outcome).await {
+                return (Err(e), false);
+            }
+        }
         let results = futures::stream::iter(members.iter().cloned())
             .map(|key| self.apply(p, key, entry.recipient.clone(), Link::Indexed))
             .buffered(CONCURRENCY)

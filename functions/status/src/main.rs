@@ -1,13 +1,11 @@
 //! The status Lambda: configuration, clients, adapters, then the runtime loop.
 
-use std::time::{Instant, SystemTime};
-
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
 use tocsin::adapters::dynamodb::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::config::{Env, StatusConfig};
-use tocsin::ports::SystemClock;
+use tocsin::ports::System;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
@@ -18,14 +16,13 @@ async fn main() -> Result<(), Error> {
     let handler = status::StatusHandler {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
         registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
-        clock: SystemClock,
+        clock: System,
         config,
     };
     let handler = &handler;
     run(service_fn(move |event: LambdaEvent<Value>| async move {
-        // The context deadline (wall clock) as a point on the monotonic clock the handler waits on.
-        let left = event.context.deadline().duration_since(SystemTime::now()).unwrap_or_default();
-        handler.handle(event.payload, Instant::now() + left).await
+        let deadline = tocsin::ports::invocation_deadline(event.context.deadline);
+        handler.handle(event.payload, deadline).await
     }))
     .await
 }

@@ -6,7 +6,7 @@
 //! | intent | `INTENT#<key>` | `INTENT` |
 //! | observation | `INTENT#<key>` | `OBS#<source>:<id>` |
 //! | message index | `MSG#<sns message id>` | `MSG` |
-//! | storm-mode digest | `DIGEST#<digest id>` | `DIGEST` |
+//! | storm-mode digest | `DIGEST#<digest id>` | `DIGEST` (in the list-index under `dig#<e164>`) |
 //! | storm-mode send log | `BUDGET#<e164>` | `BUDGET` |
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
 //!
@@ -26,13 +26,13 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 
+use super::commit::{self, TransitionWrites};
 use super::describe;
 use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::ReconcileState;
 use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
-use crate::ports::Commit;
 use crate::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, IndexEntry, IntentStore, MessageIndex, NextCheck,
     OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget, SendLog, Transition, TransitionOutcome,
@@ -61,6 +61,11 @@ pub const LIST_INDEX: &str = "list-index";
 pub const LIST_SHARDS: u32 = 16;
 /// The list-index partition of escalations nobody acknowledged yet, oldest first.
 pub const OPEN_ESCALATIONS: &str = "esc#open";
+
+/// The list-index partition of one recipient's storm-mode digests, by creation time.
+pub fn digests_partition(recipient: &PhoneNumber) -> String {
+    format!("dig#{}", recipient.expose())
+}
 
 /// The list-index partition of intents created on `day` whose due shard is `n`.
 pub fn created_partition(day: NaiveDate, n: u32) -> String {
@@ -400,19 +405,6 @@ impl DynamoLedger {
         self.list_partition(OPEN_ESCALATIONS.to_owned(), true, limit, None).await
     }
 
-    /// Takes an intent's escalation off the open list: after its acknowledgement is recorded.
-    pub async fn close_escalation(&self, key: &IdempotencyKey) -> PortResult<()> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .key("pk", s(escalation_pk(key)))
-            .key("sk", s("ESC"))
-            .send()
-            .await
-            .map_err(|e| unavailable("DynamoDB DeleteItem (open escalation)", &e))?;
-        Ok(())
-    }
-
     async fn list_partition(
         &self,
         partition: String,
@@ -459,6 +451,18 @@ impl crate::ports::EscalationBacklog for DynamoLedger {
     async fn oldest_open_escalation(&self) -> PortResult<Option<DateTime<Utc>>> {
         Ok(self.open_escalations(1).await?.into_iter().next().map(|(at, _)| at))
     }
+
+    async fn close_escalation(&self, key: &IdempotencyKey) -> PortResult<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(escalation_pk(key)))
+            .key("sk", s("ESC"))
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB DeleteItem (open escalation)", &e))?;
+        Ok(())
+    }
 }
 
 impl IntentStore for DynamoLedger {
@@ -499,53 +503,7 @@ impl IntentStore for DynamoLedger {
     }
 
     async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
-        // The open-escalations entry must exist exactly when the escalation does: one transaction.
-        // So is a change that writes nothing on the intent (an observation under a condition).
-        let (mut update, condition) = transition_update(&t);
-        let commit = if t.patch.escalation.is_some() || update.is_empty() { Commit::Atomic } else { t.commit };
-        if commit == Commit::StateFirst {
-            update.set("moved_by", s(t.observation.id.as_str()));
-        }
-        match commit {
-            Commit::Atomic => self.transact(&t, update, condition).await,
-            Commit::FactsFirst => {
-                let (stored_now, ()) = tokio::try_join!(self.put_observation(&t), self.put_message_index(&t))?;
-                let stored_before = !stored_now;
-                match self.update_intent(&t.key, update, condition).await? {
-                    None => Ok(TransitionOutcome::Applied),
-                    // The intent already shows the change, and the observation was there before
-                    // this call or the intent carries this change's message id: a retry of this
-                    // very transition (or the SDK's retry of an update whose answer was lost).
-                    Some((current, _))
-                        if t.patch.state.is_none_or(|s| s == current.status.state)
-                            && (stored_before
-                                || t.patch
-                                    .sns_message_id
-                                    .as_ref()
-                                    .is_some_and(|m| current.status.sns_message_id.as_ref() == Some(m))) =>
-                    {
-                        Ok(TransitionOutcome::AlreadyApplied)
-                    }
-                    Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
-                }
-            }
-            Commit::StateFirst => {
-                self.put_message_index(&t).await?;
-                match self.update_intent(&t.key, update, condition).await? {
-                    None => {
-                        self.put_observation(&t).await?;
-                        Ok(TransitionOutcome::Applied)
-                    }
-                    // Made by an earlier try of this transition, which stopped before its
-                    // observation was stored (or after): store it now, once.
-                    Some((_, Some(moved_by))) if moved_by == t.observation.id => {
-                        self.put_observation(&t).await?;
-                        Ok(TransitionOutcome::AlreadyApplied)
-                    }
-                    Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
-                }
-            }
-        }
+        commit::transition(self, t).await
     }
 
     async fn claim(
@@ -612,6 +570,7 @@ impl IntentStore for DynamoLedger {
     async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
         let mut out = Vec::new();
         let mut created_at: Option<i64> = None;
+        let mut moved: Option<(String, String)> = None;
         let mut start: Option<Item> = None;
         loop {
             let page = self
@@ -630,6 +589,9 @@ impl IntentStore for DynamoLedger {
                     // `list_sk` is the creation time (`created_at` in items written before it).
                     created_at =
                         get_time(item, "list_sk").or_else(|| get_time(item, "created_at")).map(|c| c.timestamp());
+                    moved = get_s(item, "moved_by")
+                        .zip(get_s(item, "moved_obs"))
+                        .map(|(id, o)| (id.to_owned(), o.to_owned()));
                     continue;
                 }
                 if !get_s(item, "sk").is_some_and(|sk| sk.starts_with("OBS#")) {
@@ -652,6 +614,15 @@ impl IntentStore for DynamoLedger {
             }
             let o: Observation = serde_json::from_str(&raw)
                 .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
+            observations.push(o);
+        }
+        // A state change whose observation item was not written yet (its function ended between
+        // the two writes): the copy it carries.
+        if let Some((id, raw)) = moved
+            && !observations.iter().any(|o| o.id == id)
+        {
+            let o: Observation = serde_json::from_str(&raw)
+                .map_err(|e| PortError::Corrupt { what: format!("moved_obs of {key}"), message: e.to_string() })?;
             observations.push(o);
         }
         observations.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
@@ -1148,6 +1119,9 @@ impl DigestStore for DynamoLedger {
             .item("segments", n(d.segments))
             .item("created_at", s(ts(d.created_at)))
             .item("expires_at", n(d.expires_at.timestamp()))
+            // Findable by recipient and time (the list-index), for a member that never learnt it.
+            .item("list_pk", s(digests_partition(&d.recipient)))
+            .item("list_sk", s(ts(d.created_at)))
             .send()
             .await
             .map(|_| ())
@@ -1175,6 +1149,68 @@ impl DigestStore for DynamoLedger {
             .map_err(|e| unavailable("DynamoDB PutItem (digest message index)", &e))
     }
 
+    async fn digests_to(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> PortResult<Vec<DigestRecord>> {
+        let mut ids = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LIST_INDEX)
+                .key_condition_expression("list_pk = :p AND list_sk BETWEEN :from AND :to")
+                .expression_attribute_values(":p", s(digests_partition(recipient)))
+                .expression_attribute_values(":from", s(ts(from)))
+                .expression_attribute_values(":to", s(ts(to)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("DynamoDB Query (list-index, digests)", &e))?;
+            for item in page.items() {
+                if let Some(id) = get_s(item, "pk").and_then(|pk| pk.strip_prefix("DIGEST#")).and_then(DigestId::parse)
+                {
+                    ids.push(id);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let mut digests = Vec::with_capacity(ids.len());
+        for id in ids {
+            digests.extend(self.get_digest(&id).await?);
+        }
+        Ok(digests)
+    }
+
+    async fn record_digest_outcome(&self, id: &DigestId, outcome: &crate::ports::LoggedRecord) -> PortResult<()> {
+        let json = serde_json::to_string(outcome)
+            .map_err(|e| PortError::Corrupt { what: format!("DIGEST#{id}"), message: e.to_string() })?;
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(format!("DIGEST#{id}")))
+            .key("sk", s("DIGEST"))
+            .update_expression("SET outcome = :o")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(outcome)")
+            .expression_attribute_values(":o", s(json))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            // The first record is kept; or the digest is gone (expired): nothing to add to.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (digest outcome)", &e)),
+        }
+    }
+
     async fn get_digest(&self, id: &DigestId) -> PortResult<Option<DigestRecord>> {
         let Some(item) = self.get_item(format!("DIGEST#{id}"), "DIGEST").await? else { return Ok(None) };
         let corrupt = |m: String| PortError::Corrupt { what: format!("DIGEST#{id}"), message: m };
@@ -1191,6 +1227,10 @@ impl DigestStore for DynamoLedger {
                 .and_then(|v| v.parse::<i64>().ok())
                 .and_then(|t| DateTime::from_timestamp(t, 0))
                 .ok_or_else(|| corrupt("no expires_at".into()))?,
+            outcome: match get_s(&item, "outcome") {
+                Some(raw) => Some(serde_json::from_str(raw).map_err(|e| corrupt(format!("outcome: {e}")))?),
+                None => None,
+            },
         }))
     }
 }
@@ -1277,6 +1317,35 @@ fn transition_update(t: &Transition) -> (Expr, String) {
         condition.push_str(" AND attribute_not_exists(#cesc)");
     }
     (x, condition)
+}
+
+impl TransitionWrites for DynamoLedger {
+    async fn put_observation(&self, t: &Transition) -> PortResult<bool> {
+        self.put_observation(t).await
+    }
+
+    async fn put_message_index(&self, t: &Transition) -> PortResult<()> {
+        self.put_message_index(t).await
+    }
+
+    async fn update_intent(&self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+        let (mut update, condition) = transition_update(t);
+        if mark {
+            // The observation travels with the change it describes: stored on the intent in the
+            // same write, it is never lost if the function ends before its own item is written
+            // (and `observations` shows it until then).
+            let json = serde_json::to_string(&t.observation)
+                .map_err(|e| PortError::Corrupt { what: t.observation.id.clone(), message: e.to_string() })?;
+            update.set("moved_by", s(t.observation.id.as_str()));
+            update.set("moved_obs", s(json));
+        }
+        self.update_intent(&t.key, update, condition).await
+    }
+
+    async fn transact(&self, t: &Transition) -> PortResult<TransitionOutcome> {
+        let (update, condition) = transition_update(t);
+        self.transact(t, update, condition).await
+    }
 }
 
 impl DynamoLedger {
@@ -1472,5 +1541,57 @@ impl DynamoLedger {
             operation: "DynamoDB TransactWriteItems",
             message: format!("cancelled: {codes:?}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::intent::Escalation;
+    use crate::domain::observation::ObservationKind;
+    use crate::ports::{Commit, Expect, StatusPatch};
+
+    fn transition(patch: StatusPatch, next_check: NextCheck) -> Transition {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        Transition {
+            key: IdempotencyKey::derive("evt", &crate::domain::template::TemplateRef { name: "t".into(), version: 1 }),
+            from: vec![State::Accepted],
+            attempt_id: None,
+            patch,
+            observation: Observation::new("o", at, ObservationKind::DelaySuspected),
+            next_check,
+            index_message: None,
+            expect: Expect::default(),
+            retain_until: None,
+            commit: Commit::StateFirst,
+        }
+    }
+
+    #[test]
+    fn a_transition_changes_the_intent_exactly_when_its_update_expression_writes_something() {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let patches = [
+            StatusPatch::default(),
+            StatusPatch { state: Some(State::Delivered), ..Default::default() },
+            StatusPatch { increment_attempts: true, ..Default::default() },
+            StatusPatch { clear_claim: true, ..Default::default() },
+            StatusPatch { claim: Some(("a".into(), at, at)), ..Default::default() },
+            StatusPatch { sns_message_id: Some("m".into()), ..Default::default() },
+            StatusPatch { accepted_at: Some(at), ..Default::default() },
+            StatusPatch { final_at: Some(at), ..Default::default() },
+            StatusPatch { escalation: Some(Escalation { at, reason: "r".into() }), ..Default::default() },
+            StatusPatch { add_conflict: true, ..Default::default() },
+            StatusPatch { last_error: Some("e".into()), ..Default::default() },
+            StatusPatch { enqueued_at: Some(at), ..Default::default() },
+            StatusPatch { late_expected: Some(at), ..Default::default() },
+            StatusPatch { reconcile: Some((1, None, ReconcileState::Pending)), ..Default::default() },
+        ];
+        for patch in patches {
+            for next in [NextCheck::Keep, NextCheck::Remove, NextCheck::At(at)] {
+                let t = transition(patch.clone(), next);
+                let (update, _) = transition_update(&t);
+                assert_eq!(t.changes_intent(), !update.is_empty(), "{patch:?} {next:?}");
+            }
+        }
     }
 }

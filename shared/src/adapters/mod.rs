@@ -2,8 +2,8 @@
 //! [`crate::ports`].
 
 pub mod cloudwatch_logs;
+pub mod commit;
 pub mod dynamodb;
-pub mod operator;
 pub mod registry;
 pub mod sdk;
 pub mod sns;

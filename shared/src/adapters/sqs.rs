@@ -69,11 +69,14 @@ impl SqsSendQueue {
         }
     }
 
-    async fn send(&self, url: &str, key: &IdempotencyKey, body: &str) -> PortResult<()> {
+    async fn send(&self, url: &str, key: &IdempotencyKey, body: &str, delay: Duration) -> PortResult<()> {
+        // SQS delays a message by at most 15 minutes.
+        let delay = i32::try_from(delay.as_secs().min(900)).unwrap_or(900);
         self.client
             .send_message()
             .queue_url(url)
             .message_body(body)
+            .set_delay_seconds((delay > 0).then_some(delay))
             .message_attributes(KEY_ATTRIBUTE, key_attribute(key.as_str())?)
             .send()
             .await
@@ -132,17 +135,17 @@ impl UrgentLane for SqsSendQueue {
 }
 
 impl SendQueue for SqsSendQueue {
-    async fn enqueue(&self, key: &IdempotencyKey, lane: Lane) -> PortResult<()> {
+    async fn enqueue(&self, key: &IdempotencyKey, lane: Lane, delay: Duration) -> PortResult<()> {
         let body = serde_json::to_string(&SendRequest { key: key.clone() })
             .map_err(|e| PortError::Corrupt { what: key.to_string(), message: e.to_string() })?;
         match (lane, &self.urgent_url) {
             // Both at once: the urgent copy is taken first by any running sender; the normal one
             // wakes a sender when none runs. The claim makes the second harmless.
             (Lane::Urgent, Some(urgent)) => {
-                futures::try_join!(self.send(urgent, key, &body), self.send(&self.url, key, &body))?;
+                futures::try_join!(self.send(urgent, key, &body, delay), self.send(&self.url, key, &body, delay))?;
                 Ok(())
             }
-            _ => self.send(&self.url, key, &body).await,
+            _ => self.send(&self.url, key, &body, delay).await,
         }
     }
 

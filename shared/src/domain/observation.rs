@@ -92,6 +92,14 @@ pub enum ObservationKind {
     },
 }
 
+/// The id of the observation that an attempt's claim lease lapsed with no recorded result (by a
+/// later copy of its message, or by the sweep): a fact of its own, distinct from the attempt's own
+/// outcome (`attempt:<id>:<outcome>`), which may be stored already while the state write it came
+/// with never landed — sharing that id would make the lapse look already recorded, for ever.
+pub fn lease_expired_id(attempt_id: &str) -> String {
+    format!("lease:{attempt_id}:expired")
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     /// `<source>:<source id>`: the de-duplication key.

@@ -52,6 +52,9 @@ pub enum Link {
     /// Found by reconciliation (destination and time window): it may also settle an intent that is
     /// still `sending`, whose sender never recorded the MessageId.
     Reconciled,
+    /// Found by reconciliation as the SMS of a storm-mode digest this intent is a member of: its
+    /// message id is indexed once for every member (never for this intent alone).
+    ReconciledDigest,
 }
 
 /// Applies `record` (from `event`) to intent `key` of `recipient`.
@@ -164,7 +167,7 @@ async fn apply_observation<S: IntentStore>(
     let mut basis = match link {
         Link::Indexed => Basis::presumed_accepted(&record.message_id),
         // Reconciliation links intents in other states (sending, send_unknown): read them.
-        Link::Reconciled => read().await?,
+        Link::Reconciled | Link::ReconciledDigest => read().await?,
     };
     for _ in 0..MAX_RACES {
         let state = basis.state;
@@ -185,7 +188,7 @@ async fn apply_observation<S: IntentStore>(
             // (a crash). The record settles it as a linked one would.
             (Some(r), Link::Indexed) if sending => apply_linked_receipt(state, r),
             (Some(r), Link::Indexed) => apply_receipt(state, r),
-            (Some(r), Link::Reconciled) => apply_linked_receipt(state, r),
+            (Some(r), Link::Reconciled | Link::ReconciledDigest) => apply_linked_receipt(state, r),
             (None, _) => ReceiptEffect::Unrecognised,
         };
         let mut patch = StatusPatch::default();

@@ -119,8 +119,7 @@ async fn one_alert(p: &Pipeline, label: &str, recipient: &str) -> Result<ApiCall
     let queue = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&queue.url, 10).await;
     let event = sqs_event(&queue.arn, &msgs);
-    let (sender, resp) =
-        recorded(p, "sender", all, p.sender.handle(event, tocsin_tests::invocation_deadline())).await?;
+    let (sender, resp) = recorded(p, "sender", all, p.sender.handle(event, p.clock.invocation_deadline())).await?;
     if !resp.batch_item_failures.is_empty() {
         return Err(BenchError::Process(format!("sender reported failures: {:?}", resp.batch_item_failures)));
     }

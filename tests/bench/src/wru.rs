@@ -926,7 +926,7 @@ async fn deliver(
     let queue = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&queue.url, 10).await;
     let event = sqs_event(&queue.arn, &msgs);
-    let handled = p.sender.handle(event, tocsin_tests::invocation_deadline());
+    let handled = p.sender.handle(event, p.clock.invocation_deadline());
     let resp = match run.as_deref_mut() {
         Some(r) => r.phase("sender", handled).await?,
         None => handled.await,

@@ -17,11 +17,11 @@
 //! escalation is never deleted.
 
 use chrono::{DateTime, Utc};
-use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::{IdempotencyKey, IntentRecord, State};
-use tocsin::ports::{Commit, IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
+use tocsin::ports::IntentStore;
+use tocsin::services::operator::{AckError, Acknowledged, acknowledge};
 
-use super::{load, resolve_key};
+use super::resolve_key;
 use crate::context::{queue_depth, queue_name};
 use serde::Serialize;
 use tocsin::ports::EscalationMessage;
@@ -40,9 +40,6 @@ struct Received {
     escalation: Option<EscalationMessage>,
 }
 
-/// The operator observation's action for an acknowledged escalation.
-pub const ACK_ACTION: &str = "acknowledged escalation";
-
 /// Without `ack`: the listing. With `ack` (a reason): acknowledges every escalation listed, as
 /// `ack KEY` does for one — recorded in each timeline, then their messages deleted.
 pub async fn run(ctx: &Context, max: u32, ack: Option<&str>) -> CliResult<()> {
@@ -58,10 +55,7 @@ pub async fn run(ctx: &Context, max: u32, ack: Option<&str>) -> CliResult<()> {
     let now = Utc::now();
     for (i, r) in waiting.iter().enumerate() {
         spinner.set_message(format!("recording acknowledgements: {i} of {} recorded…", waiting.len()));
-        if let Some(e) = &r.status.escalation {
-            record_ack(ctx, r, &e.at, &operator, reason, now).await?;
-        }
-        close(ctx, &r.intent.key).await?;
+        acknowledge(&ctx.ledger, &r.intent.key, &operator, reason, now).await.map_err(ack_error)?;
     }
     let keys: std::collections::HashSet<&str> = waiting.iter().map(|r| r.intent.key.as_str()).collect();
     spinner.set_message(format!("deleting their messages from {queue}…"));
@@ -217,16 +211,6 @@ struct LookDocument<'a> {
     escalations: Vec<Waiting>,
 }
 
-/// Who acknowledged an escalation, when and why: the operator observation in its timeline.
-pub fn acknowledgement(timeline: &[Observation]) -> Option<(&str, DateTime<Utc>, &str)> {
-    timeline.iter().find_map(|o| match &o.kind {
-        ObservationKind::Operator { operator, action, reason } if action == ACK_ACTION => {
-            Some((operator.as_str(), o.at, reason.as_str()))
-        }
-        _ => None,
-    })
-}
-
 /// The escalated intents nobody acknowledged yet, oldest escalation first: the list-index's open
 /// escalations (an acknowledgement takes one off), each read from the table.
 async fn unacknowledged(ctx: &Context, spinner: &Spinner) -> CliResult<Vec<IntentRecord>> {
@@ -240,11 +224,6 @@ async fn unacknowledged(ctx: &Context, spinner: &Spinner) -> CliResult<Vec<Inten
         }
     }
     Ok(out)
-}
-
-/// Takes `key`'s escalation off the open list (after its acknowledgement is recorded).
-async fn close(ctx: &Context, key: &IdempotencyKey) -> CliResult<()> {
-    ctx.ledger.close_escalation(key).await.map_err(CliError::port(format!("closing the escalation of {key}")))
 }
 
 async fn look(ctx: &Context, max: u32) -> CliResult<()> {
@@ -310,31 +289,18 @@ struct AckDocument<'a> {
 /// `tocsin escalations ack KEY --reason …`.
 pub async fn ack(ctx: &Context, raw_key: &str, reason: &str) -> CliResult<()> {
     let key = resolve_key(ctx, raw_key).await?;
-    let record = load(ctx, &key).await?;
-    let Some(escalation) = record.status.escalation.clone() else {
-        return Err(CliError::Refused(format!(
-            "intent {key} was not escalated (state {}): nothing to acknowledge",
-            record.status.state
-        )));
-    };
-    let timeline =
-        ctx.ledger.observations(&key).await.map_err(CliError::port(format!("reading the timeline of {key}")))?;
-    let earlier = acknowledgement(&timeline).map(|(o, at, r)| (o.to_owned(), at, r.to_owned()));
     let operator = ctx.operator().await?;
     let now = Utc::now();
     // The ledger first: if the queue call fails, running the command again finds the record and
     // only deletes the message.
-    let recorded = match &earlier {
-        Some(_) => false,
-        None => record_ack(ctx, &record, &escalation.at, &operator, reason, now).await?,
-    };
-    close(ctx, &key).await?;
+    let acknowledged = acknowledge(&ctx.ledger, &key, &operator, reason, now).await.map_err(ack_error)?;
+    let recorded = acknowledged == Acknowledged::Now;
     let spinner = Spinner::start(format!("removing {}'s escalation from the queue…", key.short()));
     let (deleted, released) = delete_messages_of(ctx, &key, &spinner).await?;
     spinner.done();
-    let (by, at, why) = match &earlier {
-        Some((o, at, r)) if !recorded => (o.as_str(), *at, r.as_str()),
-        _ => (operator.as_str(), now, reason),
+    let (by, at, why) = match &acknowledged {
+        Acknowledged::Before { operator: o, at, reason: r } => (o.as_str(), *at, r.as_str()),
+        Acknowledged::Now => (operator.as_str(), now, reason),
     };
     if ctx.json {
         return output::json(&AckDocument {
@@ -363,42 +329,14 @@ pub async fn ack(ctx: &Context, raw_key: &str, reason: &str) -> CliResult<()> {
     })
 }
 
-async fn record_ack(
-    ctx: &Context,
-    record: &IntentRecord,
-    escalated_at: &DateTime<Utc>,
-    operator: &str,
-    reason: &str,
-    now: DateTime<Utc>,
-) -> CliResult<bool> {
-    let key = &record.intent.key;
-    let observation = Observation::new(
-        format!("operator:ack-escalation:{}", escalated_at.timestamp_millis()),
-        now,
-        ObservationKind::Operator {
-            operator: operator.to_owned(),
-            action: ACK_ACTION.to_owned(),
-            reason: reason.to_owned(),
-        },
-    )
-    .with_state(record.status.state);
-    let t = Transition {
-        key: key.clone(),
-        from: Vec::new(),
-        attempt_id: None,
-        patch: StatusPatch::default(),
-        observation,
-        next_check: NextCheck::Keep,
-        index_message: None,
-        expect: Default::default(),
-        retain_until: Some(record.intent.expires_at()),
-        commit: Commit::Atomic,
-    };
-    match ctx.ledger.transition(t).await.map_err(CliError::port(format!("recording the acknowledgement of {key}")))? {
-        TransitionOutcome::Applied => Ok(true),
-        // Another operator's acknowledgement of the same escalation landed first.
-        TransitionOutcome::AlreadyApplied => Ok(false),
-        TransitionOutcome::Refused(_) => Err(CliError::NotFound(key.to_string())),
+/// A refused or failed acknowledgement, as the command says it.
+fn ack_error(e: AckError) -> CliError {
+    match e {
+        AckError::Missing(key) => CliError::NotFound(key.to_string()),
+        AckError::NotEscalated(state) => {
+            CliError::Refused(format!("the intent was not escalated (state {state}): nothing to acknowledge"))
+        }
+        AckError::Port { what, error } => CliError::port(what.to_owned())(error),
     }
 }
 

@@ -1,0 +1,85 @@
+//! How a [`Transition`]'s writes reach a store, in the order its [`Commit`] mode asks, for any
+//! store that offers the four single writes of [`TransitionWrites`]: the DynamoDB ledger, and the
+//! deterministic simulation's in-memory ledger (`tests/sim`), which thereby crashes, loses answers
+//! and interleaves between exactly the writes DynamoDB sees. No AWS here.
+
+use std::future::Future;
+
+use crate::domain::intent::IntentRecord;
+use crate::ports::{Commit, PortResult, Transition, TransitionOutcome};
+
+/// The single writes a transition is made of, each one request to the store.
+pub trait TransitionWrites: Send + Sync {
+    /// Stores the transition's observation unless it is stored already (its id is the
+    /// de-duplication key; an expired leftover of an earlier life counts as absent). True: stored
+    /// by this call.
+    fn put_observation(&self, t: &Transition) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Writes the transition's SNS message-id → intent entry, if it has one. Idempotent: the same
+    /// message id always names the same intent.
+    fn put_message_index(&self, t: &Transition) -> impl Future<Output = PortResult<()>> + Send;
+    /// The conditional update of the intent item alone, marked `moved_by = <observation id>` when
+    /// `mark`. `None`: applied. `Some`: refused, with the intent as it is and its `moved_by` mark.
+    fn update_intent(
+        &self,
+        t: &Transition,
+        mark: bool,
+    ) -> impl Future<Output = PortResult<Option<(IntentRecord, Option<String>)>>> + Send;
+    /// Everything in one all-or-nothing transaction: the intent's update (or, when it changes
+    /// nothing on the intent, its condition alone), the observation, the message-index entry, and
+    /// the open-escalation entry of a transition that escalates.
+    fn transact(&self, t: &Transition) -> impl Future<Output = PortResult<TransitionOutcome>> + Send;
+}
+
+/// The mode a transition is actually written in: a transition that opens an escalation is
+/// always atomic (its open-escalations entry must exist exactly when the escalation does), and so
+/// is one that changes nothing on the intent (an observation under a condition).
+pub fn effective_commit(t: &Transition) -> Commit {
+    if t.patch.escalation.is_some() || !t.changes_intent() { Commit::Atomic } else { t.commit }
+}
+
+/// Applies `t` through `store`'s single writes, in its commit mode's order. Every mode keeps the
+/// transition's contract ([`Commit`]): the state changes only if its conditions hold, the
+/// observation is stored once, and a retry of the same transition after a crash at any point
+/// ends with both written.
+pub async fn transition<W: TransitionWrites>(store: &W, t: Transition) -> PortResult<TransitionOutcome> {
+    match effective_commit(&t) {
+        Commit::Atomic => store.transact(&t).await,
+        Commit::FactsFirst => {
+            let (stored_now, ()) = futures::try_join!(store.put_observation(&t), store.put_message_index(&t))?;
+            let stored_before = !stored_now;
+            match store.update_intent(&t, false).await? {
+                None => Ok(TransitionOutcome::Applied),
+                // The intent already shows the change, and the observation was there before
+                // this call or the intent carries this change's message id: a retry of this
+                // very transition (or the SDK's retry of an update whose answer was lost).
+                Some((current, _))
+                    if t.patch.state.is_none_or(|s| s == current.status.state)
+                        && (stored_before
+                            || t.patch
+                                .sns_message_id
+                                .as_ref()
+                                .is_some_and(|m| current.status.sns_message_id.as_ref() == Some(m))) =>
+                {
+                    Ok(TransitionOutcome::AlreadyApplied)
+                }
+                Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
+            }
+        }
+        Commit::StateFirst => {
+            store.put_message_index(&t).await?;
+            match store.update_intent(&t, true).await? {
+                None => {
+                    store.put_observation(&t).await?;
+                    Ok(TransitionOutcome::Applied)
+                }
+                // Made by an earlier try of this transition, which stopped before its
+                // observation was stored (or after): store it now, once.
+                Some((_, Some(moved_by))) if moved_by == t.observation.id => {
+                    store.put_observation(&t).await?;
+                    Ok(TransitionOutcome::AlreadyApplied)
+                }
+                Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
+            }
+        }
+    }
+}

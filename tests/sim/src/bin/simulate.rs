@@ -1,0 +1,81 @@
+//! Runs the simulation over many seeds (the long mode) or replays one.
+//!
+//! - `TOCSIN_SIM_SEED=N`: replays seed N alone and prints its report (and trace on failure).
+//! - `TOCSIN_SIM_SEEDS=N` (default 1000), `TOCSIN_SIM_FIRST_SEED=S` (default 1): runs seeds
+//!   S..S+N and stops at the first failure, shrunk.
+//! - `TOCSIN_SIM_MAX_ALERTS=N` (default 200): the largest workload a seed may draw.
+
+use std::time::Instant;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn var(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() -> std::process::ExitCode {
+    let max_alerts = var("TOCSIN_SIM_MAX_ALERTS", 200) as usize;
+    if let Ok(seed) = std::env::var("TOCSIN_SIM_SEED") {
+        let Ok(seed) = seed.parse::<u64>() else {
+            eprintln!("TOCSIN_SIM_SEED={seed:?} is not a number");
+            return std::process::ExitCode::FAILURE;
+        };
+        let r = tocsin_sim::run(&tocsin_sim::Scenario::from_seed(seed, max_alerts));
+        if r.ok() {
+            println!("seed {seed}: ok ({} alerts, {} SMS, {} escalations)", r.lifecycles, r.sms, r.escalations);
+            for line in &r.trace {
+                println!("    {line}");
+            }
+            return std::process::ExitCode::SUCCESS;
+        }
+        println!("{}", tocsin_sim::failure_report(&r));
+        return std::process::ExitCode::FAILURE;
+    }
+    let first = var("TOCSIN_SIM_FIRST_SEED", 1);
+    let seeds = var("TOCSIN_SIM_SEEDS", 1000);
+    let started = Instant::now();
+    let (mut lifecycles, mut ops, mut sms, mut failed) = (0u64, 0u64, 0u64, 0u64);
+    let fixed_kind = std::env::var("TOCSIN_SIM_KIND")
+        .ok()
+        .and_then(|k| tocsin_sim::workload::ALL_KINDS.into_iter().find(|kind| kind.name().replace(' ', "-") == k));
+    for seed in first..first + seeds {
+        let scenario = match fixed_kind {
+            Some(kind) => tocsin_sim::Scenario::fixed(
+                seed,
+                kind,
+                max_alerts,
+                std::env::var("TOCSIN_SIM_STORM").is_ok_and(|v| v == "on"),
+                tocsin_sim::world::FaultPlan::none(),
+            ),
+            None => tocsin_sim::Scenario::from_seed(seed, max_alerts),
+        };
+        let r = tocsin_sim::run(&scenario);
+        lifecycles += r.lifecycles as u64;
+        ops += r.ops;
+        sms += r.sms;
+        if !r.ok() && std::env::var("TOCSIN_SIM_KEEP_GOING").is_ok() {
+            let mut kinds: Vec<String> = r.violations.iter().map(|v| format!("{:?}", v.invariant)).collect();
+            kinds.sort();
+            kinds.dedup();
+            println!("seed {seed} ({}, storm {}): {}", r.scenario.kind.name(), r.scenario.storm, kinds.join(", "));
+            failed += 1;
+            continue;
+        }
+        if !r.ok() {
+            let shrunk = tocsin_sim::shrink(r);
+            println!("{}", tocsin_sim::failure_report(&shrunk));
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if failed > 0 {
+        println!("{failed} of {seeds} seeds FAILED");
+        return std::process::ExitCode::FAILURE;
+    }
+    println!(
+        "{seeds} seeds green: {lifecycles} alert lifecycles, {sms} SMS, {ops} ops in {secs:.1} s ({:.0} lifecycles/s)",
+        lifecycles as f64 / secs
+    );
+    std::process::ExitCode::SUCCESS
+}

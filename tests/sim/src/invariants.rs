@@ -1,0 +1,219 @@
+//! The guarantees checked once the world is quiet (no more requests, every timer past): what must
+//! hold of every intent in the end, whatever happened on the way. The checks made as events
+//! happen are the oracle's ([`crate::oracle`]).
+
+use tocsin::domain::State;
+use tocsin::domain::provider::{FailureClass, classify};
+
+use crate::exec::Millis;
+use crate::oracle::{Invariant, Violation};
+use crate::world::World;
+
+/// Intents "not sent" states: an SMS that covered the alert must never leave it in one of these.
+const NOT_SENT: [State; 4] = [State::Received, State::Queued, State::Stale, State::Suppressed];
+
+/// How long after an intent's deadline the sweep may take to escalate it (a schedule period and
+/// a run, with margin for retries of a failed run).
+const ESCALATION_GRACE_MS: Millis = 10 * 60_000;
+
+pub fn at_quiescence(world: &World) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let now = world.now;
+    let mut v = |invariant, key: &tocsin::domain::IdempotencyKey, detail: String| {
+        out.push(Violation { at: now, invariant, key: Some(key.to_string()), detail });
+    };
+    for (key, item) in &world.ledger.intents {
+        let Some(truth) = world.oracle.intents.get(key) else { continue };
+        let s = &item.record.status;
+        let escalated = s.escalation.is_some();
+        if !s.state.is_final() && !escalated {
+            v(Invariant::NothingStuck, key, format!("{} and not escalated", s.state));
+        } else if s.state == State::Sending {
+            v(Invariant::NothingStuck, key, "sending forever (escalated, but no attempt's outcome is recorded)".into());
+        }
+        // Delivered before the sweep could escalate it: nothing to escalate any more.
+        let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= truth.deadline + ESCALATION_GRACE_MS);
+        if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS && truth.escalations.is_empty() {
+            let ledger = if s.state == State::Delivered { "delivered after its deadline" } else { s.state.as_str() };
+            v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated"));
+        }
+        if escalated && truth.escalations.is_empty() {
+            v(Invariant::UndeliveredEscalated, key, "marked escalated, but no escalation message was sent".into());
+        }
+        // Every state it rests in is explained (received is the intent item itself; `sending`
+        // is the claim on the intent item, whose attempt every later observation names).
+        if !matches!(s.state, State::Received | State::Sending) && !truth.observed_states.contains(&s.state) {
+            v(Invariant::Explained, key, format!("rests in {} with no observation saying so", s.state));
+        }
+        // A delivery record that settled the intent after an attempt's claim tells how that
+        // attempt's SMS ended, whoever would have recorded it.
+        for (attempt, claimed) in &truth.attempts {
+            if truth.explained_attempts.contains(attempt) || truth.receipts.iter().any(|r| r >= claimed) {
+                continue;
+            }
+            if s.attempt_id.as_deref() == Some(attempt.as_str()) && s.state == State::Sending {
+                continue;
+            }
+            v(Invariant::Explained, key, format!("attempt {attempt} claimed it; no observation says how it ended"));
+        }
+        if !truth.sms.is_empty() && (NOT_SENT.contains(&s.state) || s.state == State::Sending) {
+            v(Invariant::SentRemembered, key, format!("an SMS went out, the ledger says {}", s.state));
+        }
+        // The last attempt says SNS refused it, yet an SMS left after that attempt's claim.
+        let last_claim = s.claimed_at.map(crate::exec::to_ms).unwrap_or(i64::MIN);
+        if s.state == State::Failed
+            && truth.sms.iter().any(|(at, _)| *at >= last_claim)
+            && s.last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("SNS did not accept") || e.starts_with("SNS rejected"))
+        {
+            v(
+                Invariant::SentRemembered,
+                key,
+                format!("an SMS went out, the ledger says SNS refused it ({:?})", s.last_error),
+            );
+        }
+        if item.expires_at <= 0 {
+            v(Invariant::Expires, key, "intent without a TTL".into());
+        }
+    }
+    // A digest's fate reaches every member.
+    for (reference, digest_members) in &world.oracle.sent_digests {
+        let members: Vec<(&tocsin::domain::IdempotencyKey, State)> = digest_members
+            .iter()
+            // A member an operator resent on its own since has that attempt's fate instead.
+            .filter(|k| {
+                world
+                    .oracle
+                    .intents
+                    .get(*k)
+                    .is_some_and(|t| !t.sms.is_empty() && !t.attempts.keys().any(|a| a.starts_with("operator:")))
+            })
+            .filter_map(|k| world.ledger.intents.get(k).map(|i| (k, i.record.status.state)))
+            .collect();
+        if members.windows(2).any(|w| w[0].1 != w[1].1) {
+            let states: Vec<String> = members.iter().map(|(k, s)| format!("{} {s}", k.short())).collect();
+            out.push(Violation {
+                at: now,
+                invariant: Invariant::DigestFate,
+                key: members.first().map(|(k, _)| k.to_string()),
+                detail: format!("digest {reference} members disagree: {}", states.join(", ")),
+            });
+            for (k, _) in members.iter().skip(1) {
+                out.push(Violation {
+                    at: now,
+                    invariant: Invariant::DigestFate,
+                    key: Some(k.to_string()),
+                    detail: "(the same digest)".into(),
+                });
+            }
+        }
+    }
+    // Every item expires.
+    for ((key, id), o) in &world.ledger.observations {
+        if o.expires_at <= 0 {
+            out.push(Violation {
+                at: now,
+                invariant: Invariant::Expires,
+                key: Some(key.to_string()),
+                detail: format!("observation {id} without TTL"),
+            });
+        }
+    }
+    for (id, m) in &world.ledger.messages {
+        if m.expires_at <= 0 {
+            out.push(Violation {
+                at: now,
+                invariant: Invariant::Expires,
+                key: None,
+                detail: format!("message index {id} without TTL"),
+            });
+        }
+    }
+    for (number, r) in &world.registry.numbers {
+        if !r.suppressed && r.expires_at.is_none() && !r.history.is_empty() {
+            out.push(Violation {
+                at: now,
+                invariant: Invariant::Expires,
+                key: None,
+                detail: format!(
+                    "registry entry of {} neither suppressed nor expiring",
+                    tocsin::domain::phone::mask_phone_like(number)
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// After a status invocation that succeeded: every permanent failure among its records that
+/// belongs to an intent has suppressed its number.
+pub fn suppressed_at_once(world: &World, records: &[String]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for message in records.iter().filter(|m| m.contains("FAILURE")) {
+        let Ok(r) = tocsin::domain::delivery::parse_record(message) else { continue };
+        let permanent = r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
+            && classify(r.provider_response.as_deref()).class == FailureClass::PermanentRecipient;
+        let ours = world.ledger.messages.contains_key(&r.message_id);
+        let Some(destination) = r.destination.as_deref() else { continue };
+        if permanent
+            && ours
+            && !world.registry.numbers.get(destination).is_some_and(|n| n.suppressed || n.needs_opt_out_check)
+        {
+            out.push(Violation {
+                at: world.now,
+                invariant: Invariant::Suppression,
+                key: world.ledger.messages.get(&r.message_id).map(|m| m.entry.key.to_string()),
+                detail: "a permanent failure was applied and its number is not suppressed".into(),
+            });
+        }
+    }
+    out
+}
+
+/// Nothing is lost between the ledger and the queue: an intent waiting in `queued` always has a
+/// message on the send queue (or the urgent lane, or the dead-letter queue that pages), so it never
+/// depends on the sweep's late re-enqueue. `since` remembers when each was first seen without one;
+/// a gap shorter than `grace` (a message being replaced) is no violation.
+pub fn queued_have_messages(
+    world: &World,
+    since: &mut std::collections::BTreeMap<tocsin::domain::IdempotencyKey, Millis>,
+    grace: Millis,
+) -> Vec<Violation> {
+    use crate::world::sqs::QueueName;
+    let now = world.now;
+    let mut carried = std::collections::BTreeSet::new();
+    for name in [QueueName::Send, QueueName::Urgent, QueueName::SendDlq] {
+        if let Some(q) = world.sqs.queues.get(&name) {
+            for m in q.messages.values() {
+                if let Some(k) = m.body.split('"').nth(3) {
+                    carried.insert(k.to_owned());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut still = std::collections::BTreeMap::new();
+    for (key, item) in &world.ledger.intents {
+        let s = &item.record.status;
+        if s.state != State::Queued
+            || item.record.intent.deadline.timestamp_millis() <= now
+            || carried.contains(key.as_str())
+        {
+            continue;
+        }
+        let first = since.get(key).copied().unwrap_or(now);
+        if now - first > grace {
+            out.push(Violation {
+                at: now,
+                invariant: Invariant::NothingLost,
+                key: Some(key.to_string()),
+                detail: format!("queued with no message on any queue for {} s", (now - first) / 1000),
+            });
+        } else {
+            still.insert(key.clone(), first);
+        }
+    }
+    *since = still;
+    out
+}

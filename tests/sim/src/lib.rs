@@ -1,0 +1,114 @@
+//! tocsin's deterministic simulation: the real handlers (intake, sender, status, escalation with
+//! reconciliation) run against a simulated AWS, on a simulated clock, with every port call a
+//! scheduled operation that may be delayed, fail, lose its answer, be retried by the SDK, or end
+//! its invocation where it stands. One seed decides everything — the workload, the faults, the
+//! interleaving — so a failing run is replayed exactly from its seed.
+//!
+//! - [`exec`]: the executor (simulated time, ops, timers, tasks).
+//! - [`world`]: the simulated services, with AWS's semantics ([`world::ledger`] is the ledger
+//!   table the DynamoDB adapter writes; the contract tests hold the two to the same answers).
+//! - [`oracle`] and [`invariants`]: the guarantees, checked as events happen and at quiescence.
+//! - [`workload`] and [`run`]: the traffic, and one run from a seed.
+//!
+//! `cargo test -p tocsin-sim` runs a bounded number of seeds; `cargo run -p tocsin-sim --release
+//! --bin simulate` runs as many as asked (docs/testing.md, "The simulation").
+
+pub mod deployment;
+pub mod exec;
+pub mod invariants;
+pub mod oracle;
+pub mod run;
+pub mod workload;
+pub mod world;
+
+pub use run::{Report, Scenario, run};
+
+/// A failing run, as a human reads it: the seed to replay it, what broke, and the steps before.
+pub fn failure_report(r: &Report) -> String {
+    let s = &r.scenario;
+    let mut out = format!(
+        "simulation seed {} FAILED ({} alerts, {}, storm mode {}):\n  faults: {:?}\n",
+        s.seed,
+        s.alerts,
+        s.kind.name(),
+        if s.storm { "on" } else { "off" },
+        s.faults,
+    );
+    for v in r.violations.iter().take(20) {
+        out.push_str(&format!("  {v}\n"));
+    }
+    if r.violations.len() > 20 {
+        out.push_str(&format!("  … and {} more\n", r.violations.len() - 20));
+    }
+    if !r.story.is_empty() {
+        out.push_str("the alert's story:\n");
+        for line in &r.story {
+            out.push_str("    ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "replay: TOCSIN_SIM_SEED={} cargo run -p tocsin-sim --profile sim --bin simulate\nlast steps before the first violation:\n",
+        s.seed
+    ));
+    for line in r.trace.iter().rev().take(trace_lines()).rev() {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The smallest scenario that still fails, found by trying smaller ones with the same seed: fewer
+/// alerts, then each kind of fault switched off. Returns the report of the smallest failure.
+pub fn shrink(failing: Report) -> Report {
+    let mut best = failing;
+    let fails = |s: &Scenario| {
+        let r = run(s);
+        (!r.ok()).then_some(r)
+    };
+    // Fewer alerts.
+    loop {
+        let n = best.scenario.alerts;
+        if n <= 1 {
+            break;
+        }
+        let mut smaller = best.scenario.clone();
+        smaller.alerts = n / 2;
+        match fails(&smaller) {
+            Some(r) => best = r,
+            None => break,
+        }
+    }
+    // Each fault off, one at a time.
+    type Knob = fn(&mut world::FaultPlan);
+    let knobs: [Knob; 13] = [
+        |f| f.error_before = 0.0,
+        |f| f.error_after = 0.0,
+        |f| f.retried = 0.0,
+        |f| f.crash = 0.0,
+        |f| f.slow = 0.0,
+        |f| f.gsi_lag_ms = 0,
+        |f| f.publish_timeout = 0.0,
+        |f| f.publish_5xx = 0.0,
+        |f| f.record_lost = 0.0,
+        |f| f.record_twice = 0.0,
+        |f| f.batch_twice = 0.0,
+        |f| f.search_throttled = 0.0,
+        |f| f.sweep_twice = 0.0,
+    ];
+    for knob in knobs {
+        let mut quieter = best.scenario.clone();
+        knob(&mut quieter.faults);
+        if let Some(r) = fails(&quieter) {
+            best = r;
+        }
+    }
+    best
+}
+
+/// Trace lines a failure report prints (`TOCSIN_SIM_TRACE_LINES`, default 60).
+fn trace_lines() -> usize {
+    std::env::var("TOCSIN_SIM_TRACE_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(60)
+}

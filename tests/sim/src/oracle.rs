@@ -1,0 +1,296 @@
+//! The oracle: what really happened, watched from outside the handlers — every SMS that left the
+//! account and the alerts it covered, every state the ledger held, every escalation sent — and
+//! the guarantees (`docs/invariants.md`) checked against it, as each event happens and once the
+//! world is quiet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use tocsin::domain::intent::IntentRecord;
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::{DigestRecord, EscalationMessage, SuppressionEvidence};
+
+use crate::exec::{Millis, to_ms};
+
+/// A guarantee that did not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub at: Millis,
+    pub invariant: Invariant,
+    pub key: Option<String>,
+    pub detail: String,
+}
+
+/// The guarantees, as checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// At most one SMS per alert (a digest counts for each member), operator resends aside.
+    AtMostOneSms,
+    /// States only move forward; final states absorb.
+    Monotonic,
+    /// Every state an intent rests in is explained by an observation; every claim's attempt ends
+    /// in an observation.
+    Explained,
+    /// A delivered alert is never escalated.
+    DeliveredNeverEscalated,
+    /// Every alert not delivered by its deadline is escalated.
+    UndeliveredEscalated,
+    /// Escalated once (a second message only where the first was never marked: counted).
+    EscalatedOnce,
+    /// A digest's outcome reaches every member.
+    DigestFate,
+    /// Nothing is forgotten: at quiescence every intent is final or escalated, none `sending`.
+    NothingStuck,
+    /// Nothing is lost between the ledger and the queue: a queued intent has a message.
+    NothingLost,
+    /// A permanent failure suppresses the number before its status invocation ends; nothing is
+    /// sent to a number suppressed before the attempt began.
+    Suppression,
+    /// A sent SMS is never forgotten: the ledger never says "not sent" for an alert an SMS covered.
+    SentRemembered,
+    /// Every item expires.
+    Expires,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{} ms] {:?}", self.at, self.invariant)?;
+        if let Some(k) = &self.key {
+            write!(f, " {}", &k[..12.min(k.len())])?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// What happened to one intent (its current life).
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    pub created: Millis,
+    pub deadline: Millis,
+    pub recipient: String,
+    /// Every state the ledger held, with when.
+    pub states: Vec<(Millis, State)>,
+    pub delivered_at: Option<Millis>,
+    /// SMS that covered it: (when, by an operator's resend).
+    pub sms: Vec<(Millis, bool)>,
+    pub escalations: Vec<Millis>,
+    pub marked: Option<Millis>,
+    pub leases: Vec<Millis>,
+    /// Attempts that claimed it, with when.
+    pub attempts: BTreeMap<String, Millis>,
+    /// When delivery records settled it (their observations' times).
+    pub receipts: Vec<Millis>,
+    /// Attempts an observation names.
+    pub explained_attempts: BTreeSet<String>,
+    pub observed_states: BTreeSet<State>,
+    /// Escalations sent again after an earlier one was never marked (the documented case).
+    pub duplicate_escalations: u32,
+}
+
+#[derive(Default)]
+pub struct Oracle {
+    pub intents: BTreeMap<IdempotencyKey, Truth>,
+    bodies: HashMap<String, IdempotencyKey>,
+    digests: BTreeMap<String, Vec<IdempotencyKey>>,
+    /// The digests whose SMS went out: their members, by ref.
+    pub sent_digests: BTreeMap<String, Vec<IdempotencyKey>>,
+    pub suppressed: BTreeMap<String, Millis>,
+    pub violations: Vec<Violation>,
+    pub sms_sent: u64,
+    pub escalations_sent: u64,
+    pub duplicate_escalations: u64,
+    /// Status batches Lambda gave up on (parked on the status-failures queue: on-call is paged).
+    pub parked_batches: u64,
+    pub parked_records: BTreeSet<String>,
+}
+
+fn attempt_of(o: &Observation) -> Option<&str> {
+    match &o.kind {
+        ObservationKind::Claimed { attempt_id, .. }
+        | ObservationKind::Accepted { attempt_id, .. }
+        | ObservationKind::PublishRetryable { attempt_id, .. }
+        | ObservationKind::Deferred { attempt_id, .. }
+        | ObservationKind::PublishRejected { attempt_id, .. }
+        | ObservationKind::SendUnknown { attempt_id, .. } => Some(attempt_id),
+        _ => o.id.strip_prefix("attempt:").and_then(|r| r.split(':').next()),
+    }
+}
+
+impl Oracle {
+    fn violate(&mut self, at: Millis, invariant: Invariant, key: Option<&IdempotencyKey>, detail: String) {
+        self.violations.push(Violation { at, invariant, key: key.map(ToString::to_string), detail });
+    }
+
+    pub fn intent_created(&mut self, now: Millis, record: &IntentRecord) {
+        let i = &record.intent;
+        self.bodies.insert(i.body.expose().to_owned(), i.key.clone());
+        // A key's second life starts a new truth.
+        self.intents.insert(
+            i.key.clone(),
+            Truth {
+                created: now,
+                deadline: to_ms(i.deadline),
+                recipient: i.recipient.expose().to_owned(),
+                ..Default::default()
+            },
+        );
+    }
+
+    pub fn intent_written(
+        &mut self,
+        now: Millis,
+        before: Option<State>,
+        after: State,
+        record: &IntentRecord,
+        by: &str,
+    ) {
+        let key = &record.intent.key;
+        let operator = record.status.attempt_id.as_deref().is_some_and(|a| a.starts_with("operator:"));
+        if let Some(before) = before
+            && before != after
+        {
+            let back = after.rank() < before.rank();
+            let released = before == State::Sending && after == State::Queued;
+            let resent = operator && after == State::Sending;
+            if (before.is_final() || back) && !released && !resent {
+                self.violate(now, Invariant::Monotonic, Some(key), format!("{before} -> {after} (by {by})"));
+            }
+        }
+        let Some(t) = self.intents.get_mut(key) else { return };
+        if t.states.last().map(|(_, s)| *s) != Some(after) {
+            t.states.push((now, after));
+        }
+        if after == State::Delivered && t.delivered_at.is_none() {
+            t.delivered_at = Some(now);
+        }
+    }
+
+    pub fn claimed(&mut self, now: Millis, key: &IdempotencyKey, attempt: &str) {
+        if let Some(t) = self.intents.get_mut(key) {
+            t.attempts.entry(attempt.to_owned()).or_insert(now);
+        }
+    }
+
+    pub fn observation_written(&mut self, _now: Millis, key: &IdempotencyKey, o: &Observation) {
+        let Some(t) = self.intents.get_mut(key) else { return };
+        if let Some(s) = o.state_after {
+            t.observed_states.insert(s);
+        }
+        if let Some(a) = attempt_of(o) {
+            t.explained_attempts.insert(a.to_owned());
+        }
+        if let ObservationKind::DeliveryStatus { effect: tocsin::domain::state::ReceiptEffect::Moved { .. }, .. } =
+            &o.kind
+        {
+            t.receipts.push(to_ms(o.at));
+        }
+        if let ObservationKind::Operator { action, .. } = &o.kind
+            && action == "resend"
+            && let Some(a) = o.id.strip_suffix(":resend")
+        {
+            t.attempts.entry(a.to_owned()).or_insert(to_ms(o.at));
+        }
+    }
+
+    pub fn digest_recorded(&mut self, d: &DigestRecord) {
+        self.digests.insert(d.id.short().to_owned(), d.members.clone());
+    }
+
+    /// The alerts an SMS covers: its own intent, or a digest's members (by the ref it prints).
+    pub fn covered_by(&mut self, body: &str) -> Vec<IdempotencyKey> {
+        if let Some(r) =
+            body.rsplit("(ref ").next().filter(|_| body.contains("(ref ")).and_then(|r| r.strip_suffix(')'))
+            && let Some(members) = self.digests.get(r)
+        {
+            self.sent_digests.insert(r.to_owned(), members.clone());
+            return members.clone();
+        }
+        self.bodies.get(body).cloned().into_iter().collect()
+    }
+
+    /// An SMS left the account. `operator` tells, per covered key, whether an operator's resend
+    /// holds its claim.
+    pub fn sms_left(&mut self, now: Millis, to: &PhoneNumber, covered: &[(IdempotencyKey, bool, Option<Millis>)]) {
+        self.sms_sent += 1;
+        if covered.is_empty() {
+            self.violate(
+                now,
+                Invariant::AtMostOneSms,
+                None,
+                format!("an SMS to {} covers no known alert", to.masked()),
+            );
+        }
+        for (key, operator, claimed_at) in covered {
+            let suppressed_before_claim =
+                self.suppressed.get(to.expose()).is_some_and(|since| claimed_at.is_some_and(|c| *since < c));
+            if suppressed_before_claim {
+                self.violate(
+                    now,
+                    Invariant::Suppression,
+                    Some(key),
+                    "sent to a number suppressed before the claim".into(),
+                );
+            }
+            let Some(t) = self.intents.get_mut(key) else { continue };
+            t.sms.push((now, *operator));
+            let automatic = t.sms.iter().filter(|(_, op)| !op).count();
+            if automatic > 1 && !operator {
+                let n = t.sms.len();
+                self.violate(now, Invariant::AtMostOneSms, Some(key), format!("SMS number {n} for this alert"));
+            }
+        }
+    }
+
+    pub fn escalation_leased(&mut self, now: Millis, key: &IdempotencyKey, _record: &IntentRecord) {
+        if let Some(t) = self.intents.get_mut(key) {
+            t.leases.push(now);
+        }
+    }
+
+    pub fn escalation_sent(&mut self, now: Millis, m: &EscalationMessage) {
+        self.escalations_sent += 1;
+        let Ok(key) = IdempotencyKey::parse(&m.idempotency_key) else { return };
+        let Some(t) = self.intents.get_mut(&key) else { return };
+        t.escalations.push(now);
+        let lease = t.leases.last().copied();
+        let delivered_before_lease = t.delivered_at.zip(lease).is_some_and(|(d, l)| d < l);
+        let marked = t.marked;
+        let second = t.escalations.len() > 1;
+        if second && marked.is_none() {
+            t.duplicate_escalations += 1;
+            self.duplicate_escalations += 1;
+        }
+        if delivered_before_lease {
+            self.violate(now, Invariant::DeliveredNeverEscalated, Some(&key), format!("escalated: {}", m.reason));
+        }
+        if let Some(at) = marked {
+            self.violate(
+                now,
+                Invariant::EscalatedOnce,
+                Some(&key),
+                format!("escalated again; marked escalated at {at}"),
+            );
+        }
+    }
+
+    pub fn escalation_marked(&mut self, now: Millis, key: &IdempotencyKey) {
+        if let Some(t) = self.intents.get_mut(key)
+            && t.marked.is_none()
+        {
+            t.marked = Some(now);
+        }
+    }
+
+    pub fn suppressed(&mut self, now: Millis, number: &PhoneNumber, _evidence: &SuppressionEvidence) {
+        self.suppressed.entry(number.expose().to_owned()).or_insert(now);
+    }
+
+    pub fn re_enabled(&mut self, _now: Millis, number: &PhoneNumber) {
+        self.suppressed.remove(number.expose());
+    }
+
+    pub fn violation(&mut self, at: Millis, invariant: Invariant, key: Option<&IdempotencyKey>, detail: String) {
+        self.violate(at, invariant, key, detail);
+    }
+}

@@ -1,0 +1,782 @@
+//! One simulation run: a scenario drawn from a seed (workload, storm mode, faults), the real
+//! handlers wired to the simulated world as Lambda wires them (API Gateway → intake; the SQS event
+//! source mapping → sender, its batches and concurrency; CloudWatch Logs subscription → status,
+//! with Lambda's asynchronous retries; the schedule → escalation, overlapping and firing twice),
+//! driven to quiescence, with every guarantee checked on the way and at the end.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use intake::Submitted;
+use tocsin::domain::Origin;
+use tocsin::domain::template::Catalog;
+
+use crate::deployment::Deployment;
+use crate::exec::{Event, Millis, Sim, TaskId, Tasks, fire_timer, resolve_op, to_time};
+use crate::invariants;
+use crate::oracle::Violation;
+use crate::workload::{ALL_KINDS, Kind, Workload};
+use crate::world::ledger::SimLedger;
+use crate::world::logs::{Group, SimLogs};
+use crate::world::registry::SimRegistry;
+use crate::world::sms::{SimSns, Sms, record_json};
+use crate::world::sqs::{QueueName, SimSqs};
+use crate::world::{Coverage, FaultPlan, SimClock, World, WorldEvent};
+
+pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimSns, SimSqs, SimClock>;
+pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock>;
+pub type StatusFn = status::StatusHandler<SimLedger, SimRegistry, SimClock>;
+pub type EscalationFn = escalation::Escalator<SimLedger, SimSqs, SimSqs, SimLogs, SimRegistry, SimClock>;
+
+/// Where every run's clock starts: a fixed instant, so runs are the same whatever the day.
+pub const EPOCH_MS: Millis = 1_795_000_000_000;
+
+/// Everything a run is, from one number.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub seed: u64,
+    pub kind: Kind,
+    pub alerts: usize,
+    pub storm: bool,
+    pub faults: FaultPlan,
+}
+
+impl Scenario {
+    /// The scenario seed `seed` stands for: workload kind, size, storm mode and how harsh the
+    /// world is, all drawn from it.
+    /// Like [`Self::from_seed`], with the workload's kind, size, storm mode and faults fixed where
+    /// given (the benchmark's scenarios).
+    pub fn fixed(seed: u64, kind: Kind, alerts: usize, storm: bool, faults: FaultPlan) -> Self {
+        Scenario { seed, kind, alerts, storm, faults }
+    }
+
+    pub fn from_seed(seed: u64, max_alerts: usize) -> Self {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let kind = ALL_KINDS[rng.random_range(0..ALL_KINDS.len())];
+        let alerts = rng.random_range(1..=max_alerts.max(1));
+        let storm = rng.random::<bool>();
+        let faults = match rng.random_range(0..4) {
+            0 => FaultPlan::none(),
+            1 => FaultPlan::harsh(),
+            _ => FaultPlan::swarm(&mut rng),
+        };
+        Scenario { seed, kind, alerts, storm, faults }
+    }
+}
+
+/// What one run found and did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub scenario: Scenario,
+    pub violations: Vec<Violation>,
+    /// Alert lifecycles simulated (distinct alerts driven to quiescence).
+    pub lifecycles: usize,
+    pub sms: u64,
+    pub escalations: u64,
+    pub duplicate_escalations: u64,
+    pub parked_batches: u64,
+    pub invocations: u64,
+    pub ops: u64,
+    pub simulated_ms: Millis,
+    pub coverage: Coverage,
+    /// The last steps before the end (or before the first violation), for the failure report.
+    pub trace: Vec<String>,
+    /// The story of the first violation's alert: its states, observations and record.
+    pub story: Vec<String>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// One step of a run, for the failure report's trace (formatted only when reported).
+#[derive(Debug, Clone)]
+enum Step {
+    Start { task: TaskId, what: String },
+    End { task: TaskId, returned: bool },
+    Op { task: Option<TaskId>, label: &'static str, verdict: crate::exec::Verdict, abandoned: Option<bool> },
+    Timeout { task: TaskId },
+    World(WorldEvent),
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Start { task, what } => write!(f, "start #{task} {what}"),
+            Step::End { task, returned } => write!(f, "end #{task} {}", if *returned { "returned" } else { "KILLED" }),
+            Step::Op { task, label, verdict, abandoned } => {
+                let who = task.map_or("-".to_owned(), |t| format!("#{t}"));
+                match abandoned {
+                    Some(acted) => write!(f, "{who} {label} (caller gone; acted: {acted})"),
+                    None => write!(f, "{who} {label} -> {verdict:?}"),
+                }
+            }
+            Step::Timeout { task } => write!(f, "timeout #{task}"),
+            Step::World(e) => write!(f, "{e:?}"),
+        }
+    }
+}
+
+enum Done {
+    Intake(Submitted),
+    Sender(SqsBatchResponse),
+    Status(bool),
+    Escalation,
+    Operator,
+}
+
+enum Meta {
+    Intake { request: usize },
+    Sender { slot: usize, receipts: Vec<String> },
+    Status { batch: u64 },
+    Escalation,
+    Operator,
+}
+
+fn deployment(storm: bool, sms_rate: u32) -> Deployment {
+    static CACHE: OnceLock<Mutex<BTreeMap<(bool, u32), Deployment>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
+    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry((storm, sms_rate))
+        .or_insert_with(|| {
+            let rate = sms_rate.to_string();
+            Deployment::workspace(&[("StormMode", if storm { "on" } else { "off" }), ("SmsRatePerSecond", &rate)])
+                .unwrap_or_else(|e| panic!("the simulation needs template.yaml: {e}"))
+        })
+        .clone()
+}
+
+struct Driver {
+    sim: Sim,
+    tasks: Tasks<Done>,
+    meta: BTreeMap<TaskId, Meta>,
+    deployment: Deployment,
+    workload: Workload,
+    intake: Arc<IntakeFn>,
+    senders: Vec<Arc<SenderFn>>,
+    busy: Vec<bool>,
+    status: Arc<StatusFn>,
+    escalation: Arc<EscalationFn>,
+    poll_at: Option<Millis>,
+    tries: BTreeMap<usize, u32>,
+    horizon: Millis,
+    invocations: u64,
+    trace: VecDeque<(Millis, Step)>,
+    first_violation_trace: Option<Vec<String>>,
+    foreign_seq: u64,
+    unqueued: BTreeMap<tocsin::domain::IdempotencyKey, Millis>,
+}
+
+/// Steps kept for the failure report (`TOCSIN_SIM_TRACE_KEEP` keeps more, for a replay).
+fn trace_keep() -> usize {
+    static KEEP: OnceLock<usize> = OnceLock::new();
+    *KEEP.get_or_init(|| std::env::var("TOCSIN_SIM_TRACE_KEEP").ok().and_then(|v| v.parse().ok()).unwrap_or(400))
+}
+
+impl Driver {
+    fn new(s: &Scenario) -> Driver {
+        let workload = Workload::generate(s.kind, s.alerts, s.seed);
+        let deployment = deployment(s.storm, workload.sms_rate);
+        let mut sms = Sms::new(workload.sms_rate);
+        sms.carriers = workload.carriers.clone();
+        sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);
+        let mut world = World::new(s.seed, s.faults.clone(), sms);
+        world.now = EPOCH_MS;
+        let vis = |d: std::time::Duration| d.as_millis() as Millis;
+        world.sqs.configure(QueueName::Send, vis(deployment.send_visibility), Some(deployment.send_max_receives));
+        world.sqs.configure(QueueName::Urgent, vis(deployment.urgent_visibility), Some(deployment.urgent_max_receives));
+        let sim = Sim::new(s.seed, EPOCH_MS, world);
+        let clock = SimClock { sim: sim.clone() };
+        let ledger = |shards: u32| SimLedger { sim: sim.clone(), shards };
+        let sqs = SimSqs::new(sim.clone());
+        let registry = SimRegistry { sim: sim.clone() };
+        let d = &deployment;
+        let intake = Arc::new(intake::Intake {
+            store: ledger(d.intake.due_shards),
+            queue: sqs.clone(),
+            rejects: sqs.clone(),
+            clock: clock.clone(),
+            config: d.intake.clone(),
+            catalog: Catalog::builtin(),
+        });
+        let senders = (0..d.esm.max_concurrency)
+            .map(|_| {
+                Arc::new(sender::Sender::new(
+                    ledger(d.intake.due_shards),
+                    registry.clone(),
+                    SimSns { sim: sim.clone() },
+                    SimSqs::new(sim.clone()),
+                    clock.clone(),
+                    d.sender.clone(),
+                ))
+            })
+            .collect::<Vec<_>>();
+        let status = Arc::new(status::StatusHandler {
+            store: ledger(d.intake.due_shards),
+            registry: registry.clone(),
+            clock: clock.clone(),
+            config: d.status.clone(),
+        });
+        let escalation = Arc::new(escalation::Escalator {
+            store: ledger(d.escalation.due_shards),
+            send_queue: sqs.clone(),
+            escalations: sqs.clone(),
+            logs: SimLogs { sim: sim.clone() },
+            registry,
+            clock,
+            config: d.escalation.clone(),
+        });
+        let horizon = EPOCH_MS + workload.horizon() + 15 * 60_000;
+        let busy = vec![false; senders.len()];
+        Driver {
+            tasks: Tasks::new(sim.clone()),
+            sim,
+            meta: BTreeMap::new(),
+            deployment,
+            workload,
+            intake,
+            senders,
+            busy,
+            status,
+            escalation,
+            poll_at: None,
+            tries: BTreeMap::new(),
+            horizon,
+            invocations: 0,
+            trace: VecDeque::new(),
+            first_violation_trace: None,
+            foreign_seq: 0,
+            unqueued: BTreeMap::new(),
+        }
+    }
+
+    fn schedule(&self, at: Millis, e: WorldEvent) {
+        self.sim.lock().core.schedule(at, Event::World(e));
+    }
+
+    fn note(&mut self, step: Step) {
+        if self.trace.len() >= trace_keep() {
+            self.trace.pop_front();
+        }
+        self.trace.push_back((self.sim.now(), step));
+    }
+
+    fn trace_lines(&self) -> Vec<String> {
+        self.trace.iter().map(|(at, step)| format!("{:>10.3}s {step}", (at - EPOCH_MS) as f64 / 1000.0)).collect()
+    }
+
+    fn spawn(&mut self, fut: crate::exec::TaskFuture<Done>, timeout: std::time::Duration, meta: Meta, what: String) {
+        let deadline = self.sim.now() + timeout.as_millis() as Millis;
+        let id = self.tasks.spawn(fut, Some(deadline));
+        let crash = {
+            let mut st = self.sim.lock();
+            let p = st.world.faults.crash;
+            // Where it crashes: most invocations make a few dozen calls; early ones more often.
+            st.world.chance(p).then(|| {
+                let span = if st.world.chance(0.5) { 12 } else { 60 };
+                st.world.between(0, span) as u32
+            })
+        };
+        if let Some(after) = crash {
+            self.tasks.plan_crash(id, after);
+        }
+        self.invocations += 1;
+        self.note(Step::Start { task: id, what });
+        self.meta.insert(id, meta);
+    }
+
+    fn deadline(&self, timeout: std::time::Duration) -> chrono::DateTime<chrono::Utc> {
+        to_time(self.sim.now() + timeout.as_millis() as Millis)
+    }
+
+    fn start(&mut self) {
+        for (n, r) in self.workload.requests.iter().enumerate() {
+            self.sim.lock().core.schedule(EPOCH_MS + r.at, Event::World(WorldEvent::Request(n)));
+        }
+        self.schedule(EPOCH_MS + 30_000, WorldEvent::Sweep);
+        if self.workload.foreign_per_minute > 0 {
+            self.schedule(EPOCH_MS + 10_000, WorldEvent::Foreign);
+        }
+        for (n, at) in self.workload.operator_at.iter().enumerate() {
+            self.sim.lock().core.schedule(EPOCH_MS + at, Event::World(WorldEvent::Operator(n)));
+        }
+    }
+
+    fn on_world(&mut self, e: WorldEvent) {
+        let now = self.sim.now();
+        match e {
+            WorldEvent::Request(n) => {
+                let body = self.workload.requests[n].body.clone();
+                let h = self.intake.clone();
+                *self.tries.entry(n).or_default() += 1;
+                let fut = Box::pin(async move { Done::Intake(h.submit(&body, Origin::Api).await) });
+                self.spawn(
+                    fut,
+                    self.deployment.timeouts.intake,
+                    Meta::Intake { request: n },
+                    format!("intake request {n}"),
+                );
+            }
+            WorldEvent::Poll => {
+                if self.poll_at.is_some_and(|at| at <= now) {
+                    self.poll_at = None;
+                }
+                self.poll(now);
+            }
+            WorldEvent::Record(n) => {
+                let mut st = self.sim.lock();
+                let w = &mut st.world;
+                if let Some(r) = w.sms.records.remove(&n)
+                    && w.logs.write(r.group, r.message, now)
+                {
+                    let at = now + w.between(300, 1_500);
+                    w.schedule(at, WorldEvent::Deliver(r.group));
+                }
+            }
+            WorldEvent::Deliver(group) => {
+                let batch = {
+                    let mut st = self.sim.lock();
+                    let b = st.world.logs.take_batch(group, 1_000);
+                    if st.world.logs.has_undelivered(group) {
+                        st.world.logs.delivery_due.insert(group, true);
+                        st.world.schedule(now + 200, WorldEvent::Deliver(group));
+                    }
+                    b
+                };
+                if let Some(b) = batch {
+                    self.invoke_status(b);
+                }
+            }
+            WorldEvent::StatusRetry(b) => self.invoke_status(b),
+            WorldEvent::Sweep => {
+                {
+                    let mut st = self.sim.lock();
+                    let lost = invariants::queued_have_messages(&st.world, &mut self.unqueued, 120_000);
+                    st.world.oracle.violations.extend(lost);
+                }
+                let twice = {
+                    let mut st = self.sim.lock();
+                    let p = st.world.faults.sweep_twice;
+                    st.world.chance(p)
+                };
+                for _ in 0..(1 + usize::from(twice)) {
+                    self.invoke_sweep();
+                }
+                let next = now + self.deployment.sweep_every.as_millis() as Millis;
+                if next <= self.horizon {
+                    self.schedule(next, WorldEvent::Sweep);
+                }
+            }
+            WorldEvent::Foreign => {
+                let per_minute = self.workload.foreign_per_minute;
+                {
+                    let mut st = self.sim.lock();
+                    let w = &mut st.world;
+                    for _ in 0..per_minute {
+                        self.foreign_seq += 1;
+                        let to = format!("+4479{:08}", w.draw() % 100_000_000);
+                        let failed = w.chance(0.05);
+                        let (group, status, response) = if failed {
+                            (Group::Failure, "FAILURE", "Phone is currently unreachable/unavailable")
+                        } else {
+                            (Group::Success, "SUCCESS", "Message has been accepted by phone carrier")
+                        };
+                        let id = format!("foreign-{}", self.foreign_seq);
+                        let at = now - w.between(0, 60_000);
+                        let msg = record_json(&id, at, &to, 1, status, response, 2_000);
+                        let rec = w.sms.add_record(group, msg);
+                        let when = now + w.between(0, 60_000);
+                        w.schedule(when, WorldEvent::Record(rec));
+                    }
+                }
+                if now + 60_000 <= self.horizon {
+                    self.schedule(now + 60_000, WorldEvent::Foreign);
+                }
+            }
+            WorldEvent::Operator(n) => self.operator(n),
+        }
+    }
+
+    /// The event source mapping: every free poller takes a batch of visible messages, waiting
+    /// up to the batching window for a full one.
+    fn poll(&mut self, now: Millis) {
+        let window = self.deployment.esm.batching_window.as_millis() as Millis;
+        let batch = self.deployment.esm.batch_size;
+        for slot in 0..self.busy.len() {
+            if self.busy[slot] {
+                continue;
+            }
+            let (visible, oldest, next_visible) = {
+                let st = self.sim.lock();
+                let q = st.world.sqs.queues.get(&QueueName::Send);
+                let visible: Vec<Millis> = q
+                    .map(|q| q.messages.values().filter(|m| m.visible_at <= now).map(|m| m.visible_at).collect())
+                    .unwrap_or_default();
+                let next =
+                    q.and_then(|q| q.messages.values().filter(|m| m.visible_at > now).map(|m| m.visible_at).min());
+                (visible.len(), visible.iter().min().copied(), next)
+            };
+            if visible == 0 {
+                if let Some(at) = next_visible {
+                    self.poll_later(at);
+                }
+                return;
+            }
+            if visible < batch
+                && let Some(oldest) = oldest
+                && now < oldest + window
+            {
+                self.poll_later(oldest + window);
+                return;
+            }
+            let messages = self.sim.lock().world.sqs.receive(QueueName::Send, batch, now);
+            if messages.is_empty() {
+                return;
+            }
+            let mut event = SqsEvent::default();
+            let mut receipts = Vec::new();
+            for m in &messages {
+                let mut r = SqsMessage::default();
+                r.message_id = Some(m.id.clone());
+                r.receipt_handle = m.receipt.clone();
+                r.body = Some(m.body.clone());
+                r.event_source = Some("aws:sqs".into());
+                r.attributes.insert("SentTimestamp".into(), m.sent_at.to_string());
+                r.attributes.insert("ApproximateReceiveCount".into(), m.receives.to_string());
+                receipts.extend(m.receipt.clone());
+                event.records.push(r);
+            }
+            self.busy[slot] = true;
+            let h = self.senders[slot].clone();
+            let deadline = self.deadline(self.deployment.timeouts.sender);
+            let fut = Box::pin(async move { Done::Sender(h.handle(event, deadline).await) });
+            let n = messages.len();
+            self.spawn(
+                fut,
+                self.deployment.timeouts.sender,
+                Meta::Sender { slot, receipts },
+                format!("sender[{slot}] batch of {n}"),
+            );
+        }
+    }
+
+    fn poll_later(&mut self, at: Millis) {
+        if self.poll_at.is_none_or(|p| at < p) {
+            self.poll_at = Some(at);
+            self.schedule(at, WorldEvent::Poll);
+        }
+    }
+
+    fn invoke_status(&mut self, batch: u64) {
+        let (group, events) = {
+            let mut st = self.sim.lock();
+            let Some(b) = st.world.logs.batches.get_mut(&batch) else { return };
+            b.attempts += 1;
+            (b.group, b.events.clone())
+        };
+        let h = self.status.clone();
+        let deadline = self.deadline(self.deployment.timeouts.status);
+        let header =
+            status::payload::Header { message_type: "DATA_MESSAGE".into(), log_group: group.name().to_owned() };
+        let n = events.len();
+        let fut = Box::pin(async move {
+            let ok = h.handle_decoded(Some(&header), futures::stream::iter(events), deadline).await.is_ok();
+            Done::Status(ok)
+        });
+        self.spawn(
+            fut,
+            self.deployment.timeouts.status,
+            Meta::Status { batch },
+            format!("status batch {batch} of {n}"),
+        );
+    }
+
+    /// An operator acts on what the world shows now: resends an alert that failed or whose
+    /// outcome is unknown, acknowledges an escalation, or re-enables a suppressed number — at any
+    /// moment, racing the automation.
+    fn operator(&mut self, n: usize) {
+        use tocsin::ports::{RecipientRegistry, new_id};
+        use tocsin::services::operator::{RESENDABLE, ResendRequest, acknowledge, operator_attempt_id, resend};
+        let (action, target, number) = {
+            let mut st = self.sim.lock();
+            let w = &mut st.world;
+            let pick = w.draw();
+            let candidates: Vec<tocsin::domain::IdempotencyKey> = w
+                .ledger
+                .intents
+                .iter()
+                .filter(|(_, i)| match n % 3 {
+                    0 => RESENDABLE.contains(&i.record.status.state),
+                    _ => i.record.status.escalation.is_some(),
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let suppressed: Vec<String> =
+                w.registry.numbers.iter().filter(|(_, r)| r.suppressed).map(|(p, _)| p.clone()).collect();
+            let target =
+                (!candidates.is_empty()).then(|| candidates[(pick % candidates.len() as u64) as usize].clone());
+            let number =
+                (!suppressed.is_empty()).then(|| suppressed[(pick % suppressed.len() as u64) as usize].clone());
+            (n % 3, target, number)
+        };
+        let store = self.escalation.store.clone();
+        let registry = self.escalation.registry.clone();
+        let clock = self.escalation.clock.clone();
+        let gateway = SimSns { sim: self.sim.clone() };
+        let defaults = self.deployment.sender.sms_defaults.clone();
+        let fut: crate::exec::TaskFuture<Done> = match (action, target, number) {
+            (0, Some(key), _) => Box::pin(async move {
+                let attempt = operator_attempt_id(&new_id(&clock));
+                let req = ResendRequest {
+                    key: &key,
+                    operator: "sim-operator",
+                    reason: "simulated resend",
+                    attempt_id: &attempt,
+                    lease: std::time::Duration::from_secs(120),
+                    defaults: &defaults,
+                };
+                let _ = resend(&store, &registry, &gateway, &clock, req).await;
+                Done::Operator
+            }),
+            (1, Some(key), _) => Box::pin(async move {
+                let now = tocsin::ports::Clock::now(&clock);
+                let _ = acknowledge(&store, &key, "sim-operator", "simulated acknowledgement", now).await;
+                Done::Operator
+            }),
+            (2, _, Some(number)) => Box::pin(async move {
+                if let Ok(p) = tocsin::domain::PhoneNumber::parse(&number) {
+                    let now = tocsin::ports::Clock::now(&clock);
+                    let _ = registry.re_enable(&p, "sim-operator", "simulated re-enable", now).await;
+                }
+                Done::Operator
+            }),
+            _ => return,
+        };
+        let what = ["resend", "acknowledge", "re-enable"][action].to_owned();
+        self.spawn(fut, std::time::Duration::from_secs(60), Meta::Operator, format!("operator {what}"));
+    }
+
+    fn invoke_sweep(&mut self) {
+        let h = self.escalation.clone();
+        let timeout = self.deployment.timeouts.escalation;
+        let stop_at = self.deadline(timeout.saturating_sub(self.deployment.escalation.safety_margin));
+        let fut = Box::pin(async move {
+            let _ = h.run(stop_at).await;
+            Done::Escalation
+        });
+        self.spawn(fut, timeout, Meta::Escalation, "sweep".into());
+    }
+
+    fn on_done(&mut self, id: TaskId, done: Option<Done>) {
+        let now = self.sim.now();
+        let Some(meta) = self.meta.remove(&id) else { return };
+        self.note(Step::End { task: id, returned: done.is_some() });
+        match (meta, done) {
+            (Meta::Intake { request }, outcome) => {
+                let retry = matches!(outcome, Some(Done::Intake(Submitted::Unavailable(_))) | None);
+                if retry && self.tries.get(&request).copied().unwrap_or(0) < 5 {
+                    let at = now + self.sim.lock().world.between(1_000, 5_000);
+                    self.schedule(at, WorldEvent::Request(request));
+                }
+            }
+            (Meta::Sender { slot, receipts }, outcome) => {
+                if let Some(Done::Sender(resp)) = outcome {
+                    let failed: BTreeSet<&str> =
+                        resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+                    let mut st = self.sim.lock();
+                    for r in &receipts {
+                        let msg_id = r.split('#').next().unwrap_or_default();
+                        if !failed.contains(msg_id) {
+                            st.world.sqs.delete(QueueName::Send, r);
+                        }
+                    }
+                }
+                self.busy[slot] = false;
+                self.poll_later(now);
+            }
+            (Meta::Status { batch }, outcome) => {
+                let ok = matches!(outcome, Some(Done::Status(true)));
+                let mut st = self.sim.lock();
+                let retries = self.deployment.status_retries;
+                if ok {
+                    let messages: Vec<String> = st
+                        .world
+                        .logs
+                        .batches
+                        .get(&batch)
+                        .map(|b| b.events.iter().map(|e| e.message.clone()).collect())
+                        .unwrap_or_default();
+                    let found = invariants::suppressed_at_once(&st.world, &messages);
+                    st.world.oracle.violations.extend(found);
+                    let p = st.world.faults.batch_twice;
+                    if st.world.chance(p) {
+                        let at = now + st.world.between(1_000, 60_000);
+                        st.world.schedule(at, WorldEvent::StatusRetry(batch));
+                    } else {
+                        st.world.logs.batches.remove(&batch);
+                    }
+                } else {
+                    let attempts = st.world.logs.batches.get(&batch).map_or(0, |b| b.attempts);
+                    if attempts <= retries {
+                        // Lambda's asynchronous retries: about a minute, then two.
+                        let at = now + 60_000 * Millis::from(attempts);
+                        st.world.schedule(at, WorldEvent::StatusRetry(batch));
+                    } else if let Some(b) = st.world.logs.batches.remove(&batch) {
+                        st.world.oracle.parked_batches += 1;
+                        for e in b.events {
+                            st.world.oracle.parked_records.insert(e.id);
+                        }
+                    }
+                }
+            }
+            (Meta::Escalation | Meta::Operator, _) => {}
+        }
+    }
+
+    /// Runs until the world is quiet; returns the report.
+    fn run(mut self, s: &Scenario) -> Report {
+        self.start();
+        let mut violations_seen = 0;
+        loop {
+            for (id, done) in self.tasks.poll_woken() {
+                self.on_done(id, Some(done));
+            }
+            let poll = std::mem::take(&mut self.sim.lock().world.sqs.poll_wanted);
+            if poll {
+                let at = self.sim.now();
+                self.poll_later(at);
+            }
+            let event = {
+                let mut st = self.sim.lock();
+                let outbox = std::mem::take(&mut st.world.outbox);
+                for (at, e) in outbox {
+                    st.core.schedule(at, Event::World(e));
+                }
+                st.core.pop()
+            };
+            let Some(event) = event else { break };
+            let now = self.sim.now();
+            self.sim.lock().world.now = now;
+            match event {
+                Event::Op(id) => {
+                    let resolved = {
+                        let mut st = self.sim.lock();
+                        resolve_op(&mut st, id)
+                    };
+                    let Some(r) = resolved else { continue };
+                    self.note(Step::Op {
+                        task: r.task,
+                        label: r.label,
+                        verdict: r.verdict.clone(),
+                        abandoned: r.abandoned,
+                    });
+                    if let (crate::exec::Verdict::Crash(_), Some(task)) = (&r.verdict, r.task)
+                        && self.tasks.kill(task)
+                    {
+                        self.on_done(task, None);
+                    }
+                }
+                Event::Timer(id) => fire_timer(&mut self.sim.lock(), id),
+                Event::Kill(task) => {
+                    if self.tasks.kill(task) {
+                        self.note(Step::Timeout { task });
+                        self.on_done(task, None);
+                    }
+                }
+                Event::World(e) => {
+                    self.note(Step::World(e.clone()));
+                    self.on_world(e);
+                }
+            }
+            let seen = self.sim.lock().world.oracle.violations.len();
+            if seen > violations_seen {
+                violations_seen = seen;
+                if self.first_violation_trace.is_none() {
+                    self.first_violation_trace = Some(self.trace_lines());
+                }
+            }
+        }
+        let st = self.sim.lock();
+        let w = &st.world;
+        let mut violations = w.oracle.violations.clone();
+        violations.extend(invariants::at_quiescence(w));
+        let ops = w.coverage.ops.values().sum();
+        let trace = self.first_violation_trace.clone().unwrap_or_else(|| self.trace_lines());
+        let mut keys: Vec<&str> = violations.iter().filter_map(|v| v.key.as_deref()).collect();
+        keys.dedup();
+        let story = keys
+            .into_iter()
+            .take(3)
+            .filter_map(|k| tocsin::domain::IdempotencyKey::parse(k).ok())
+            .flat_map(|k| story_of(w, &k))
+            .collect();
+        Report {
+            scenario: s.clone(),
+            violations,
+            lifecycles: w.oracle.intents.len(),
+            sms: w.oracle.sms_sent,
+            escalations: w.oracle.escalations_sent,
+            duplicate_escalations: w.oracle.duplicate_escalations,
+            parked_batches: w.oracle.parked_batches,
+            invocations: self.invocations,
+            ops,
+            simulated_ms: w.now - EPOCH_MS,
+            coverage: w.coverage.clone(),
+            trace,
+            story,
+        }
+    }
+}
+
+/// Runs one scenario to quiescence. The handlers' EMF metric lines are discarded (the simulation
+/// reads the world, not the metrics).
+pub fn run(s: &Scenario) -> Report {
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(tocsin::telemetry::discard_metrics);
+    Driver::new(s).run(s)
+}
+
+/// An alert's story as the world saw it: every state the ledger held, every observation, the
+/// SMS and escalations, and the record as it ends.
+fn story_of(w: &World, key: &tocsin::domain::IdempotencyKey) -> Vec<String> {
+    let t = |ms: Millis| format!("{:>10.3}s", (ms - EPOCH_MS) as f64 / 1000.0);
+    let mut out = Vec::new();
+    if let Some(truth) = w.oracle.intents.get(key) {
+        out.push(format!(
+            "alert {} to {}: created {}, deadline {}",
+            key.short(),
+            tocsin::domain::phone::mask_phone_like(&truth.recipient),
+            t(truth.created),
+            t(truth.deadline)
+        ));
+        for (at, s) in &truth.states {
+            out.push(format!("{} state {s}", t(*at)));
+        }
+        for (at, op) in &truth.sms {
+            out.push(format!("{} SMS left{}", t(*at), if *op { " (operator)" } else { "" }));
+        }
+        for at in &truth.escalations {
+            out.push(format!("{} escalation sent", t(*at)));
+        }
+        out.push(format!("attempts: {:?}", truth.attempts));
+    }
+    for ((k, id), o) in &w.ledger.observations {
+        if k == key {
+            out.push(format!(
+                "{} observation {id} -> {:?}: {}",
+                t(o.obs.at.timestamp_millis()),
+                o.obs.state_after,
+                o.obs.summary()
+            ));
+        }
+    }
+    if let Some(item) = w.ledger.intents.get(key) {
+        out.push(format!("record: {:?}", item.record.status));
+    }
+    out
+}

@@ -1,0 +1,958 @@
+//! The ledger table, simulated: the items the DynamoDB adapter writes (intents, observations,
+//! message index, digests, send logs, orphans, open escalations), with DynamoDB's semantics as the
+//! adapter relies on them — conditional writes and what a refused one returns, transactions,
+//! strongly consistent reads of the table, lagging GSIs (due-index, pending-index, list-index),
+//! and TTL that deletes lazily (an expired item is still read, and counts as absent only where the
+//! adapter's conditions say so). Every port method makes the same requests, in the same order, as
+//! `shared/src/adapters/dynamodb.rs`; the contract tests (`tests/contract.rs`) hold the two to
+//! the same answers.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, DurationRound, Utc};
+use tocsin::adapters::commit::{self, TransitionWrites};
+use tocsin::domain::intent::{Escalation, IntentRecord, Status};
+use tocsin::domain::observation::Observation;
+use tocsin::domain::reconcile::ReconcileState;
+use tocsin::domain::storm::DigestId;
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::{
+    Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
+    IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget,
+    SendLog, Transition, TransitionOutcome,
+};
+
+use super::gsi::Gsi;
+use crate::exec::{Millis, OpKind, Sim, to_ms};
+use crate::world::World;
+
+/// The adapter's partitions of the due-index (`TOCSIN_DUE_SHARDS` in the template), plus the
+/// legacy one it still reads.
+pub const LEGACY_SHARD: &str = "due";
+/// The adapter's cap on orphan candidates.
+pub const ORPHAN_CANDIDATES: usize = 100;
+
+/// The smallest key (range queries start there).
+fn min_key() -> IdempotencyKey {
+    static MIN: std::sync::OnceLock<IdempotencyKey> = std::sync::OnceLock::new();
+    MIN.get_or_init(|| match IdempotencyKey::parse(&"0".repeat(64)) {
+        Ok(k) => k,
+        Err(_) => unreachable!("64 zeros are a key"),
+    })
+    .clone()
+}
+
+fn min_digest() -> DigestId {
+    static MIN: std::sync::OnceLock<DigestId> = std::sync::OnceLock::new();
+    MIN.get_or_init(|| DigestId::parse(&"0".repeat(64)).unwrap_or_else(|| unreachable!("64 zeros are a digest id")))
+        .clone()
+}
+
+/// DynamoDB keeps timestamps as the adapter writes them: RFC 3339 with milliseconds.
+pub fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::Duration::milliseconds(1)).unwrap_or(t)
+}
+
+fn opt_ms(t: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    t.map(ms)
+}
+
+/// An intent item: the record as `record_from_item` reads it, and the attributes beside it.
+#[derive(Debug, Clone)]
+pub struct IntentItem {
+    pub record: IntentRecord,
+    pub due_home: String,
+    pub pending_to: PhoneNumber,
+    /// `pending_by`: present while the intent is in the pending-index.
+    pub pending_by: Option<DateTime<Utc>>,
+    pub moved_by: Option<String>,
+    /// The observation a `StateFirst` change carries (`moved_obs`).
+    pub moved_obs: Option<Observation>,
+    pub esc_lease: Option<DateTime<Utc>>,
+    /// TTL, epoch seconds.
+    pub expires_at: i64,
+}
+
+impl IntentItem {
+    fn due_entry(&self) -> Option<(String, Millis, IdempotencyKey)> {
+        self.record.status.next_check.map(|t| (self.due_home.clone(), to_ms(t), self.record.intent.key.clone()))
+    }
+    fn pending_entry(&self) -> Option<(String, Millis, IdempotencyKey)> {
+        self.pending_by.map(|by| (self.pending_to.expose().to_owned(), to_ms(by), self.record.intent.key.clone()))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ObsItem {
+    pub obs: Observation,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct MsgItem {
+    pub entry: IndexEntry,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct BudgetItem {
+    pub sent: Vec<DateTime<Utc>>,
+    pub version: u64,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct EscItem {
+    pub at: DateTime<Utc>,
+    pub expires_at: i64,
+}
+
+/// The table's items by kind, and its three GSIs.
+#[derive(Default)]
+pub struct Ledger {
+    pub intents: BTreeMap<IdempotencyKey, IntentItem>,
+    pub observations: BTreeMap<(IdempotencyKey, String), ObsItem>,
+    pub messages: BTreeMap<String, MsgItem>,
+    pub digests: BTreeMap<DigestId, DigestRecord>,
+    pub budgets: BTreeMap<String, BudgetItem>,
+    pub orphans: BTreeMap<(String, String), OrphanRecord>,
+    pub escalations: BTreeMap<IdempotencyKey, EscItem>,
+    pub due_index: Gsi<(String, Millis, IdempotencyKey), IdempotencyKey>,
+    pub pending_index: Gsi<(String, Millis, IdempotencyKey), IdempotencyKey>,
+    pub list_index: Gsi<(Millis, IdempotencyKey), IdempotencyKey>,
+    /// The list-index's digest partitions (`dig#<e164>`, by creation time).
+    pub digest_index: Gsi<(String, Millis, DigestId), DigestId>,
+}
+
+/// A transaction's cancellation reasons, as the adapter reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactResult {
+    Applied,
+    /// The observation was there already (its condition failed).
+    ObservationExists,
+    /// The intent's condition failed (and the observation's did not).
+    IntentRefused,
+}
+
+fn retain_until(t: &Transition) -> DateTime<Utc> {
+    t.retain_until.unwrap_or_else(|| {
+        t.observation
+            .at
+            .checked_add_signed(tocsin::domain::intent::RETENTION_AFTER_DEADLINE)
+            .unwrap_or(t.observation.at)
+    })
+}
+
+impl World {
+    /// Every write of an intent item goes through here: the GSIs follow it (with their lag), and
+    /// the oracle sees each state change.
+    fn store_intent(&mut self, key: &IdempotencyKey, item: IntentItem, by: &'static str) {
+        let lag = self.gsi_lag();
+        let now = self.now;
+        let before = self.ledger.intents.get(key).map(|i| i.record.status.state);
+        self.ledger.due_index.write(key, item.due_entry(), now, lag);
+        self.ledger.pending_index.write(key, item.pending_entry(), now, lag);
+        let after = item.record.status.state;
+        self.oracle.intent_written(now, before, after, &item.record, by);
+        self.ledger.intents.insert(key.clone(), item);
+    }
+
+    fn intent_condition(&self, t: &Transition) -> Result<&IntentItem, ()> {
+        let item = self.ledger.intents.get(&t.key).ok_or(())?;
+        let s = &item.record.status;
+        let ok = (t.from.is_empty() || t.from.contains(&s.state))
+            && t.attempt_id.as_ref().is_none_or(|a| s.attempt_id.as_ref() == Some(a))
+            && t.expect.sns_message_id.as_ref().is_none_or(|m| s.sns_message_id.as_ref() == Some(m))
+            && (!t.expect.not_escalated || s.escalation.is_none());
+        if ok { Ok(item) } else { Err(()) }
+    }
+
+    /// The adapter's `transition_update`, applied to the item.
+    fn apply_patch(&mut self, t: &Transition, mark: bool) {
+        let Some(mut item) = self.ledger.intents.get(&t.key).cloned() else { return };
+        let p = &t.patch;
+        let s = &mut item.record.status;
+        if let Some(st) = p.state {
+            s.state = st;
+        }
+        if p.increment_attempts {
+            s.attempts += 1;
+        }
+        if let Some((aid, at, until)) = &p.claim {
+            s.attempt_id = Some(aid.clone());
+            s.claimed_at = Some(ms(*at));
+            s.lease_until = Some(ms(*until));
+        } else if p.clear_claim {
+            s.attempt_id = None;
+            s.lease_until = None;
+        }
+        if let Some(m) = &p.sns_message_id {
+            s.sns_message_id = Some(m.clone());
+        }
+        if let Some(a) = p.accepted_at {
+            s.accepted_at = Some(ms(a));
+        }
+        if let Some(f) = p.final_at {
+            s.final_at = Some(ms(f));
+        }
+        if let Some(e) = &p.escalation {
+            s.escalation = Some(Escalation { at: ms(e.at), reason: e.reason.clone() });
+            item.esc_lease = None;
+        }
+        if p.add_conflict {
+            s.conflicts += 1;
+        }
+        if let Some(e) = &p.last_error {
+            s.last_error = Some(e.clone());
+        }
+        if let Some(at) = p.enqueued_at {
+            s.enqueued_at = Some(ms(at));
+        }
+        if let Some(d) = &p.digest_id {
+            s.digest_id = Some(d.clone());
+        }
+        if let Some(l) = p.late_expected {
+            s.late_expected = Some(ms(l));
+        }
+        if let Some((attempts, next, state)) = &p.reconcile {
+            s.reconcile_attempts = *attempts;
+            s.reconcile_next_at = opt_ms(*next);
+            s.reconcile_state = *state;
+        }
+        match p.state {
+            Some(st) if !st.is_pending() => item.pending_by = None,
+            Some(_) => {
+                if let Some((recipient, deadline)) = &p.pending_again {
+                    item.pending_to = recipient.clone();
+                    item.pending_by = Some(ms(*deadline));
+                }
+            }
+            None => {}
+        }
+        match t.next_check {
+            NextCheck::Keep => {}
+            NextCheck::At(at) => item.record.status.next_check = Some(ms(at)),
+            NextCheck::Remove => item.record.status.next_check = None,
+        }
+        if mark {
+            item.moved_by = Some(t.observation.id.clone());
+            item.moved_obs = Some(t.observation.clone());
+            self.oracle.observation_written(self.now, &t.key, &t.observation);
+        }
+        self.store_intent(&t.key, item, "transition");
+    }
+
+    fn observation_absent(&self, t: &Transition) -> bool {
+        match self.ledger.observations.get(&(t.key.clone(), t.observation.id.clone())) {
+            None => true,
+            // ABSENT_OR_EXPIRED: a leftover of an earlier life counts as absent.
+            Some(o) => o.expires_at < t.observation.at.timestamp(),
+        }
+    }
+
+    fn write_observation(&mut self, t: &Transition) {
+        let item = ObsItem { obs: t.observation.clone(), expires_at: retain_until(t).timestamp() };
+        self.oracle.observation_written(self.now, &t.key, &t.observation);
+        self.ledger.observations.insert((t.key.clone(), t.observation.id.clone()), item);
+    }
+
+    fn write_message_index(&mut self, t: &Transition) {
+        if let Some((mid, recipient)) = &t.index_message {
+            let entry = IndexEntry::single(t.key.clone(), recipient.clone());
+            self.ledger.messages.insert(mid.clone(), MsgItem { entry, expires_at: retain_until(t).timestamp() });
+        }
+    }
+
+    pub fn ledger_put_new(&mut self, record: &IntentRecord, next_check: DateTime<Utc>, shard: u32) -> PutOutcome {
+        let key = &record.intent.key;
+        if let Some(existing) = self.ledger.intents.get(key)
+            && existing.expires_at >= record.intent.created_at.timestamp()
+        {
+            return PutOutcome::Exists(Box::new(existing.record.clone()));
+        }
+        let mut status = Status::new();
+        status.state = record.status.state;
+        status.next_check = Some(ms(next_check));
+        status.late_expected = opt_ms(record.status.late_expected);
+        let item = IntentItem {
+            record: IntentRecord { intent: record.intent.clone(), status },
+            due_home: format!("due#{shard}"),
+            pending_to: record.intent.recipient.clone(),
+            pending_by: record.status.state.is_pending().then(|| ms(record.intent.deadline)),
+            moved_by: None,
+            moved_obs: None,
+            esc_lease: None,
+            expires_at: record.intent.expires_at().timestamp(),
+        };
+        self.oracle.intent_created(self.now, &item.record);
+        self.store_intent(key, item, "put_new");
+        PutOutcome::Created
+    }
+
+    pub fn ledger_claim(
+        &mut self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> ClaimOutcome {
+        let Some(item) = self.ledger.intents.get(key) else { return ClaimOutcome::Missing };
+        let s = &item.record.status;
+        if !State::CLAIMABLE.contains(&s.state) {
+            // Our own claim whose answer was lost and retried by the SDK: it is ours.
+            if s.state == State::Sending && s.attempt_id.as_deref() == Some(attempt_id) {
+                return ClaimOutcome::Claimed(Box::new(item.record.clone()));
+            }
+            return ClaimOutcome::NotClaimable(Box::new(item.record.clone()));
+        }
+        let mut item = item.clone();
+        let s = &mut item.record.status;
+        s.state = State::Sending;
+        s.attempt_id = Some(attempt_id.to_owned());
+        s.claimed_at = Some(ms(now));
+        s.lease_until = Some(ms(lease_until));
+        let record = item.record.clone();
+        self.store_intent(key, item, "claim");
+        self.oracle.claimed(self.now, key, attempt_id);
+        ClaimOutcome::Claimed(Box::new(record))
+    }
+
+    pub fn ledger_update(&mut self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+        match self.intent_condition(t) {
+            Ok(_) => {
+                self.apply_patch(t, mark);
+                Ok(None)
+            }
+            Err(()) => match self.ledger.intents.get(&t.key) {
+                Some(item) => Ok(Some((item.record.clone(), item.moved_by.clone()))),
+                None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
+            },
+        }
+    }
+
+    pub fn ledger_put_observation(&mut self, t: &Transition) -> bool {
+        if self.observation_absent(t) {
+            self.write_observation(t);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn ledger_put_message_index(&mut self, t: &Transition) {
+        self.write_message_index(t);
+    }
+
+    pub fn ledger_transact(&mut self, t: &Transition) -> TransactResult {
+        let obs_ok = self.observation_absent(t);
+        let intent_ok = self.intent_condition(t).is_ok();
+        if !obs_ok {
+            return TransactResult::ObservationExists;
+        }
+        if !intent_ok {
+            return TransactResult::IntentRefused;
+        }
+        if t.changes_intent() {
+            self.apply_patch(t, false);
+        }
+        self.write_observation(t);
+        self.write_message_index(t);
+        if let Some(e) = &t.patch.escalation {
+            let lag = self.gsi_lag();
+            let now = self.now;
+            self.ledger.list_index.write(&t.key, Some((to_ms(ms(e.at)), t.key.clone())), now, lag);
+            self.ledger
+                .escalations
+                .insert(t.key.clone(), EscItem { at: ms(e.at), expires_at: retain_until(t).timestamp() });
+            self.oracle.escalation_marked(now, &t.key);
+        }
+        TransactResult::Applied
+    }
+
+    pub fn ledger_get(&self, key: &IdempotencyKey) -> Option<IntentRecord> {
+        self.ledger.intents.get(key).map(|i| i.record.clone())
+    }
+
+    pub fn ledger_observations(&self, key: &IdempotencyKey) -> Vec<Observation> {
+        let created = self.ledger.intents.get(key).map(|i| i.record.intent.created_at.timestamp());
+        let mut out: Vec<Observation> = self
+            .ledger
+            .observations
+            .range((key.clone(), String::new())..)
+            .take_while(|((k, _), _)| k == key)
+            .filter(|(_, o)| created.is_none_or(|c| o.expires_at >= c))
+            .map(|(_, o)| o.obs.clone())
+            .collect();
+        if let Some(moved) = self.ledger.intents.get(key).and_then(|i| i.moved_obs.as_ref())
+            && !out.iter().any(|o| o.id == moved.id)
+        {
+            out.push(moved.clone());
+        }
+        out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        out
+    }
+
+    pub fn ledger_lease_escalation(
+        &mut self,
+        key: &IdempotencyKey,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Option<IntentRecord> {
+        let item = self.ledger.intents.get(key)?;
+        let s = &item.record.status;
+        let free = item.esc_lease.is_none_or(|l| l < ms(now));
+        if s.escalation.is_some() || s.state == State::Delivered || !free {
+            return None;
+        }
+        let mut item = item.clone();
+        item.esc_lease = Some(ms(until));
+        let record = item.record.clone();
+        self.ledger.intents.insert(key.clone(), item);
+        self.oracle.escalation_leased(self.now, key, &record);
+        Some(record)
+    }
+
+    pub fn ledger_set_next_check(&mut self, key: &IdempotencyKey, next: NextCheck, in_state: Option<State>) {
+        if next == NextCheck::Keep {
+            return;
+        }
+        let Some(item) = self.ledger.intents.get(key) else { return };
+        if in_state.is_some_and(|s| s != item.record.status.state) {
+            return;
+        }
+        let mut item = item.clone();
+        item.record.status.next_check = match next {
+            NextCheck::At(t) => Some(ms(t)),
+            _ => None,
+        };
+        self.store_intent(key, item, "set_next_check");
+    }
+
+    pub fn ledger_due(
+        &mut self,
+        shard: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+        after: Option<(Millis, IdempotencyKey)>,
+    ) -> (Vec<IdempotencyKey>, Option<(Millis, IdempotencyKey)>) {
+        let now_ms = to_ms(now);
+        let start = match &after {
+            Some((at, key)) => (shard.to_owned(), *at, key.clone()),
+            None => (shard.to_owned(), i64::MIN, min_key()),
+        };
+        let clock = self.now;
+        let mut keys = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        for ((s, at, key), _) in self.ledger.due_index.range_from(clock, &start) {
+            if s != shard || *at > now_ms {
+                break;
+            }
+            if after.as_ref().is_some_and(|(a, k)| (a, k) == (at, key)) {
+                continue;
+            }
+            if keys.len() == limit {
+                more = true;
+                break;
+            }
+            keys.push(key.clone());
+            last = Some((*at, key.clone()));
+        }
+        (keys, if more { last } else { None })
+    }
+
+    pub fn ledger_pending(
+        &mut self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        inclusive: bool,
+        limit: usize,
+    ) -> Vec<(IdempotencyKey, DateTime<Utc>)> {
+        let from_ms = to_ms(ms(from));
+        let start = (recipient.expose().to_owned(), from_ms, min_key());
+        let clock = self.now;
+        self.ledger
+            .pending_index
+            .range_from(clock, &start)
+            .take_while(|((r, _, _), _)| r == recipient.expose())
+            .filter(|((_, by, _), _)| if inclusive { *by >= from_ms } else { *by > from_ms })
+            .take(limit)
+            .map(|((_, by, key), _)| (key.clone(), crate::exec::to_time(*by)))
+            .collect()
+    }
+
+    pub fn ledger_record_send(
+        &mut self,
+        recipient: &PhoneNumber,
+        read: &SendLog,
+        at: DateTime<Utc>,
+        keep: usize,
+        expires_at: DateTime<Utc>,
+    ) -> bool {
+        let current = self.ledger.budgets.get(recipient.expose()).map(|b| b.version);
+        if current != read.version {
+            return false;
+        }
+        let mut sent: Vec<DateTime<Utc>> = read.sent.iter().copied().map(ms).collect();
+        sent.push(ms(at));
+        sent.sort();
+        let drop = sent.len().saturating_sub(keep.max(1));
+        sent.drain(..drop);
+        let version = read.version.map_or(1, |v| v + 1);
+        self.ledger
+            .budgets
+            .insert(recipient.expose().to_owned(), BudgetItem { sent, version, expires_at: expires_at.timestamp() });
+        true
+    }
+
+    pub fn ledger_oldest_open_escalation(&mut self) -> Option<DateTime<Utc>> {
+        let clock = self.now;
+        self.ledger
+            .list_index
+            .range_from(clock, &(i64::MIN, min_key()))
+            .next()
+            .map(|((at, _), _)| crate::exec::to_time(*at))
+    }
+}
+
+/// The ledger as the functions use it, over the simulated table.
+#[derive(Clone)]
+pub struct SimLedger {
+    pub sim: Sim,
+    /// Due-index partitions (`TOCSIN_DUE_SHARDS`).
+    pub shards: u32,
+}
+
+fn unavailable(label: &'static str, why: &str) -> PortError {
+    PortError::Unavailable { operation: label, message: why.to_owned() }
+}
+
+/// Maps an op's fault to what the adapter reports: every fault of a DynamoDB call surfaces as a
+/// failed call once the SDK's own retries are spent.
+pub(crate) fn port<T>(r: Result<T, (crate::exec::Fault, &'static str)>) -> PortResult<T> {
+    r.map_err(|(f, label)| unavailable(label, &format!("{f:?} (simulated)")))
+}
+
+impl IntentStore for SimLedger {
+    async fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<PutOutcome> {
+        let record = record.clone();
+        let shards = self.shards.max(1);
+        let shard = (self.sim.lock().world.draw() % u64::from(shards)) as u32;
+        port(
+            self.sim
+                .call("DynamoDB PutItem (intent)", OpKind::Write, move |w| w.ledger_put_new(&record, next_check, shard))
+                .await,
+        )
+    }
+
+    async fn get(&self, key: &IdempotencyKey) -> PortResult<Option<IntentRecord>> {
+        let key = key.clone();
+        port(self.sim.call("DynamoDB GetItem (intent)", OpKind::Read, move |w| w.ledger_get(&key)).await)
+    }
+
+    async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
+        commit::transition(self, t).await
+    }
+
+    async fn claim(
+        &self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> PortResult<ClaimOutcome> {
+        let (key, attempt) = (key.clone(), attempt_id.to_owned());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (claim)", OpKind::Write, move |w| {
+                    w.ledger_claim(&key, &attempt, now, lease_until)
+                })
+                .await,
+        )
+    }
+
+    async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
+        let key = key.clone();
+        port(self.sim.call("DynamoDB Query (observations)", OpKind::Read, move |w| w.ledger_observations(&key)).await)
+    }
+}
+
+impl TransitionWrites for SimLedger {
+    async fn put_observation(&self, t: &Transition) -> PortResult<bool> {
+        let t = t.clone();
+        port(
+            self.sim.call("DynamoDB PutItem (observation)", OpKind::Write, move |w| w.ledger_put_observation(&t)).await,
+        )
+    }
+
+    async fn put_message_index(&self, t: &Transition) -> PortResult<()> {
+        if t.index_message.is_none() {
+            return Ok(());
+        }
+        let t = t.clone();
+        port(
+            self.sim
+                .call("DynamoDB PutItem (message index)", OpKind::Write, move |w| w.ledger_put_message_index(&t))
+                .await,
+        )
+    }
+
+    async fn update_intent(&self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+        let t = t.clone();
+        port(
+            self.sim.call("DynamoDB UpdateItem (transition)", OpKind::Write, move |w| w.ledger_update(&t, mark)).await,
+        )?
+    }
+
+    async fn transact(&self, t: &Transition) -> PortResult<TransitionOutcome> {
+        let tt = t.clone();
+        let result = port(
+            self.sim.call("DynamoDB TransactWriteItems", OpKind::TokenWrite, move |w| w.ledger_transact(&tt)).await,
+        )?;
+        match result {
+            TransactResult::Applied => Ok(TransitionOutcome::Applied),
+            TransactResult::ObservationExists => Ok(TransitionOutcome::AlreadyApplied),
+            // The adapter reads the intent again (a second request).
+            TransactResult::IntentRefused => match self.get(&t.key).await? {
+                Some(r) => Ok(TransitionOutcome::Refused(Box::new(r))),
+                None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
+            },
+        }
+    }
+}
+
+impl MessageIndex for SimLedger {
+    async fn lookup(&self, sns_message_id: &str) -> PortResult<Option<IndexEntry>> {
+        let id = sns_message_id.to_owned();
+        port(
+            self.sim
+                .call("DynamoDB GetItem (message index)", OpKind::Read, move |w| {
+                    w.ledger.messages.get(&id).map(|m| m.entry.clone())
+                })
+                .await,
+        )
+    }
+
+    async fn keep_orphans(&self, orphans: &[OrphanRecord]) -> PortResult<()> {
+        // BatchWriteItem, 25 per call, the calls side by side.
+        let calls = orphans.chunks(25).map(|chunk| {
+            let chunk = chunk.to_vec();
+            self.sim.call("DynamoDB BatchWriteItem (orphans)", OpKind::Write, move |w| {
+                for o in &chunk {
+                    w.ledger.orphans.insert((o.sns_message_id.clone(), o.log_event_id.clone()), o.clone());
+                }
+            })
+        });
+        for r in futures::future::join_all(calls).await {
+            port(r)?;
+        }
+        Ok(())
+    }
+
+    async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<IndexEntries> {
+        let mut unique: Vec<String> = sns_message_ids.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let mut found = IndexEntries::new();
+        for chunk in unique.chunks(100) {
+            let chunk = chunk.to_vec();
+            let entries = port(
+                self.sim
+                    .call("DynamoDB BatchGetItem (message index)", OpKind::Read, move |w| {
+                        chunk
+                            .iter()
+                            .filter_map(|id| w.ledger.messages.get(id).map(|m| (id.clone(), m.entry.clone())))
+                            .collect::<Vec<_>>()
+                    })
+                    .await,
+            )?;
+            for (id, entry) in entries {
+                found.insert(id, Ok(entry));
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl DueIndex for SimLedger {
+    fn due_shards(&self) -> Vec<String> {
+        let mut shards: Vec<String> = (0..self.shards.max(1)).map(|n| format!("due#{n}")).collect();
+        shards.push(LEGACY_SHARD.to_owned());
+        shards
+    }
+
+    async fn due(
+        &self,
+        shard: &str,
+        now: DateTime<Utc>,
+        limit: i32,
+        after: Option<String>,
+    ) -> PortResult<(Vec<IdempotencyKey>, Option<String>)> {
+        let after = match after {
+            None => None,
+            Some(token) => {
+                let (at, key) = token.split_once('|').ok_or_else(|| PortError::Corrupt {
+                    what: "due-index page token".into(),
+                    message: token.clone(),
+                })?;
+                let at: Millis =
+                    at.parse().map_err(|_| PortError::Corrupt { what: "page token".into(), message: token.clone() })?;
+                let key = IdempotencyKey::parse(key)
+                    .map_err(|_| PortError::Corrupt { what: "page token".into(), message: token.clone() })?;
+                Some((at, key))
+            }
+        };
+        let shard = shard.to_owned();
+        let limit = usize::try_from(limit.max(1)).unwrap_or(1);
+        let (keys, next) = port(
+            self.sim
+                .call("DynamoDB Query (due-index)", OpKind::Read, move |w| {
+                    w.ledger_due(&shard, now, limit, after.clone())
+                })
+                .await,
+        )?;
+        Ok((keys, next.map(|(at, key)| format!("{at}|{key}"))))
+    }
+
+    async fn lease_escalation(
+        &self,
+        key: &IdempotencyKey,
+        _run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> PortResult<Option<IntentRecord>> {
+        let key = key.clone();
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (escalation lease)", OpKind::Write, move |w| {
+                    w.ledger_lease_escalation(&key, now, until)
+                })
+                .await,
+        )
+    }
+
+    async fn set_next_check(&self, key: &IdempotencyKey, next: NextCheck, in_state: Option<State>) -> PortResult<()> {
+        if next == NextCheck::Keep {
+            return Ok(());
+        }
+        let key = key.clone();
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (next check)", OpKind::Write, move |w| {
+                    w.ledger_set_next_check(&key, next, in_state)
+                })
+                .await,
+        )
+    }
+}
+
+impl Backlog for SimLedger {
+    async fn pending_for(
+        &self,
+        recipient: &PhoneNumber,
+        due_after: DateTime<Utc>,
+        limit: usize,
+    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
+        let recipient = recipient.clone();
+        port(
+            self.sim
+                .call("DynamoDB Query (pending-index)", OpKind::Read, move |w| {
+                    w.ledger_pending(&recipient, due_after, false, limit.max(1))
+                })
+                .await,
+        )
+    }
+}
+
+impl OpenAttempts for SimLedger {
+    async fn open_attempts_to(
+        &self,
+        recipient: &PhoneNumber,
+        claimed_from: DateTime<Utc>,
+        claimed_to: DateTime<Utc>,
+    ) -> PortResult<Vec<IntentRecord>> {
+        let r = recipient.clone();
+        let keys = port(
+            self.sim
+                .call("DynamoDB Query (pending-index)", OpKind::Read, move |w| {
+                    w.ledger_pending(&r, claimed_from, true, ORPHAN_CANDIDATES)
+                })
+                .await,
+        )?;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (from, to) = (ms(claimed_from), ms(claimed_to));
+        port(
+            self.sim
+                .call("DynamoDB BatchGetItem (open attempts)", OpKind::Read, move |w| {
+                    keys.iter()
+                        .filter_map(|(k, _)| w.ledger_get(k))
+                        .filter(|r| {
+                            matches!(r.status.state, State::Sending | State::SendUnknown)
+                                && r.status.claimed_at.is_some_and(|c| c >= from && c <= to)
+                        })
+                        .collect()
+                })
+                .await,
+        )
+    }
+}
+
+impl SendBudget for SimLedger {
+    async fn send_log(&self, recipient: &PhoneNumber) -> PortResult<SendLog> {
+        let r = recipient.expose().to_owned();
+        port(
+            self.sim
+                .call("DynamoDB GetItem (send log)", OpKind::Read, move |w| match w.ledger.budgets.get(&r) {
+                    Some(b) => SendLog { sent: b.sent.clone(), version: Some(b.version) },
+                    None => SendLog::default(),
+                })
+                .await,
+        )
+    }
+
+    async fn record_send(
+        &self,
+        recipient: &PhoneNumber,
+        read: &SendLog,
+        at: DateTime<Utc>,
+        keep: usize,
+        expires_at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        let (r, read) = (recipient.clone(), read.clone());
+        port(
+            self.sim
+                .call("DynamoDB PutItem (send log)", OpKind::Write, move |w| {
+                    w.ledger_record_send(&r, &read, at, keep, expires_at)
+                })
+                .await,
+        )
+    }
+}
+
+impl DigestStore for SimLedger {
+    async fn put_digest(&self, digest: &DigestRecord) -> PortResult<()> {
+        let d = digest.clone();
+        port(
+            self.sim
+                .call("DynamoDB PutItem (digest)", OpKind::Write, move |w| {
+                    let mut d = d.clone();
+                    d.created_at = ms(d.created_at);
+                    // A put replaces the item (and any outcome on it), as DynamoDB's PutItem does.
+                    w.oracle.digest_recorded(&d);
+                    let (now, lag) = (w.now, w.gsi_lag());
+                    let entry = (d.recipient.expose().to_owned(), to_ms(d.created_at), d.id.clone());
+                    w.ledger.digest_index.write(&d.id, Some(entry), now, lag);
+                    w.ledger.digests.insert(d.id.clone(), d);
+                })
+                .await,
+        )
+    }
+
+    async fn index_digest_message(&self, sns_message_id: &str, digest: &DigestRecord) -> PortResult<()> {
+        let Some(first) = digest.members.first().cloned() else {
+            return Err(PortError::Corrupt { what: format!("DIGEST#{}", digest.id), message: "no members".into() });
+        };
+        let (id, d) = (sns_message_id.to_owned(), digest.clone());
+        port(
+            self.sim
+                .call("DynamoDB PutItem (digest message index)", OpKind::Write, move |w| {
+                    let entry = IndexEntry {
+                        key: first.clone(),
+                        recipient: d.recipient.clone(),
+                        digest: Some((d.id.clone(), d.members.clone())),
+                    };
+                    w.ledger.messages.insert(id.clone(), MsgItem { entry, expires_at: d.expires_at.timestamp() });
+                })
+                .await,
+        )
+    }
+
+    async fn digests_to(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> PortResult<Vec<DigestRecord>> {
+        self.digests_to_impl(recipient, from, to).await
+    }
+
+    async fn record_digest_outcome(&self, id: &DigestId, outcome: &tocsin::ports::LoggedRecord) -> PortResult<()> {
+        let (id, outcome) = (id.clone(), outcome.clone());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (digest outcome)", OpKind::Write, move |w| {
+                    if let Some(d) = w.ledger.digests.get_mut(&id)
+                        && d.outcome.is_none()
+                    {
+                        d.outcome = Some(outcome.clone());
+                    }
+                })
+                .await,
+        )
+    }
+
+    async fn get_digest(&self, id: &DigestId) -> PortResult<Option<DigestRecord>> {
+        let id = id.clone();
+        port(
+            self.sim.call("DynamoDB GetItem (digest)", OpKind::Read, move |w| w.ledger.digests.get(&id).cloned()).await,
+        )
+    }
+}
+
+impl SimLedger {
+    async fn digests_to_impl(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> PortResult<Vec<DigestRecord>> {
+        let r = recipient.expose().to_owned();
+        let (from, to) = (to_ms(ms(from)), to_ms(ms(to)));
+        let ids = port(
+            self.sim
+                .call("DynamoDB Query (list-index, digests)", OpKind::Read, move |w| {
+                    let clock = w.now;
+                    let start = (r.clone(), from, min_digest());
+                    w.ledger
+                        .digest_index
+                        .range_from(clock, &start)
+                        .take_while(|((who, at, _), _)| *who == r && *at <= to)
+                        .filter(|((_, at, _), _)| *at >= from)
+                        .map(|(_, id)| id.clone())
+                        .collect::<Vec<_>>()
+                })
+                .await,
+        )?;
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(self.get_digest(&id).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl EscalationBacklog for SimLedger {
+    async fn oldest_open_escalation(&self) -> PortResult<Option<DateTime<Utc>>> {
+        port(self.sim.call("DynamoDB Query (list-index)", OpKind::Read, |w| w.ledger_oldest_open_escalation()).await)
+    }
+
+    async fn close_escalation(&self, key: &IdempotencyKey) -> PortResult<()> {
+        let key = key.clone();
+        port(
+            self.sim
+                .call("DynamoDB DeleteItem (open escalation)", OpKind::Write, move |w| {
+                    let (now, lag) = (w.now, w.gsi_lag());
+                    w.ledger.list_index.write(&key, None, now, lag);
+                    w.ledger.escalations.remove(&key);
+                })
+                .await,
+        )
+    }
+}
+
+/// Reconciliation state as the adapter stores it (`pending` / `ambiguous`).
+pub fn reconcile_state_name(s: ReconcileState) -> &'static str {
+    if s == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }
+}

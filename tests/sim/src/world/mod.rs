@@ -1,0 +1,334 @@
+//! The simulated AWS the handlers run in: the ledger and recipients tables (DynamoDB), the queues
+//! (SQS), SMS publishing and the carriers behind it (SNS), the delivery-status log groups and
+//! their subscription (CloudWatch Logs) — each with the semantics AWS gives and the adapters rely
+//! on, and the faults AWS produces. The [`Oracle`] watches it all from outside the handlers.
+
+pub mod gsi;
+pub mod ledger;
+pub mod logs;
+pub mod registry;
+pub mod sms;
+pub mod sqs;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use tocsin::ports::{Clock, Entropy};
+
+use crate::exec::{CrashAt, Fault, Millis, OpKind, Sim, Verdict, to_ms, to_time};
+use crate::oracle::Oracle;
+use ledger::Ledger;
+use logs::Logs;
+use registry::Registry;
+use sms::Sms;
+use sqs::Queues;
+
+/// How often each fault happens, per op (a run draws its plan from its seed and workload).
+#[derive(Debug, Clone)]
+pub struct FaultPlan {
+    /// A request fails before it took effect (throttled, 5xx).
+    pub error_before: f64,
+    /// A write took effect and its answer was lost (beyond the SDK's retries).
+    pub error_after: f64,
+    /// A write took effect, its answer was lost, and the SDK sent it again.
+    pub retried: f64,
+    /// An invocation ends somewhere in its first ops (a crash): how often.
+    pub crash: f64,
+    /// A request is slow (a tail latency of up to `slow_ms`).
+    pub slow: f64,
+    pub slow_ms: Millis,
+    /// How far a GSI may lag behind the table.
+    pub gsi_lag_ms: Millis,
+    /// A publish times out: the outcome is unknown (the SMS went out or not, half each).
+    pub publish_timeout: f64,
+    /// A publish is refused with a 5xx (nothing sent).
+    pub publish_5xx: f64,
+    /// A delivery record is never written (the carrier sent no receipt).
+    pub record_lost: f64,
+    /// A delivery record is written twice (two log events).
+    pub record_twice: f64,
+    /// The subscription hands a batch to the status function twice.
+    pub batch_twice: f64,
+    /// A log search is throttled.
+    pub search_throttled: f64,
+    /// The schedule fires twice for one minute.
+    pub sweep_twice: f64,
+}
+
+impl FaultPlan {
+    pub fn none() -> Self {
+        FaultPlan {
+            error_before: 0.0,
+            error_after: 0.0,
+            retried: 0.0,
+            crash: 0.0,
+            slow: 0.0,
+            slow_ms: 0,
+            gsi_lag_ms: 0,
+            publish_timeout: 0.0,
+            publish_5xx: 0.0,
+            record_lost: 0.0,
+            record_twice: 0.0,
+            batch_twice: 0.0,
+            search_throttled: 0.0,
+            sweep_twice: 0.0,
+        }
+    }
+
+    /// A harsh account: every kind of fault, often.
+    pub fn harsh() -> Self {
+        FaultPlan {
+            error_before: 0.01,
+            error_after: 0.005,
+            retried: 0.005,
+            crash: 0.05,
+            slow: 0.01,
+            slow_ms: 3_000,
+            gsi_lag_ms: 2_000,
+            publish_timeout: 0.02,
+            publish_5xx: 0.02,
+            record_lost: 0.02,
+            record_twice: 0.02,
+            batch_twice: 0.05,
+            search_throttled: 0.1,
+            sweep_twice: 0.1,
+        }
+    }
+
+    /// Swarm testing: each kind of fault on or off, and how often, drawn independently (a run
+    /// with few kinds of fault, each frequent, reaches corners a run with all of them rarely
+    /// does not).
+    pub fn swarm(rng: &mut SmallRng) -> Self {
+        let mut knob = |max: f64| if rng.random::<bool>() { 0.0 } else { rng.random_range(0.0..max) };
+        FaultPlan {
+            error_before: knob(0.05),
+            error_after: knob(0.03),
+            retried: knob(0.03),
+            crash: knob(0.4),
+            slow: knob(0.05),
+            slow_ms: 3_000,
+            gsi_lag_ms: knob(5_000.0) as Millis,
+            publish_timeout: knob(0.2),
+            publish_5xx: knob(0.1),
+            record_lost: knob(0.05),
+            record_twice: knob(0.1),
+            batch_twice: knob(0.2),
+            search_throttled: knob(0.5),
+            sweep_twice: knob(0.3),
+        }
+    }
+
+    /// Scaled by `x` (0: none, 1: as given).
+    pub fn scaled(&self, x: f64) -> Self {
+        FaultPlan {
+            error_before: self.error_before * x,
+            error_after: self.error_after * x,
+            retried: self.retried * x,
+            crash: self.crash * x,
+            slow: self.slow * x,
+            slow_ms: self.slow_ms,
+            gsi_lag_ms: (self.gsi_lag_ms as f64 * x) as Millis,
+            publish_timeout: self.publish_timeout * x,
+            publish_5xx: self.publish_5xx * x,
+            record_lost: self.record_lost * x,
+            record_twice: self.record_twice * x,
+            batch_twice: self.batch_twice * x,
+            search_throttled: self.search_throttled * x,
+            sweep_twice: self.sweep_twice * x,
+        }
+    }
+}
+
+/// Something the world does at a time of its own: a workload's request, a delivery record
+/// written by a carrier, a subscription batch, a schedule.
+#[derive(Debug, Clone)]
+pub enum WorldEvent {
+    /// Request `n` of the workload reaches intake (or its client retries it).
+    Request(usize),
+    /// The sender's event source mapping looks for messages.
+    Poll,
+    /// A carrier's delivery record `n` is written to its log group.
+    Record(u64),
+    /// The subscription hands the pending log events of a group to the status function.
+    Deliver(logs::Group),
+    /// Lambda retries a failed status invocation of batch `n`.
+    StatusRetry(u64),
+    /// The sweep's schedule fires.
+    Sweep,
+    /// Operator action `n` of the workload.
+    Operator(usize),
+    /// Other applications' SMS records appear in the log groups.
+    Foreign,
+}
+
+/// Per-op counts: every op label by how it ended (the coverage table's crash points).
+#[derive(Debug, Default, Clone)]
+pub struct Coverage {
+    pub ops: std::collections::HashMap<(&'static str, &'static str), u64>,
+    /// State changes of intents as the ledger applied them, by writer.
+    pub transitions: BTreeMap<(String, String), u64>,
+}
+
+impl Coverage {
+    pub fn merge(&mut self, other: &Coverage) {
+        for (k, v) in &other.ops {
+            *self.ops.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.transitions {
+            *self.transitions.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+pub struct World {
+    pub now: Millis,
+    rng: SmallRng,
+    pub faults: FaultPlan,
+    pub ledger: Ledger,
+    pub registry: Registry,
+    pub sqs: Queues,
+    pub sms: Sms,
+    pub logs: Logs,
+    pub oracle: Oracle,
+    pub coverage: Coverage,
+    /// Events the world's own actions schedule (drained by the driver).
+    pub outbox: Vec<(Millis, WorldEvent)>,
+    /// Verdicts a test forces on the next op with a label (the contract tests' faults).
+    forced: Vec<(&'static str, Verdict)>,
+}
+
+impl World {
+    pub fn new(seed: u64, faults: FaultPlan, sms: Sms) -> Self {
+        World {
+            now: 0,
+            rng: SmallRng::seed_from_u64(seed ^ 0x5eed_0f70_c51a),
+            faults,
+            ledger: Ledger::default(),
+            registry: Registry::default(),
+            sqs: Queues::default(),
+            sms,
+            logs: Logs::default(),
+            oracle: Oracle::default(),
+            coverage: Coverage::default(),
+            outbox: Vec::new(),
+            forced: Vec::new(),
+        }
+    }
+
+    /// A number from the world's own stream (message ids, shards, carrier draws).
+    pub fn draw(&mut self) -> u64 {
+        self.rng.random()
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.random::<f64>() < p
+    }
+
+    pub fn between(&mut self, lo: Millis, hi: Millis) -> Millis {
+        if hi <= lo { lo } else { self.rng.random_range(lo..=hi) }
+    }
+
+    pub fn gsi_lag(&mut self) -> Millis {
+        let max = self.faults.gsi_lag_ms;
+        self.between(0, max)
+    }
+
+    pub fn schedule(&mut self, at: Millis, event: WorldEvent) {
+        self.outbox.push((at, event));
+    }
+
+    /// Forces `verdict` on the next op labelled `label` (a fault a contract test injects on both
+    /// sides).
+    pub fn force(&mut self, label: &'static str, verdict: Verdict) {
+        self.forced.push((label, verdict));
+    }
+
+    /// The verdict forced on this op, if any (taken).
+    pub fn forced(&mut self, label: &'static str) -> Option<Verdict> {
+        if self.forced.is_empty() {
+            return None;
+        }
+        let i = self.forced.iter().position(|(l, _)| *l == label)?;
+        Some(self.forced.remove(i).1)
+    }
+
+    /// How long a request takes to come back.
+    pub fn latency(&mut self, kind: OpKind, label: &'static str, rng: &mut SmallRng) -> Millis {
+        let (lo, hi) = match (kind, label.split(' ').next()) {
+            (OpKind::Publish, _) => (30, 300),
+            (_, Some("SQS")) => (4, 25),
+            (_, Some("CloudWatch")) => (40, 400),
+            (_, Some("SNS")) => (20, 120),
+            _ => (2, 14),
+        };
+        let slow = self.faults.slow > 0.0 && rng.random::<f64>() < self.faults.slow;
+        if slow { rng.random_range(hi..=hi.max(self.faults.slow_ms)) } else { rng.random_range(lo..=hi) }
+    }
+
+    /// What happens to an op at its due time.
+    pub fn verdict(&mut self, kind: OpKind, _label: &'static str, crash: bool, rng: &mut SmallRng) -> Verdict {
+        let f = &self.faults;
+        if crash {
+            let after = kind != OpKind::Read && rng.random::<bool>();
+            return Verdict::Crash(if after { CrashAt::After } else { CrashAt::Before });
+        }
+        if kind == OpKind::Publish {
+            return Verdict::Answer;
+        }
+        let y: f64 = rng.random();
+        if y < f.error_before {
+            return Verdict::Fault(Fault::Before);
+        }
+        if kind == OpKind::Read {
+            return Verdict::Answer;
+        }
+        let y = y - f.error_before;
+        if y < f.error_after {
+            return Verdict::Fault(Fault::After);
+        }
+        if y - f.error_after < f.retried {
+            return Verdict::Fault(Fault::Retried);
+        }
+        Verdict::Answer
+    }
+
+    pub fn note_op(&mut self, label: &'static str, _kind: OpKind, verdict: &Verdict) {
+        let how = match verdict {
+            Verdict::Answer => "answered",
+            Verdict::Fault(Fault::Before) => "failed before",
+            Verdict::Fault(Fault::After) => "answer lost",
+            Verdict::Fault(Fault::Retried) => "retried after loss",
+            Verdict::Crash(CrashAt::Before) => "crash before",
+            Verdict::Crash(CrashAt::After) => "crash after",
+        };
+        *self.coverage.ops.entry((label, how)).or_default() += 1;
+    }
+
+    pub fn time(&self) -> DateTime<Utc> {
+        to_time(self.now)
+    }
+}
+
+/// The handlers' clock and entropy in the simulation: simulated time, the seeded RNG.
+#[derive(Clone)]
+pub struct SimClock {
+    pub sim: Sim,
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> DateTime<Utc> {
+        to_time(self.sim.now())
+    }
+
+    fn sleep_until(&self, at: DateTime<Utc>) -> impl std::future::Future<Output = ()> + Send {
+        self.sim.sleep_until(to_ms(at))
+    }
+}
+
+impl Entropy for SimClock {
+    fn next_u64(&self) -> u64 {
+        self.sim.lock().world.draw()
+    }
+}

@@ -1,0 +1,524 @@
+//! Port contracts: the simulation's in-memory ports and the AWS adapters, on the emulator, give
+//! the same answers to the same calls — so the world the simulation explores is the adapters'
+//! world. Each contract is one script of port calls, generic over the ports, whose every answer
+//! is written down; the two transcripts must be equal line for line. A behaviour one side has and
+//! the other lacks shows as the first differing line.
+//!
+//! Where the emulator is kinder than AWS (it never lags, throttles or loses an answer), the fault
+//! contracts inject the same fault on both sides: through the fault proxy in front of the
+//! emulator, and as a forced verdict in the simulation.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use tocsin::domain::intent::{Escalation, IntentRecord, Status};
+use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::request::{Limits, validate};
+use tocsin::domain::state::ReceiptEffect;
+use tocsin::domain::storm::{DigestId, Lane};
+use tocsin::domain::template::Catalog;
+use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
+use tocsin::ports::{
+    Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
+    LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, RecipientRegistry, SendBudget, SendLog,
+    SendQueue, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
+};
+use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
+use tocsin_sim::world::ledger::SimLedger;
+use tocsin_sim::world::registry::SimRegistry;
+use tocsin_sim::world::sms::Sms;
+use tocsin_sim::world::sqs::SimSqs;
+use tocsin_sim::world::{FaultPlan, World};
+
+/// Every ledger port the functions use.
+trait Ledger:
+    IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + OpenAttempts
+{
+}
+impl<T> Ledger for T where
+    T: IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + OpenAttempts
+{
+}
+
+/// A fixed instant, to the millisecond (what DynamoDB keeps), near the present (so nothing the
+/// emulator stores looks expired).
+fn base() -> DateTime<Utc> {
+    let now = Utc::now().timestamp_millis();
+    Utc.timestamp_millis_opt(now - now % 1000).single().expect("an instant")
+}
+
+fn intent(n: usize, to: &str, base: DateTime<Utc>, deadline_min: i64) -> IntentRecord {
+    let body = serde_json::json!({
+        "event_id": format!("contract:{n}"),
+        "template": {"name": "payment_failed", "version": 1},
+        "variables": {"run_id": format!("c{n}"), "stage": "settle"},
+        "recipient": to,
+        "deadline": format!("{deadline_min}m"),
+    });
+    let limits = Limits {
+        default_deadline: std::time::Duration::from_secs(900),
+        min_deadline: std::time::Duration::from_secs(60),
+        max_deadline: std::time::Duration::from_secs(72 * 3600),
+        max_segments: 3,
+    };
+    let req = validate(&body, Catalog::builtin(), &limits, base).expect("a valid request");
+    IntentRecord { intent: Intent::from_request(req, Origin::Api, base), status: Status::new() }
+}
+
+fn obs(id: &str, at: DateTime<Utc>, kind: ObservationKind, state: Option<State>) -> Observation {
+    let o = Observation::new(id, at, kind);
+    match state {
+        Some(s) => o.with_state(s),
+        None => o,
+    }
+}
+
+fn transition(
+    key: &IdempotencyKey,
+    from: Vec<State>,
+    patch: StatusPatch,
+    o: Observation,
+    commit: Commit,
+) -> Transition {
+    Transition {
+        key: key.clone(),
+        from,
+        attempt_id: None,
+        patch,
+        observation: o,
+        next_check: NextCheck::Keep,
+        index_message: None,
+        expect: Expect::default(),
+        retain_until: None,
+        commit,
+    }
+}
+
+/// A transcript line: what a call answered, with what varies by store (shards) left out.
+fn line(call: &str, answer: impl std::fmt::Debug) -> String {
+    format!("{call} => {answer:?}")
+}
+
+/// The ledger contract: a script over every ledger port, its answers written down.
+async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    let mut out = Vec::new();
+    let to_a = PhoneNumber::parse("+12065550101").expect("number");
+    let to_b = PhoneNumber::parse("+12065550102").expect("number");
+    let records: Vec<IntentRecord> =
+        (0..6).map(|n| intent(n, if n % 2 == 0 { to_a.expose() } else { to_b.expose() }, t0, 10 + n as i64)).collect();
+    let key = |n: usize| records[n].intent.key.clone();
+    let m = |s: i64| t0 + Duration::seconds(s);
+
+    // Intents: conditional put, replay, read.
+    for (n, r) in records.iter().enumerate() {
+        out.push(line(
+            &format!("put_new {n}"),
+            l.put_new(r, m(120)).await.map(|o| matches!(o, tocsin::ports::PutOutcome::Created)),
+        ));
+    }
+    out.push(line(
+        "put_new 0 again",
+        l.put_new(&records[0], m(120)).await.map(|o| match o {
+            tocsin::ports::PutOutcome::Exists(r) => format!("exists {:?}", r.status),
+            tocsin::ports::PutOutcome::Created => "created".into(),
+        }),
+    ));
+    out.push(line("get 0", l.get(&key(0)).await));
+    let missing = IdempotencyKey::derive("contract:missing", &records[0].intent.template);
+    out.push(line("get missing", l.get(&missing).await));
+
+    // Claims.
+    out.push(line("claim 0 a1", l.claim(&key(0), "a1", m(1), m(121)).await));
+    out.push(line("claim 0 a2", l.claim(&key(0), "a2", m(2), m(122)).await));
+    out.push(line("claim 0 a1 again (its lost answer, retried)", l.claim(&key(0), "a1", m(3), m(123)).await));
+    out.push(line(
+        "claim missing",
+        l.claim(&missing, "a3", m(3), m(123)).await.map(|o| matches!(o, ClaimOutcome::Missing)),
+    ));
+    out.push(line("claim 1 b1", l.claim(&key(1), "b1", m(4), m(124)).await));
+
+    // The sender's outcome, facts first: observation and message index, then the state.
+    let mut accepted = transition(
+        &key(0),
+        vec![State::Sending],
+        StatusPatch {
+            state: Some(State::Accepted),
+            clear_claim: true,
+            increment_attempts: true,
+            sns_message_id: Some("msg-0".into()),
+            accepted_at: Some(m(5)),
+            ..Default::default()
+        },
+        obs(
+            "attempt:a1:accepted",
+            m(5),
+            ObservationKind::Accepted { attempt_id: "a1".into(), sns_message_id: "msg-0".into() },
+            Some(State::Accepted),
+        ),
+        Commit::FactsFirst,
+    );
+    accepted.attempt_id = Some("a1".into());
+    accepted.index_message = Some(("msg-0".into(), to_a.clone()));
+    accepted.next_check = NextCheck::At(m(600));
+    out.push(line("accepted 0", l.transition(accepted.clone()).await));
+    out.push(line("accepted 0 again", l.transition(accepted.clone()).await));
+    let mut wrong = accepted.clone();
+    wrong.key = key(1);
+    wrong.attempt_id = Some("not-b1".into());
+    wrong.observation.id = "attempt:x:accepted".into();
+    wrong.index_message = None;
+    out.push(line("accepted 1 by another attempt", l.transition(wrong).await));
+
+    // A delivery record, state first, on a presumed record.
+    let delivered = |id: &str| {
+        let mut t = transition(
+            &key(0),
+            vec![State::Accepted],
+            StatusPatch {
+                state: Some(State::Delivered),
+                final_at: Some(m(30)),
+                clear_claim: true,
+                ..Default::default()
+            },
+            obs(
+                id,
+                m(30),
+                ObservationKind::DeliveryStatus {
+                    log_event_id: id.trim_start_matches("log:").into(),
+                    sns_message_id: "msg-0".into(),
+                    status: "SUCCESS".into(),
+                    provider_response: Some("ok".into()),
+                    class: None,
+                    carrier: None,
+                    dwell_ms: Some(900),
+                    effect: ReceiptEffect::Moved { from: State::Accepted, to: State::Delivered },
+                    late: false,
+                },
+                Some(State::Delivered),
+            ),
+            Commit::StateFirst,
+        );
+        t.expect = Expect { sns_message_id: Some("msg-0".into()), not_escalated: true };
+        t.next_check = NextCheck::Remove;
+        t
+    };
+    out.push(line("delivered 0", l.transition(delivered("log:1")).await));
+    out.push(line("delivered 0 again (redelivered event)", l.transition(delivered("log:1")).await));
+    out.push(line("delivered 0 by another event (refused)", l.transition(delivered("log:2")).await));
+    // A record that changes no state: an observation under a condition (atomic).
+    let mut conflicting = transition(
+        &key(0),
+        vec![State::Delivered],
+        StatusPatch { add_conflict: true, ..Default::default() },
+        obs("log:3", m(40), ObservationKind::DelaySuspected, Some(State::Delivered)),
+        Commit::Atomic,
+    );
+    out.push(line("conflicting 0", l.transition(conflicting.clone()).await));
+    out.push(line("conflicting 0 again", l.transition(conflicting.clone()).await));
+    conflicting.patch = StatusPatch::default();
+    conflicting.observation.id = "log:4".into();
+    out.push(line("observation under a condition 0", l.transition(conflicting.clone()).await));
+    conflicting.from = vec![State::Failed];
+    conflicting.observation.id = "log:5".into();
+    out.push(line("observation under a failing condition 0", l.transition(conflicting).await));
+    out.push(line(
+        "observations 0",
+        l.observations(&key(0)).await.map(|os| os.iter().map(|o| (o.id.clone(), o.state_after)).collect::<Vec<_>>()),
+    ));
+    out.push(line("get 0 after", l.get(&key(0)).await));
+
+    // Escalation: lease, the escalation fact (atomic, with its open-escalations entry).
+    out.push(line(
+        "lease 2",
+        l.lease_escalation(&key(2), "run-1", m(50), m(170)).await.map(|r| r.map(|r| r.status.state)),
+    ));
+    out.push(line(
+        "lease 2 again (held)",
+        l.lease_escalation(&key(2), "run-2", m(60), m(180)).await.map(|r| r.is_some()),
+    ));
+    out.push(line(
+        "lease 2 after it lapsed",
+        l.lease_escalation(&key(2), "run-3", m(200), m(320)).await.map(|r| r.is_some()),
+    ));
+    out.push(line(
+        "lease 0 (delivered)",
+        l.lease_escalation(&key(0), "run-1", m(50), m(170)).await.map(|r| r.is_some()),
+    ));
+    let escalate = transition(
+        &key(2),
+        vec![],
+        StatusPatch { escalation: Some(Escalation { at: m(210), reason: "late".into() }), ..Default::default() },
+        obs("escalation", m(210), ObservationKind::Escalated { reason: "late".into(), run_id: "run-3".into() }, None),
+        Commit::Atomic,
+    );
+    out.push(line("escalate 2", l.transition(escalate.clone()).await));
+    out.push(line("escalate 2 again", l.transition(escalate).await));
+    out.push(line(
+        "lease 2 (escalated)",
+        l.lease_escalation(&key(2), "run-4", m(400), m(520)).await.map(|r| r.is_some()),
+    ));
+    out.push(line("oldest open escalation", l.oldest_open_escalation().await));
+
+    // The due index and next checks.
+    out.push(line(
+        "next check 3 at +30s in received",
+        l.set_next_check(&key(3), NextCheck::At(m(30)), Some(State::Received)).await,
+    ));
+    out.push(line(
+        "next check 3 in a state it is not in",
+        l.set_next_check(&key(3), NextCheck::At(m(5)), Some(State::Queued)).await,
+    ));
+    out.push(line("next check 4 removed", l.set_next_check(&key(4), NextCheck::Remove, None).await));
+    for at in [m(0), m(60), m(120), m(900)] {
+        let mut due = Vec::new();
+        for shard in l.due_shards() {
+            let mut after = None;
+            loop {
+                let (keys, next) = l.due(&shard, at, 2, after).await.expect("due");
+                due.extend(keys);
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        due.sort();
+        let names: Vec<usize> = due.iter().filter_map(|k| (0..6).find(|n| key(*n) == *k)).collect();
+        out.push(line(&format!("due at {}s", (at - t0).num_seconds()), names));
+    }
+
+    // The pending index: a person's backlog, open attempts.
+    let names = |v: &[(IdempotencyKey, DateTime<Utc>)]| {
+        v.iter().filter_map(|(k, _)| (0..6).find(|n| key(*n) == *k)).collect::<Vec<_>>()
+    };
+    out.push(line("pending for a", l.pending_for(&to_a, t0, 10).await.map(|v| names(&v))));
+    out.push(line("pending for b, one", l.pending_for(&to_b, t0, 1).await.map(|v| names(&v))));
+    out.push(line(
+        "open attempts to b",
+        l.open_attempts_to(&to_b, m(0), m(10))
+            .await
+            .map(|v| v.iter().map(|r| r.status.attempt_id.clone()).collect::<Vec<_>>()),
+    ));
+    out.push(line("open attempts to b, later window", l.open_attempts_to(&to_b, m(20), m(30)).await.map(|v| v.len())));
+
+    // The message index and orphans.
+    out.push(line("lookup msg-0", l.lookup("msg-0").await));
+    out.push(line("lookup unknown", l.lookup("msg-x").await));
+    let orphan = OrphanRecord {
+        log_event_id: "e1".into(),
+        sns_message_id: "msg-f".into(),
+        log_group: "g".into(),
+        message: "{}".into(),
+        received_at: m(70),
+        expires_at: m(70 + 6 * 3600),
+    };
+    out.push(line("keep orphans", l.keep_orphans(&[orphan.clone(), orphan.clone()]).await));
+    out.push(line("keep orphans again", l.keep_orphans(&[orphan]).await));
+    let found = l.lookup_many(&["msg-0".into(), "msg-f".into(), "msg-0".into()]).await.expect("lookup");
+    let found: BTreeMap<String, String> = found.into_iter().map(|(k, v)| (k, format!("{v:?}"))).collect();
+    out.push(line("lookup many", found));
+
+    // The per-recipient send log: its conditional append is a lock.
+    let log = l.send_log(&to_a).await.expect("log");
+    out.push(line("send log a", &log));
+    out.push(line("record send on the empty log", l.record_send(&to_a, &log, m(80), 3, m(380)).await));
+    out.push(line("record send on the same (stale) read", l.record_send(&to_a, &log, m(81), 3, m(381)).await));
+    let log = l.send_log(&to_a).await.expect("log");
+    out.push(line("send log a after", &log));
+    let stale = SendLog { sent: vec![], version: Some(7) };
+    out.push(line("record send on a wrong version", l.record_send(&to_a, &stale, m(82), 3, m(382)).await));
+    for s in 0..4 {
+        let log = l.send_log(&to_a).await.expect("log");
+        out.push(line("record send, keeping three", l.record_send(&to_a, &log, m(90 + s), 3, m(390)).await));
+    }
+    out.push(line("send log a kept", l.send_log(&to_a).await));
+
+    // Digests: recorded, indexed for every member, found by recipient and time, their fate.
+    let members = vec![key(4), key(5)];
+    let digest = DigestRecord {
+        id: DigestId::derive(members.iter()),
+        recipient: to_b.clone(),
+        members: members.clone(),
+        segments: 1,
+        created_at: m(100),
+        expires_at: m(100 + 30 * 86_400),
+        outcome: None,
+    };
+    out.push(line("put digest", l.put_digest(&digest).await));
+    out.push(line("get digest", l.get_digest(&digest.id).await));
+    out.push(line("digests to b around it", l.digests_to(&to_b, m(60), m(160)).await.map(|v| v.len())));
+    out.push(line("digests to b before it", l.digests_to(&to_b, m(0), m(60)).await.map(|v| v.len())));
+    out.push(line("index digest msg-d", l.index_digest_message("msg-d", &digest).await));
+    out.push(line("lookup msg-d", l.lookup("msg-d").await.map(|e| e.map(|e| (e.covers(&key(5)), e.covers(&key(3)))))));
+    let outcome = |id: &str| LoggedRecord {
+        log_event_id: id.into(),
+        timestamp_ms: to_ms(m(110)),
+        message: format!("record {id}"),
+    };
+    out.push(line("digest outcome", l.record_digest_outcome(&digest.id, &outcome("e-1")).await));
+    out.push(line(
+        "digest outcome again (the first is kept)",
+        l.record_digest_outcome(&digest.id, &outcome("e-2")).await,
+    ));
+    out.push(line("digest with its outcome", l.get_digest(&digest.id).await.map(|d| d.and_then(|d| d.outcome))));
+    out
+}
+
+/// The registry contract.
+async fn registry_contract<R: RecipientRegistry>(r: &R, t0: DateTime<Utc>) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = PhoneNumber::parse("+12065550103").expect("number");
+    out.push(line("standing", r.standing(&p).await));
+    out.push(line("re-enable a clear number", r.re_enable(&p, "op", "why", t0).await));
+    let evidence = SuppressionEvidence {
+        log_event_id: "e9".into(),
+        provider_response: Some("Phone number is opted out".into()),
+        at: t0,
+        intent_key: "k".into(),
+        table_version: "v".into(),
+    };
+    out.push(line("suppress", r.suppress(&p, &evidence).await));
+    out.push(line("suppress again", r.suppress(&p, &evidence).await));
+    out.push(line("standing suppressed", r.standing(&p).await));
+    out.push(line("suppression", r.suppression(&p).await));
+    out.push(line("re-enable", r.re_enable(&p, "op", "why", t0 + Duration::seconds(1)).await));
+    out.push(line("standing re-enabled", r.standing(&p).await));
+    out.push(line("opt-out checked", r.opt_out_checked(&p).await));
+    out.push(line("standing after the check", r.standing(&p).await));
+    out.push(line("re-enable again", r.re_enable(&p, "op", "why", t0 + Duration::seconds(2)).await));
+    out
+}
+
+/// The send queue and urgent lane contract.
+async fn queue_contract<Q: SendQueue + UrgentLane>(q: &Q, k: &IdempotencyKey) -> Vec<String> {
+    let mut out = Vec::new();
+    out.push(line("backlog empty", q.backlog(Lane::Normal).await));
+    out.push(line("enqueue normal", q.enqueue(k, Lane::Normal, std::time::Duration::ZERO).await));
+    out.push(line("enqueue urgent", q.enqueue(k, Lane::Urgent, std::time::Duration::ZERO).await));
+    out.push(line("backlog normal", q.backlog(Lane::Normal).await));
+    out.push(line("backlog urgent", q.backlog(Lane::Urgent).await));
+    let taken = q.take_urgent(10).await.expect("take");
+    out.push(line("take urgent", taken.iter().map(|m| m.body.clone()).collect::<Vec<_>>()));
+    out.push(line("backlog urgent while taken", q.backlog(Lane::Urgent).await));
+    out.push(line("take urgent again", q.take_urgent(10).await.map(|v| v.len())));
+    let handle = taken.first().map(|m| m.receipt_handle.clone()).unwrap_or_default();
+    out.push(line("delay it", q.delay_retry(&handle, 60, Lane::Urgent).await.is_ok()));
+    out.push(line("urgent done", q.urgent_done(std::slice::from_ref(&handle)).await));
+    out.push(line("delay a deleted one", q.delay_retry(&handle, 60, Lane::Urgent).await.is_ok()));
+    out
+}
+
+/// The simulated world for the contracts: every call answers at once, without faults.
+fn sim_world() -> Sim {
+    let sim = Sim::new(1, Utc::now().timestamp_millis(), World::new(1, FaultPlan::none(), Sms::new(20)));
+    sim.lock().core.immediate = true;
+    sim.lock().world.sqs.configure(tocsin_sim::world::sqs::QueueName::Urgent, 30_000, Some(8));
+    sim
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+fn assert_same(what: &str, sim: &[String], emulator: &[String]) {
+    for (i, (a, b)) in sim.iter().zip(emulator).enumerate() {
+        assert_eq!(a, b, "{what}: line {i} differs (simulation, then emulator)");
+    }
+    assert_eq!(sim.len(), emulator.len(), "{what}: transcripts differ in length");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
+    let t0 = base();
+    let p = tocsin_tests::Pipeline::start().await;
+    let emulator_ledger = ledger_contract(&p.ledger, t0).await;
+    let emulator_registry = registry_contract(&p.registry, t0).await;
+    let k = IdempotencyKey::derive("contract:queue", &intent(0, "+12065550101", t0, 10).intent.template);
+    let emulator_queue = queue_contract(&p.sender.queue, &k).await;
+
+    let sim = sim_world();
+    let ledger = SimLedger { sim: sim.clone(), shards: 16 };
+    let sim_ledger = block_on(ledger_contract(&ledger, t0));
+    let sim_registry = block_on(registry_contract(&SimRegistry { sim: sim.clone() }, t0));
+    let sim_queue = block_on(queue_contract(&SimSqs::new(sim.clone()), &k));
+
+    assert_same("ledger", &sim_ledger, &emulator_ledger);
+    assert_same("registry", &sim_registry, &emulator_registry);
+    assert_same("queues", &sim_queue, &emulator_queue);
+}
+
+/// A claim whose answer is lost after it landed, and which the SDK sends again, is found to be
+/// the caller's own (never "claimed by someone else"): on AWS the retry meets its own write.
+async fn lost_claim_answer_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> String {
+    let r = intent(40, "+12065550104", t0, 10);
+    l.put_new(&r, t0).await.expect("put");
+    line(
+        "claim, answer lost and retried",
+        l.claim(&r.intent.key, "mine", t0, t0 + Duration::minutes(2)).await.map(|o| match o {
+            ClaimOutcome::Claimed(r) => format!("claimed by {:?}", r.status.attempt_id),
+            other => format!("{other:?}"),
+        }),
+    )
+}
+
+/// A change written state first, whose observation's own write fails: the observation is still
+/// read (it travels with the change), and the retry stores it once.
+async fn state_first_cut_short_contract<L: Ledger>(
+    l: &L,
+    t0: DateTime<Utc>,
+    fail_next_observation: impl Fn(),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let r = intent(41, "+12065550105", t0, 10);
+    let key = r.intent.key.clone();
+    l.put_new(&r, t0).await.expect("put");
+    let mut t = transition(
+        &key,
+        vec![State::Received],
+        StatusPatch { state: Some(State::Stale), ..Default::default() },
+        obs("log:cut", t0, ObservationKind::DelaySuspected, Some(State::Stale)),
+        Commit::StateFirst,
+    );
+    t.next_check = NextCheck::Remove;
+    fail_next_observation();
+    out.push(line("state first, observation write fails", l.transition(t.clone()).await.is_err()));
+    out.push(line(
+        "observations",
+        l.observations(&key).await.map(|os| os.iter().map(|o| o.id.clone()).collect::<Vec<_>>()),
+    ));
+    out.push(line("retried", l.transition(t).await));
+    out.push(line(
+        "observations after",
+        l.observations(&key).await.map(|os| os.iter().map(|o| o.id.clone()).collect::<Vec<_>>()),
+    ));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_same_faults_the_simulated_ledger_answers_as_the_adapter_does() {
+    use tocsin_harness::fault_proxy::{Fault as ProxyFault, Rule};
+    let t0 = base();
+    let p =
+        tocsin_tests::Pipeline::start_with(tocsin_tests::Options { fault_seed: Some(7), ..Default::default() }).await;
+    let proxy = p.proxy.as_ref().expect("a fault proxy");
+    proxy.add_rule(Rule::once("DynamoDB_20120810.UpdateItem", ProxyFault::DropResponse).when_body_contains("\"mine\""));
+    let emulator_claim = lost_claim_answer_contract(&p.ledger, t0).await;
+    proxy.clear_rules();
+    let emulator_cut = state_first_cut_short_contract(&p.ledger, t0, || {
+        proxy.add_rule(
+            Rule::times("DynamoDB_20120810.PutItem", ProxyFault::http_status(500), 3).when_body_contains("OBS#log:cut"),
+        );
+    })
+    .await;
+
+    let sim = sim_world();
+    let ledger = SimLedger { sim: sim.clone(), shards: 16 };
+    sim.lock().world.force("DynamoDB UpdateItem (claim)", Verdict::Fault(Fault::Retried));
+    let sim_claim = block_on(lost_claim_answer_contract(&ledger, t0));
+    let sim_cut = block_on(state_first_cut_short_contract(&ledger, t0, || {
+        sim.lock().world.force("DynamoDB PutItem (observation)", Verdict::Fault(Fault::Before));
+    }));
+
+    assert_eq!(sim_claim, emulator_claim);
+    assert_same("state first cut short", &sim_cut, &emulator_cut);
+}
