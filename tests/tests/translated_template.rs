@@ -378,14 +378,34 @@ fn the_sender_may_publish_sms_to_phone_numbers_only_and_no_other_role_may_publis
     }
 }
 
+/// SNS assumes the delivery-status role to write every delivery record: a trust condition on a key
+/// SNS does not send (AWS documents no `aws:SourceAccount` / `aws:SourceArn` for SMS delivery
+/// logging) would stop every record and make every alert escalate as silent. So the trust has no
+/// condition, and what the role may do is bounded instead: the two delivery-status groups only.
 #[test]
-fn sns_may_assume_the_delivery_status_role_only_for_this_account() {
+fn sns_assumes_the_delivery_status_role_without_undocumented_conditions_and_may_write_only_the_two_groups() {
     let role = &translated()["Resources"]["SmsDeliveryStatusRole"];
     let trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"].as_array().expect("trust policy");
     assert!(!trust.is_empty());
     for s in trust {
         assert_eq!(s["Principal"]["Service"], "sns.amazonaws.com");
-        assert_eq!(s["Condition"]["StringEquals"]["aws:SourceAccount"], reference("AWS::AccountId"));
+        assert_eq!(s["Action"], "sts:AssumeRole");
+        assert!(s.get("Condition").is_none(), "no condition key SNS is not documented to send: {s}");
+    }
+    let groups = [
+        "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber",
+        "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber/Failure",
+    ];
+    for s in statements(role) {
+        assert_eq!(s["Effect"], "Allow");
+        for r in s["Resource"].as_array().expect("resources") {
+            let arn = r["Fn::Sub"].as_str().expect("an ARN");
+            let group = arn
+                .strip_prefix("arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:")
+                .map(|g| g.trim_end_matches(":*"))
+                .unwrap_or_default();
+            assert!(groups.contains(&group), "the role may write only the delivery-status groups, not {arn}");
+        }
     }
 }
 
