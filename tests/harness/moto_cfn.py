@@ -6,6 +6,8 @@ CloudFormation lacks:
   the destination function exists, at most 2 filters per log group: LimitExceededException);
   CloudFormation names an unnamed filter `<stack>-<logical id>-<suffix>`, as moto names every
   other unnamed resource;
+- the resource type AWS::SNS::Subscription (the on-call topic's e-mail, webhook and SMS
+  subscriptions), through moto's SNS backend, which confirms every subscription at once;
 - the resource type AWS::Scheduler::Schedule, through moto's EventBridge Scheduler backend, which
   refuses a second schedule of the same name in a schedule group (ConflictException), as AWS does;
 - a failed CreateStack rolls back, as CloudFormation does: every resource it created is deleted
@@ -26,6 +28,7 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.core.common_models import CloudFormationModel
 from moto.logs.models import logs_backends
 from moto.scheduler.models import scheduler_backends
+from moto.sns.models import sns_backends
 
 
 class SubscriptionFilterResource(CloudFormationModel):
@@ -60,6 +63,36 @@ class SubscriptionFilterResource(CloudFormationModel):
 
     def delete(self, account_id: str, region_name: str) -> None:
         logs_backends[account_id][region_name].delete_subscription_filter(self.log_group_name, self.filter_name)
+
+
+class SubscriptionResource(CloudFormationModel):
+    __module__ = "moto.sns.tocsin_subscription"
+
+    def __init__(self, arn: str) -> None:
+        self.arn = arn
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.arn
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::SNS::Subscription"
+
+    @classmethod
+    def create_from_cloudformation_json(  # type: ignore[misc]
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> "SubscriptionResource":
+        p = cloudformation_json["Properties"]
+        sub = sns_backends[account_id][region_name].subscribe(p["TopicArn"], p["Endpoint"], p["Protocol"])
+        return cls(sub.arn)
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        sns_backends[account_id][region_name].unsubscribe(self.arn)
 
 
 class ScheduleResource(CloudFormationModel):

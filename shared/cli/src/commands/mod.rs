@@ -3,6 +3,8 @@
 pub mod doctor;
 pub mod escalations;
 pub mod list;
+pub mod preflight;
+pub mod probe;
 pub mod re_enable;
 pub mod reconcile;
 pub mod resend;
