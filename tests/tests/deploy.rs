@@ -188,3 +188,46 @@ async fn a_first_deploy_that_fails_rolls_back_to_nothing_and_the_retry_under_the
         assert!(group(&logs, &g).await.is_some(), "{g} is retained");
     }
 }
+
+/// `key = "value"` lines of one `[table]` of samconfig.toml (the file is flat: no nested values).
+fn samconfig(table: &str) -> std::collections::BTreeMap<String, String> {
+    let text =
+        std::fs::read_to_string(tocsin_harness::workspace_root().join("samconfig.toml")).expect("samconfig.toml");
+    let mut inside = false;
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == format!("[{table}]");
+            continue;
+        }
+        if let (true, Some((k, v))) = (inside, line.split_once('=')) {
+            let v = v.split(" #").next().unwrap_or_default().trim().trim_matches('"');
+            out.insert(k.trim().to_owned(), v.to_owned());
+        }
+    }
+    out
+}
+
+/// README's deploy, `sam deploy --config-env dev --parameter-overrides AlarmEmail=…`, in an account
+/// where nothing of SMS was ever set up: the dev environment's parameters (the command line's
+/// overrides replace samconfig's string, so only what README passes) deploy as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_environment_of_samconfig_deploys_into_a_fresh_account() {
+    let dev = samconfig("dev.global.parameters");
+    assert_eq!(dev.get("stack_name").map(String::as_str), Some("tocsin-dev"));
+    let overrides = dev.get("parameter_overrides").cloned().unwrap_or_default();
+    let mut parameters: Vec<(&str, &str)> = overrides.split_whitespace().filter_map(|kv| kv.split_once('=')).collect();
+    parameters.push(("AlarmEmail", "oncall@example.com"));
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+    cfn.create_stack("tocsin-dev", &template, &parameters)
+        .await
+        .expect("answers")
+        .expect("dev deploys on a fresh account");
+    for g in [success_group(), failure_group()] {
+        assert_eq!(subscribers(&logs, &g).await, BTreeSet::from(["tocsin-dev-status".to_owned()]), "{g}");
+    }
+    let dev_deploy = samconfig("dev.deploy.parameters");
+    assert!(dev_deploy.get("capabilities").is_some_and(|c| c.contains("CAPABILITY_IAM")), "{dev_deploy:?}");
+}
