@@ -305,6 +305,31 @@ mod tests {
     }
 
     #[test]
+    fn escalations_help_says_it_reads_the_ledger_and_never_receives() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("escalations").expect("escalations").render_long_help().to_string();
+        assert!(help.contains("from the ledger") && help.contains("never receives"), "{help}");
+        assert!(!help.contains("Reads escalations from the escalation queue"), "{help}");
+        assert!(Cli::try_parse_from(["tocsin", "escalations", "--ack"]).is_err(), "--ack needs --reason");
+    }
+
+    #[test]
+    fn doctor_probe_options_need_a_number_and_preflight_takes_destinations() {
+        assert!(Cli::try_parse_from(["tocsin", "doctor", "--probe-hop-timeout", "1m"]).is_err());
+        assert!(
+            Cli::try_parse_from(["tocsin", "doctor", "--probe", "+14155550100", "--probe-hop-timeout", "1m"]).is_ok()
+        );
+        let p =
+            Cli::try_parse_from(["tocsin", "preflight", "--to", "+14155550100", "--create-sms-log-groups", "false"])
+                .expect("parses");
+        match p.command {
+            Command::Preflight(a) => assert_eq!((a.to.len(), a.create_sms_log_groups), (1, false)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn states_and_durations_are_checked_when_parsing() {
         assert!(Cli::try_parse_from(["tocsin", "list", "--state", "send_unknown"]).is_ok());
         assert!(Cli::try_parse_from(["tocsin", "list", "--state", "lost"]).is_err());
