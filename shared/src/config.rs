@@ -269,17 +269,25 @@ pub struct StatusConfig {
     /// message-id write (only such a record can be ahead of it); the wait ends at the record's
     /// time + this, and never past the invocation's start + this nor its deadline.
     pub orphan_wait: Duration,
+    /// The canary's number (`TOCSIN_CANARY_NUMBER`, template parameter `CanaryNumber`): a delivery
+    /// record to it that moves an intent to delivered counts as `canary_delivered`. Unset: no canary.
+    pub canary_number: Option<PhoneNumber>,
 }
 
 impl StatusConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let mut extra = Vec::new();
+        let canary_number = env
+            .optional("TOCSIN_CANARY_NUMBER")
+            .and_then(|n| PhoneNumber::parse(&n).map_err(|e| extra.push(format!("TOCSIN_CANARY_NUMBER {e}"))).ok());
         let c = StatusConfig {
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
             reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
+            canary_number,
         };
-        finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
     }
 }

@@ -158,6 +158,8 @@ pub struct Options {
     /// Put a fault proxy (with this seed) between every function and the emulator; the harness's
     /// own reads and the carrier's writes still go straight to the emulator.
     pub fault_seed: Option<u64>,
+    /// Template parameters instead of their defaults (e.g. `CanaryNumber`).
+    pub parameters: Vec<(&'static str, &'static str)>,
 }
 
 impl Pipeline {
@@ -169,7 +171,9 @@ impl Pipeline {
         capture_metrics();
         let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
         let direct = emulator.sdk_config().await;
-        let stack = Stack::provision(&direct, "tocsin-local").await.unwrap_or_else(|e| panic!("provision: {e}"));
+        let stack = Stack::provision_with(&direct, "tocsin-local", &options.parameters)
+            .await
+            .unwrap_or_else(|e| panic!("provision: {e}"));
         let proxy = match options.fault_seed {
             Some(seed) => Some(
                 tocsin_harness::fault_proxy::FaultProxy::start(&emulator.endpoint(), seed)
@@ -607,6 +611,34 @@ impl Pipeline {
         );
     }
 
+    /// EventBridge Scheduler running the canary's schedule (`CanaryRun`, with `CanaryNumber` set)
+    /// for the run scheduled at `scheduled`: its target input from template.yaml, the context
+    /// attributes filled in as Scheduler fills them, handed to intake as Scheduler invokes it.
+    /// `None` when the stack has no canary (the schedule's condition is false).
+    pub async fn run_canary_schedule(&self, scheduled: DateTime<Utc>) -> Option<Value> {
+        let template = self.stack.template();
+        let run = template.get("Resources").and_then(|r| r.get("CanaryRun"))?;
+        if !self.stack.is_created(run).unwrap_or_else(|e| panic!("{e}")) {
+            return None;
+        }
+        let input = run
+            .get("Properties")
+            .and_then(|p| p.get("Target"))
+            .and_then(|t| t.get("Input"))
+            .unwrap_or_else(|| panic!("CanaryRun has no Target.Input"));
+        let input = self.stack.resolve(input).unwrap_or_else(|e| panic!("CanaryRun input: {e}"));
+        let time = scheduled.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let filled = input
+            .replace("<aws.scheduler.scheduled-time>", &time)
+            .replace("<aws.scheduler.execution-id>", &uuid_like(&time))
+            .replace("<aws.scheduler.schedule-arn>", "arn:aws:scheduler:us-east-1:123456789012:schedule/default/canary")
+            .replace("<aws.scheduler.attempt-number>", "1");
+        let event: Value =
+            serde_json::from_str(&filled).unwrap_or_else(|e| panic!("canary input is not JSON ({e}): {filled}"));
+        self.intake.handle(event.clone()).await.unwrap_or_else(|e| panic!("intake failed: {e}"));
+        Some(event)
+    }
+
     /// Messages waiting on a queue (visible and in flight).
     pub async fn queue_depth(&self, logical_id: &str) -> usize {
         let url = self.stack.queue(logical_id).url.clone();
@@ -675,6 +707,12 @@ impl std::io::Write for PerTestMetrics {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// An execution id as Scheduler makes one (distinct per run; only its shape matters here).
+fn uuid_like(seed: &str) -> String {
+    let h = seed.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff)
 }
 
 /// A valid alert request body for the built-in `disk_full` template.

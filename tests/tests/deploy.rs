@@ -9,7 +9,9 @@
 //! schedules, the HTTP API). Everything these tests are about — the log groups with their
 //! conditions and deletion policies, the status function, its invoke permissions and its
 //! subscription filters (created through moto's CloudWatch Logs backend, which enforces the quota
-//! of 2 filters per log group) — is deployed as translated.
+//! of 2 filters per log group), the escalation schedule (through moto's Scheduler backend, which
+//! refuses a second schedule of one name) — is deployed as translated. A create that fails rolls
+//! back as on AWS (`moto_cfn.py`): what it made is deleted, except DeletionPolicy Retain.
 
 use std::collections::BTreeSet;
 
@@ -62,6 +64,11 @@ async fn group(logs: &Logs, name: &str) -> Option<aws_sdk_cloudwatchlogs::types:
         .iter()
         .find(|g| g.log_group_name() == Some(name))
         .cloned()
+}
+
+async fn table_exists(cfn: &CloudFormationEmulator, name: &str) -> bool {
+    let ddb = aws_sdk_dynamodb::Client::new(&cfn.sdk_config().await);
+    ddb.describe_table().table_name(name).send().await.is_ok()
 }
 
 async fn deploy(
@@ -143,4 +150,84 @@ async fn deleting_a_stack_leaves_the_delivery_log_groups_and_the_other_stacks_su
     // The deleted stack's own function log groups went with it.
     assert!(group(&logs, "/aws/lambda/tocsin-prod-status").await.is_none());
     assert!(group(&logs, "/aws/lambda/tocsin-dev-status").await.is_some());
+}
+
+/// A newcomer's first deploy fails (here: `CreateSmsLogGroups=false` in an account where SMS
+/// delivery logging never ran, so the subscription has no group to attach to) after the stack's
+/// named tables, key and function log groups were made. The rollback must take them all, or the
+/// retry collides with them ("already exists") and fails again: RetainExceptOnCreate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_deploy_that_fails_rolls_back_to_nothing_and_the_retry_under_the_same_name_succeeds() {
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+
+    let failed = deploy(&cfn, &template, "tocsin-dev", false, true).await.expect_err("no delivery-status groups");
+    assert_eq!(failed.code, "ResourceNotFoundException", "{failed}");
+    assert_eq!(cfn.stack_status("tocsin-dev").await.expect("answers").expect("stack"), "ROLLBACK_COMPLETE");
+    for table in ["tocsin-dev-ledger", "tocsin-dev-recipients"] {
+        assert!(!table_exists(&cfn, table).await, "{table} went with the rollback");
+    }
+    assert!(group(&logs, "/aws/lambda/tocsin-dev-status").await.is_none());
+
+    // `sam delete` (a stack in ROLLBACK_COMPLETE can only be deleted), then deploy again, this
+    // time creating the groups: nothing of the first attempt is in the way.
+    cfn.delete_stack("tocsin-dev").await.expect("answers").expect("deleted");
+    deploy(&cfn, &template, "tocsin-dev", true, true).await.expect("the retry deploys");
+    assert_eq!(cfn.stack_status("tocsin-dev").await.expect("answers").expect("stack"), "CREATE_COMPLETE");
+    for table in ["tocsin-dev-ledger", "tocsin-dev-recipients"] {
+        assert!(table_exists(&cfn, table).await, "{table}");
+    }
+
+    // Deleting the stack for good keeps its data (and the account's delivery-status groups).
+    cfn.delete_stack("tocsin-dev").await.expect("answers").expect("deleted");
+    for table in ["tocsin-dev-ledger", "tocsin-dev-recipients"] {
+        assert!(table_exists(&cfn, table).await, "{table} is retained when the stack is deleted");
+    }
+    for g in [success_group(), failure_group()] {
+        assert!(group(&logs, &g).await.is_some(), "{g} is retained");
+    }
+}
+
+/// `key = "value"` lines of one `[table]` of samconfig.toml (the file is flat: no nested values).
+fn samconfig(table: &str) -> std::collections::BTreeMap<String, String> {
+    let text =
+        std::fs::read_to_string(tocsin_harness::workspace_root().join("samconfig.toml")).expect("samconfig.toml");
+    let mut inside = false;
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == format!("[{table}]");
+            continue;
+        }
+        if let (true, Some((k, v))) = (inside, line.split_once('=')) {
+            let v = v.split(" #").next().unwrap_or_default().trim().trim_matches('"');
+            out.insert(k.trim().to_owned(), v.to_owned());
+        }
+    }
+    out
+}
+
+/// README's deploy, `sam deploy --config-env dev --parameter-overrides AlarmEmail=…`, in an account
+/// where nothing of SMS was ever set up: the dev environment's parameters (the command line's
+/// overrides replace samconfig's string, so only what README passes) deploy as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_environment_of_samconfig_deploys_into_a_fresh_account() {
+    let dev = samconfig("dev.global.parameters");
+    assert_eq!(dev.get("stack_name").map(String::as_str), Some("tocsin-dev"));
+    let overrides = dev.get("parameter_overrides").cloned().unwrap_or_default();
+    let mut parameters: Vec<(&str, &str)> = overrides.split_whitespace().filter_map(|kv| kv.split_once('=')).collect();
+    parameters.push(("AlarmEmail", "oncall@example.com"));
+    let cfn = CloudFormationEmulator::start().await.expect("emulator");
+    let logs = Logs::new(&cfn.sdk_config().await);
+    let template = deployable().await;
+    cfn.create_stack("tocsin-dev", &template, &parameters)
+        .await
+        .expect("answers")
+        .expect("dev deploys on a fresh account");
+    for g in [success_group(), failure_group()] {
+        assert_eq!(subscribers(&logs, &g).await, BTreeSet::from(["tocsin-dev-status".to_owned()]), "{g}");
+    }
+    let dev_deploy = samconfig("dev.deploy.parameters");
+    assert!(dev_deploy.get("capabilities").is_some_and(|c| c.contains("CAPABILITY_IAM")), "{dev_deploy:?}");
 }

@@ -378,14 +378,34 @@ fn the_sender_may_publish_sms_to_phone_numbers_only_and_no_other_role_may_publis
     }
 }
 
+/// SNS assumes the delivery-status role to write every delivery record: a trust condition on a key
+/// SNS does not send (AWS documents no `aws:SourceAccount` / `aws:SourceArn` for SMS delivery
+/// logging) would stop every record and make every alert escalate as silent. So the trust has no
+/// condition, and what the role may do is bounded instead: the two delivery-status groups only.
 #[test]
-fn sns_may_assume_the_delivery_status_role_only_for_this_account() {
+fn sns_assumes_the_delivery_status_role_without_undocumented_conditions_and_may_write_only_the_two_groups() {
     let role = &translated()["Resources"]["SmsDeliveryStatusRole"];
     let trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"].as_array().expect("trust policy");
     assert!(!trust.is_empty());
     for s in trust {
         assert_eq!(s["Principal"]["Service"], "sns.amazonaws.com");
-        assert_eq!(s["Condition"]["StringEquals"]["aws:SourceAccount"], reference("AWS::AccountId"));
+        assert_eq!(s["Action"], "sts:AssumeRole");
+        assert!(s.get("Condition").is_none(), "no condition key SNS is not documented to send: {s}");
+    }
+    let groups = [
+        "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber",
+        "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber/Failure",
+    ];
+    for s in statements(role) {
+        assert_eq!(s["Effect"], "Allow");
+        for r in s["Resource"].as_array().expect("resources") {
+            let arn = r["Fn::Sub"].as_str().expect("an ARN");
+            let group = arn
+                .strip_prefix("arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:")
+                .map(|g| g.trim_end_matches(":*"))
+                .unwrap_or_default();
+            assert!(groups.contains(&group), "the role may write only the delivery-status groups, not {arn}");
+        }
     }
 }
 
@@ -429,7 +449,11 @@ fn the_delivery_status_log_groups_are_created_only_on_request_and_retained_and_n
     for id in ["SmsSuccessLogGroup", "SmsFailureLogGroup"] {
         let g = &t["Resources"][id];
         assert_eq!(g["Condition"], "CreatesSmsLogGroups", "{id}: adopted when it already exists");
-        assert_eq!((&g["DeletionPolicy"], &g["UpdateReplacePolicy"]), (&json!("Retain"), &json!("Retain")), "{id}");
+        assert_eq!(
+            (&g["DeletionPolicy"], &g["UpdateReplacePolicy"]),
+            (&json!("RetainExceptOnCreate"), &json!("Retain")),
+            "{id}: kept when the stack goes, deleted when its first create rolls back"
+        );
         // With CreateSmsLogGroups=false the group is not in the stack: any reference to it outside
         // an Fn::If on that condition would make CloudFormation refuse the template.
         let mut found = Vec::new();
@@ -544,4 +568,280 @@ fn the_ledger_indexes_project_keys_only_and_status_and_sender_query_only_the_pen
         .collect();
     assert_eq!(sender.len(), 1, "{sender:?}");
     assert!(sender[0].contains("/index/pending-index"), "{sender:?}");
+}
+
+/// The properties that give a resource a fixed name (one a second create of the stack would
+/// collide with while the first one's resource exists).
+const NAME_PROPERTIES: [&str; 8] =
+    ["TableName", "LogGroupName", "AliasName", "RoleName", "QueueName", "TopicName", "Name", "FunctionName"];
+
+/// A failed first create rolls back; a retained resource with a fixed name would survive it and
+/// make the retry fail on "already exists" (and an orphaned key would cost a dollar a month).
+/// RetainExceptOnCreate deletes on that rollback and keeps on every other deletion. Plain Retain
+/// is left only for what has no fixed name.
+#[test]
+fn a_retained_resource_with_a_fixed_name_is_deleted_when_the_first_create_rolls_back() {
+    let t = translated();
+    let mut retained = Vec::new();
+    for (id, r) in t["Resources"].as_object().expect("resources") {
+        let policy = r["DeletionPolicy"].as_str().unwrap_or("Delete");
+        if policy == "Delete" {
+            continue;
+        }
+        retained.push(id.as_str());
+        let named: Vec<&str> = NAME_PROPERTIES.iter().copied().filter(|p| r["Properties"].get(*p).is_some()).collect();
+        let key = r["Type"] == "AWS::KMS::Key";
+        if !named.is_empty() || key {
+            assert_eq!(policy, "RetainExceptOnCreate", "{id} ({named:?}) survives a failed first create");
+        } else {
+            assert!(["Retain", "RetainExceptOnCreate"].contains(&policy), "{id}: {policy}");
+        }
+    }
+    for id in [
+        "DataKey",
+        "LedgerTable",
+        "RecipientsTable",
+        "SmsSuccessLogGroup",
+        "SmsFailureLogGroup",
+        "SmsDeliveryStatusRole",
+    ] {
+        assert!(retained.contains(&id), "{id} is retained when the stack is deleted: {retained:?}");
+    }
+}
+
+/// A Rules assertion evaluated for the given parameter values (the functions Rules allow that the
+/// template uses).
+fn rule_holds(v: &Value, parameters: &BTreeMap<&str, &str>) -> bool {
+    fn value(v: &Value, p: &BTreeMap<&str, &str>) -> Value {
+        match v {
+            Value::Object(m) if m.len() == 1 => {
+                let (f, arg) = m.iter().next().expect("one function");
+                let args = || arg.as_array().cloned().unwrap_or_default();
+                match f.as_str() {
+                    "Ref" => json!(p.get(arg.as_str().unwrap_or_default()).copied().unwrap_or_default()),
+                    "Fn::Equals" => json!(value(&args()[0], p) == value(&args()[1], p)),
+                    "Fn::Not" => json!(value(&args()[0], p) != json!(true)),
+                    "Fn::Or" => json!(args().iter().any(|a| value(a, p) == json!(true))),
+                    "Fn::And" => json!(args().iter().all(|a| value(a, p) == json!(true))),
+                    other => panic!("a Rules function this test does not evaluate: {other}"),
+                }
+            }
+            other => other.clone(),
+        }
+    }
+    value(v, parameters) == json!(true)
+}
+
+#[test]
+fn a_deploy_that_pages_nobody_is_refused_before_anything_is_created() {
+    let t = translated();
+    let rules = t["Rules"].as_object().expect("the template has Rules (and the translator keeps them)");
+    let assertions: Vec<&Value> =
+        rules.values().flat_map(|r| r["Assertions"].as_array().into_iter().flatten()).map(|a| &a["Assert"]).collect();
+    let deployable = |p: &[(&str, &str)]| {
+        let mut all: BTreeMap<&str, &str> =
+            [("AlarmEmail", ""), ("AlarmWebhookUrl", ""), ("OnCallSmsNumber", "")].into();
+        all.extend(p.iter().copied());
+        assertions.iter().all(|a| rule_holds(a, &all))
+    };
+    assert!(!deployable(&[]), "no e-mail, webhook or SMS: refused");
+    assert!(deployable(&[("AlarmEmail", "oncall@example.com")]));
+    assert!(deployable(&[("AlarmWebhookUrl", "https://events.example.com/sns")]));
+    assert!(deployable(&[("OnCallSmsNumber", "+14155550100")]));
+    for (_, r) in rules {
+        for a in r["Assertions"].as_array().into_iter().flatten() {
+            let why = a["AssertDescription"].as_str().unwrap_or_default();
+            assert!(why.contains("AlarmEmail") && why.contains("--parameter-overrides"), "says what to do: {why}");
+        }
+    }
+}
+
+#[test]
+fn every_duration_parameter_takes_only_what_the_functions_parse() {
+    let t = translated();
+    let mut durations = Vec::new();
+    for (name, p) in t["Parameters"].as_object().expect("parameters") {
+        let Some(default) = p["Default"].as_str() else { continue };
+        if p["Type"] != "String" || humantime::parse_duration(default).is_err() {
+            continue;
+        }
+        durations.push(name.as_str());
+        match (p["AllowedPattern"].as_str(), p["AllowedValues"].as_array()) {
+            (Some(pattern), _) => {
+                assert_eq!(pattern, "^[0-9]+(s|m|h|d)$", "{name}");
+                // Everything the pattern admits, the functions' parser reads.
+                for n in ["1", "15", "72", "90"] {
+                    for unit in ["s", "m", "h", "d"] {
+                        assert!(humantime::parse_duration(&format!("{n}{unit}")).is_ok(), "{name}: {n}{unit}");
+                    }
+                }
+            }
+            (None, Some(values)) => {
+                for v in values {
+                    assert!(humantime::parse_duration(v.as_str().unwrap_or_default()).is_ok(), "{name}: {v}");
+                }
+            }
+            (None, None) => panic!("{name} (default {default}) is a duration without AllowedPattern"),
+        }
+    }
+    for d in ["DefaultDeadline", "MaxDeadline", "StormWindow", "DelaySuspectedAfter", "CanarySchedule"] {
+        assert!(durations.contains(&d), "{d} is checked: {durations:?}");
+    }
+}
+
+/// New accounts have a Lambda concurrency quota of 10 and CloudFormation refuses any reservation
+/// there: the sender reserves only when asked; its event source mapping caps it either way.
+#[test]
+fn the_sender_reserves_concurrency_only_when_asked_and_its_event_source_mapping_caps_it_always() {
+    let t = translated();
+    assert_eq!(t["Parameters"]["ReserveSenderConcurrency"]["Default"], "false");
+    let sender = &t["Resources"]["SenderFunction"]["Properties"];
+    assert_eq!(
+        sender["ReservedConcurrentExecutions"],
+        json!({"Fn::If": ["ReservesSenderConcurrency", {"Ref": "SenderMaxConcurrency"}, {"Ref": "AWS::NoValue"}]})
+    );
+    let capped = resources_of(t, "AWS::Lambda::EventSourceMapping").iter().any(|(_, m)| {
+        m["Properties"]["FunctionName"] == reference("SenderFunction")
+            && m["Properties"]["ScalingConfig"]["MaximumConcurrency"] == reference("SenderMaxConcurrency")
+    });
+    assert!(capped, "the send queue's mapping caps the sender at SenderMaxConcurrency");
+    for id in resources_of(t, "AWS::Lambda::Function").iter().map(|(id, _)| *id).filter(|id| *id != "SenderFunction") {
+        assert!(t["Resources"][id]["Properties"].get("ReservedConcurrentExecutions").is_none(), "{id}");
+    }
+}
+
+#[test]
+fn the_sender_takes_every_deployment_sms_default_from_a_parameter() {
+    let vars = &translated()["Resources"]["SenderFunction"]["Properties"]["Environment"]["Variables"];
+    for (var, parameter) in [
+        ("TOCSIN_SMS_ORIGINATION_NUMBER", "SmsOriginationNumber"),
+        ("TOCSIN_SMS_SENDER_ID", "SmsSenderId"),
+        ("TOCSIN_SMS_MAX_PRICE_USD", "SmsMaxPriceUsd"),
+    ] {
+        assert_eq!(vars[var], reference(parameter), "{var}");
+    }
+}
+
+/// Two tocsin stacks may share an account and region (README): every schedule carries the stack's
+/// name, since a schedule name is unique per account, region and schedule group (SAM would name
+/// one after its logical id).
+#[test]
+fn every_schedule_is_named_after_its_stack() {
+    for (id, s) in resources_of(translated(), "AWS::Scheduler::Schedule") {
+        let name = s["Properties"]["Name"]["Fn::Sub"].as_str().unwrap_or_default();
+        assert!(name.starts_with("${AWS::StackName}-"), "{id}: {}", s["Properties"]["Name"]);
+    }
+}
+
+/// The canary (CanaryNumber, CanarySchedule): a schedule hands intake an "Alert Requested" event
+/// whose event id is the scheduled time (Scheduler's retries of a run are replays of one intent),
+/// through a role that may invoke intake and nothing else; the alarm pages when no canary was
+/// delivered for a whole window, which is longer than the interval plus the canary's deadline for
+/// every schedule allowed, and counts silence as failure.
+#[test]
+fn the_canary_is_a_scheduled_alert_whose_missing_delivery_pages() {
+    let t = translated();
+    assert_eq!(t["Parameters"]["CanaryNumber"]["Default"], "", "off unless a number is given");
+    let schedule = &t["Resources"]["CanaryRun"];
+    assert_eq!(schedule["Condition"], "HasCanary");
+    let target = &schedule["Properties"]["Target"];
+    assert_eq!(target["Arn"], get_att("IntakeFunction", "Arn"));
+    assert_eq!(target["RoleArn"], get_att("CanaryScheduleRole", "Arn"));
+    let input = target["Input"]["Fn::Sub"].as_str().expect("an input with the number");
+    let filled = input
+        .replace("${AWS::AccountId}", "123456789012")
+        .replace("${AWS::Region}", "us-east-1")
+        .replace("${CanaryNumber}", "+14155550199")
+        .replace("<aws.scheduler.scheduled-time>", "2026-12-01T10:00:00Z")
+        .replace("<aws.scheduler.execution-id>", "e-1")
+        .replace("<aws.scheduler.schedule-arn>", "arn:aws:scheduler:us-east-1:123456789012:schedule/default/x");
+    let event: Value = serde_json::from_str(&filled).expect("the input is JSON once Scheduler fills it in");
+    assert_eq!(
+        (event["detail-type"].as_str(), event["source"].as_str()),
+        (Some("Alert Requested"), Some("tocsin.canary"))
+    );
+    assert_eq!(event["detail"]["event_id"], "canary-2026-12-01T10:00:00Z", "one intent per scheduled run");
+    assert_eq!(event["detail"]["template"], json!({"name": "tocsin_canary", "version": 1}));
+    assert_eq!(event["detail"]["recipient"], "+14155550199");
+    let deadline =
+        humantime::parse_duration(event["detail"]["deadline"].as_str().unwrap_or_default()).expect("deadline");
+    let role = &t["Resources"]["CanaryScheduleRole"];
+    assert_eq!(role["Condition"], "HasCanary");
+    let allowed: Vec<(Vec<String>, Value)> =
+        statements(role).iter().map(|s| (actions(s), s["Resource"].clone())).collect();
+    assert_eq!(allowed, [(vec!["lambda:InvokeFunction".to_owned()], get_att("IntakeFunction", "Arn"))]);
+
+    let alarm = alarm("CanaryAlarm");
+    assert_eq!(alarm["Condition"], "HasCanary");
+    let p = &alarm["Properties"];
+    assert_eq!((&p["MetricName"], &p["TreatMissingData"]), (&json!("canary_delivered"), &json!("breaching")));
+    assert_eq!((&p["ComparisonOperator"], &p["Threshold"]), (&json!("LessThanThreshold"), &json!(1)));
+    assert_eq!(p["EvaluationPeriods"], p["DatapointsToAlarm"], "every period of the window is empty");
+    let windows = t["Mappings"]["CanaryWindows"].as_object().expect("windows");
+    let allowed_schedules = t["Parameters"]["CanarySchedule"]["AllowedValues"].as_array().expect("values");
+    assert_eq!(windows.len(), allowed_schedules.len());
+    for v in allowed_schedules {
+        let name = v.as_str().unwrap_or_default();
+        let w = &windows[name];
+        let interval = humantime::parse_duration(name).expect("a duration").as_secs();
+        let (period, periods) = (w["Period"].as_u64().unwrap_or(0), w["Periods"].as_u64().unwrap_or(0));
+        // A healthy canary leaves at most floor((interval + deadline) / period) periods empty in a
+        // row (delivered at the latest by its deadline): the window must be longer than that.
+        let longest_gap = (interval + deadline.as_secs()) / period;
+        assert!(periods > longest_gap, "{name}: {periods} periods of {period} s");
+        assert!(period * periods <= 86_400, "{name}: CloudWatch evaluates at most a day");
+        assert!(period % 60 == 0, "{name}");
+        let every = w["Expression"].as_str().unwrap_or_default();
+        assert!(every.starts_with("rate(") && every.ends_with(')'), "{name}: {every}");
+    }
+}
+
+#[test]
+fn the_dashboard_draws_the_paging_line_on_the_metric_the_escalation_age_alarm_reads() {
+    let t = translated();
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"].as_str().expect("body");
+    let body = body.replace("${EscalationAgeAlarmSeconds}", "300").replace("${!", "${");
+    let body = body
+        .split("${")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part.to_owned()
+            } else {
+                part.split_once('}').map_or(part.to_owned(), |(_, r)| format!("x{r}"))
+            }
+        })
+        .collect::<String>();
+    let dashboard: Value = serde_json::from_str(&body).expect("the dashboard is JSON");
+    let age = &alarm("EscalationAgeAlarm")["Properties"];
+    let paging: Vec<&Value> = dashboard["widgets"]
+        .as_array()
+        .expect("widgets")
+        .iter()
+        .filter(|w| {
+            w["properties"]["annotations"]["horizontal"].as_array().is_some_and(|a| a.iter().any(|h| h["value"] == 300))
+        })
+        .collect();
+    assert_eq!(paging.len(), 1, "one widget draws the paging threshold");
+    let w = &paging[0]["properties"];
+    let axis = w["annotations"]["horizontal"][0]["yAxis"].as_str().unwrap_or("left");
+    let on_axis: Vec<&Value> = w["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter(|m| m.as_array().and_then(|a| a.last()).is_some_and(|o| o["yAxis"].as_str().unwrap_or("left") == axis))
+        .collect();
+    assert_eq!(on_axis.len(), 1, "one series on the threshold's axis: {on_axis:?}");
+    let series = on_axis[0].as_array().expect("a metric row");
+    assert_eq!(
+        (&series[0], &series[1], &series[2], &series[3]),
+        (&age["Namespace"], &age["MetricName"], &json!("function"), &json!("escalation")),
+        "the line is drawn on what pages"
+    );
+}
+
+#[test]
+fn producers_find_the_apis_arn_for_their_invoke_policy_in_the_outputs() {
+    let out = &translated()["Outputs"]["AlertApiArn"]["Value"]["Fn::Sub"];
+    assert_eq!(out, "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${AlertApi}/*/POST/alerts");
 }

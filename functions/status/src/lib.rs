@@ -475,6 +475,9 @@ impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientReg
         match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &p.record, link, now).await {
             Ok(o) => {
                 emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
+                if matches!(o.applied, Applied::Effect(ReceiptEffect::Moved { to: State::Delivered, .. })) {
+                    self.count_canary(&recipient);
+                }
                 let outcome = match o.applied {
                     Applied::Effect(effect) => EventOutcome::Applied(effect),
                     Applied::Duplicate => EventOutcome::Duplicate,
@@ -482,6 +485,18 @@ impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientReg
                 (Ok(outcome), o.suppressed)
             }
             Err(e) => (Err(e), false),
+        }
+    }
+
+    /// A delivery to the canary's number (`TOCSIN_CANARY_NUMBER`): the whole loop worked, from the
+    /// schedule through intake, the sender, SNS, the delivery-status logs and their subscription to
+    /// here. The canary-not-delivered alarm pages when a window passes without one.
+    fn count_canary(&self, recipient: &PhoneNumber) {
+        if self.config.canary_number.as_ref() == Some(recipient) {
+            let mut m = Metrics::new("status");
+            m.count("canary_delivered", 1);
+            m.flush();
+            tracing::info!(recipient = %recipient, "canary delivered");
         }
     }
 

@@ -78,13 +78,14 @@ pub enum Command {
     /// Sends an intent again, once, after an unknown outcome or a failure. See `tocsin resend --help`.
     #[command(long_about = RESEND_HELP)]
     Resend(ResendArgs),
-    /// Reads escalations from the escalation queue; leaves them there unless `--ack`.
-    /// `escalations ack KEY --reason …` acknowledges one, recorded in the ledger.
+    /// Lists the unacknowledged escalations, oldest first, from the ledger, with the escalation
+    /// queue's depth; never receives a message. `--ack --reason …` acknowledges every one listed;
+    /// `escalations ack KEY --reason …` acknowledges one (both recorded in the ledger).
     #[command(args_conflicts_with_subcommands = true)]
     Escalations {
         #[command(subcommand)]
         action: Option<EscalationsAction>,
-        /// Read at most this many messages.
+        /// List at most this many escalations.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
         max: u32,
         /// Acknowledge every escalation listed (recorded in each timeline with your identity and
@@ -99,8 +100,13 @@ pub enum Command {
     /// upstream system would: the first check after a deploy, and for runbooks.
     Send(SendArgs),
     /// Checks what on-call must be able to trust (SMS settings, sandbox, spend, delivery logs and
-    /// their subscriptions, queues, alarms); exits 1 with one line per problem.
-    Doctor,
+    /// their subscriptions, the on-call subscriptions, the sender's concurrency, queues, alarms);
+    /// exits 1 with one line per problem. `--probe NUMBER` also sends one SMS through the stack and
+    /// follows it hop by hop (sent, accepted by SNS, delivery record logged, applied by status).
+    Doctor(DoctorArgs),
+    /// Before the first deploy, with the deployer's credentials (no stack needed): what in the
+    /// account would make `sam deploy` fail or alerts not arrive. One line per blocker, exit 1 if any.
+    Preflight(PreflightArgs),
     /// Shows the delivery-status records that could settle an unknown outcome; links one by hand.
     Reconcile {
         key: String,
@@ -114,6 +120,48 @@ pub enum Command {
         #[arg(long, env = "TOCSIN_RECONCILE_MARGIN", default_value = "15m", value_parser = duration)]
         margin: Duration,
     },
+}
+
+/// `tocsin doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Also send one SMS to this number (E.164) through the deployed stack and follow it: sent
+    /// through the API, accepted by SNS, its delivery record in the log group, applied by status.
+    /// Needs execute-api:Invoke (as `send`) and logs:FilterLogEvents on the two delivery-status groups.
+    #[arg(long, value_name = "NUMBER")]
+    pub probe: Option<String>,
+    /// The longest wait for each hop of the probe (a carrier can take minutes to answer).
+    #[arg(long, default_value = "5m", value_parser = duration, requires = "probe")]
+    pub probe_hop_timeout: Duration,
+    /// How often the probe looks for the next hop.
+    #[arg(long, default_value = "2s", value_parser = duration, requires = "probe")]
+    pub probe_poll: Duration,
+    /// The probe alert's deadline: not delivered by then, it escalates like any alert.
+    #[arg(long, default_value = "15m", requires = "probe")]
+    pub probe_deadline: String,
+}
+
+/// `tocsin preflight`.
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    /// A number alerts will go to (E.164; repeat for each): checked against the sandbox's verified
+    /// numbers and the account's origination numbers for its country.
+    #[arg(long = "to", value_name = "NUMBER")]
+    pub to: Vec<String>,
+    /// The CreateSmsLogGroups you mean to deploy with (default: the template's, true).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub create_sms_log_groups: bool,
+    /// The ManageSmsPreferences you mean to deploy with (default: the template's, true).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub manage_sms_preferences: bool,
+    /// The MonthlySpendLimitUsd you mean to deploy with (empty: leave the account's).
+    #[arg(long)]
+    pub monthly_spend_limit_usd: Option<u32>,
+    /// Whether you mean to deploy with ReserveSenderConcurrency=true, and SenderMaxConcurrency.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub reserve_sender_concurrency: bool,
+    #[arg(long, default_value_t = 2)]
+    pub sender_max_concurrency: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,6 +302,31 @@ mod tests {
         assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123"]).is_err());
         assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123", "--reason", "  "]).is_err());
         assert!(Cli::try_parse_from(["tocsin", "--stack", "s", "resend", "abcdef0123", "--reason", "x"]).is_ok());
+    }
+
+    #[test]
+    fn escalations_help_says_it_reads_the_ledger_and_never_receives() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("escalations").expect("escalations").render_long_help().to_string();
+        assert!(help.contains("from the ledger") && help.contains("never receives"), "{help}");
+        assert!(!help.contains("Reads escalations from the escalation queue"), "{help}");
+        assert!(Cli::try_parse_from(["tocsin", "escalations", "--ack"]).is_err(), "--ack needs --reason");
+    }
+
+    #[test]
+    fn doctor_probe_options_need_a_number_and_preflight_takes_destinations() {
+        assert!(Cli::try_parse_from(["tocsin", "doctor", "--probe-hop-timeout", "1m"]).is_err());
+        assert!(
+            Cli::try_parse_from(["tocsin", "doctor", "--probe", "+14155550100", "--probe-hop-timeout", "1m"]).is_ok()
+        );
+        let p =
+            Cli::try_parse_from(["tocsin", "preflight", "--to", "+14155550100", "--create-sms-log-groups", "false"])
+                .expect("parses");
+        match p.command {
+            Command::Preflight(a) => assert_eq!((a.to.len(), a.create_sms_log_groups), (1, false)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
             commands::escalations::ack(ctx, key, reason).await.map(|()| exit::OK)
         }
         Command::Send(a) => commands::send::run(ctx, a).await,
-        Command::Doctor => commands::doctor::run(ctx).await,
+        Command::Doctor(a) => commands::doctor::run(ctx, a).await,
+        // Needs no stack: main.rs runs it before connecting to one.
+        Command::Preflight(_) => Err(error::CliError::Usage("preflight runs without a stack".into())),
         Command::Reconcile { key, link, reason, margin } => {
             commands::reconcile::run(ctx, key, link.as_deref(), reason.as_deref(), *margin).await.map(|()| exit::OK)
         }

@@ -10,6 +10,14 @@ use tocsin_cli::context::{Connection, Context};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let tocsin_cli::args::Command::Preflight(args) = &cli.command {
+        // Before the first deploy: the account, no stack.
+        let result = match tocsin_cli::context::load_sdk(cli.profile.as_deref(), cli.region.as_deref()).await {
+            Ok(sdk) => tocsin_cli::commands::preflight::run(&sdk, args, cli.json).await,
+            Err(e) => Err(e),
+        };
+        return finish(result, cli.json);
+    }
     let Some(stack) = cli.stack.clone() else {
         Cli::command()
             .error(clap::error::ErrorKind::MissingRequiredArgument, "--stack <NAME> is required (or set TOCSIN_STACK)")
@@ -20,10 +28,14 @@ async fn main() -> ExitCode {
         Ok(ctx) => tocsin_cli::dispatch(&ctx, &cli.command).await,
         Err(e) => Err(e),
     };
+    finish(result, cli.json)
+}
+
+fn finish(result: tocsin_cli::error::CliResult<u8>, json: bool) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            tocsin_cli::report(&e, cli.json);
+            tocsin_cli::report(&e, json);
             ExitCode::from(e.exit_code())
         }
     }

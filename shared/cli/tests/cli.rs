@@ -119,6 +119,12 @@ async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
         assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
     }
     assert!(!table.stdout.contains(number) && !table.stderr.contains(number), "the number leaked:\n{}", table.stdout);
+    // The request named no origination number: show says where it comes from instead.
+    assert!(
+        table.stdout.contains("no origination number named: the stack's SmsOriginationNumber, or SNS picks a route"),
+        "{}",
+        table.stdout
+    );
 
     let doc = tocsin(&p, &["--json", "show", key.as_str()]).await.json();
     assert_eq!(doc["intent"]["key"], key.as_str());
@@ -132,6 +138,10 @@ async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
     assert_eq!(states.last(), Some(&"accepted"), "oldest first: {states:?}");
     assert!(timeline.iter().all(|o| o["summary"].is_string() && o["at"].is_string()));
     assert!(!doc.to_string().contains(number));
+    assert_eq!(
+        doc["intent"]["sms"],
+        serde_json::json!({"origination_number": null, "sender_id": null, "max_price_usd": null})
+    );
 
     // A unique prefix finds it too.
     let short = tocsin(&p, &["--json", "show", key.short()]).await.json();
@@ -631,4 +641,23 @@ async fn reconcile_lists_the_candidate_records_and_links_one_with_a_reason() {
     let ops = operator_observations(&p.timeline(&key).await);
     assert!(ops.iter().any(|(_, action, reason)| action.contains(&first) && reason.contains("timestamps")), "{ops:?}");
     assert_eq!(sms_count(&p).await, 1, "reconciling never sends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_names_the_sms_settings_a_request_gave_with_the_origination_number_masked() {
+    let p = Pipeline::start().await;
+    let mut body = alert("show-sms-1", "+14155550121");
+    body["sms"] = serde_json::json!({"origination_number": "+18445550100", "max_price_usd": "0.50"});
+    let (status, answer) = p.submit(&body).await;
+    assert_eq!(status, 201, "{answer}");
+    let key = key_of(&answer);
+    let table = tocsin(&p, &["show", key.as_str()]).await;
+    assert!(
+        table.stdout.contains("from +1******0100, at most 0.50 USD (the rest from the stack's defaults)"),
+        "{}",
+        table.stdout
+    );
+    assert!(!table.stdout.contains("+18445550100"), "{}", table.stdout);
+    let doc = tocsin(&p, &["--json", "show", key.as_str()]).await.json();
+    assert_eq!(doc["intent"]["sms"]["origination_number"], "+1******0100");
 }

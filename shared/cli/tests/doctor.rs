@@ -21,13 +21,17 @@ use tocsin_harness::recorded::{Answer, Recorded};
 const STACK: &str = "tocsin-doc";
 
 async fn deployed() -> (CloudFormationEmulator, BTreeMap<String, String>) {
+    deployed_with(&[]).await
+}
+
+async fn deployed_with(parameters: &[(&str, &str)]) -> (CloudFormationEmulator, BTreeMap<String, String>) {
     let translated = tokio::task::spawn_blocking(|| tocsin_harness::sam::translate_template_yaml(&[]))
         .await
         .expect("join")
         .expect("template.yaml translates");
     let (template, _) = deployable_on_emulator(&translated);
     let cfn = CloudFormationEmulator::start().await.expect("emulator");
-    cfn.create_stack(STACK, &template, &[]).await.expect("CloudFormation answers").expect("stack created");
+    cfn.create_stack(STACK, &template, parameters).await.expect("CloudFormation answers").expect("stack created");
     let client = aws_sdk_cloudformation::Client::new(&cfn.sdk_config().await);
     let stacks = client.describe_stacks().stack_name(STACK).send().await.expect("describe");
     let outputs = stacks.stacks()[0]
@@ -76,7 +80,8 @@ async fn doctor(cfn: &CloudFormationEmulator, recorded: &Recorded, json: bool) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sound() {
-    let (cfn, outputs) = deployed().await;
+    let (cfn, outputs) =
+        deployed_with(&[("AlarmEmail", "oncall@example.com"), ("ReserveSenderConcurrency", "true")]).await;
     let role = outputs.get("SmsDeliveryStatusRoleArn").expect("the role output").clone();
     set_sms_attributes(
         &cfn,
@@ -103,6 +108,8 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         "ok      failed log group: sns/us-east-1/123456789012/DirectPublishToPhoneNumber/Failure, subscribed by",
         "ok      escalation queue: tocsin-doc-escalations: 0 visible, 0 in flight",
         "ok      alarms: none of tocsin-doc-* in ALARM",
+        "ok      on-call subscriptions: 1 confirmed: o…@example.com",
+        "ok      sender concurrency: 2 reserved for tocsin-doc-sender",
     ] {
         assert!(r.stdout.contains(line), "missing {line:?} in\n{}", r.stdout);
     }
@@ -158,6 +165,16 @@ async fn doctor_exits_1_with_one_line_per_problem() {
             ("ListSMSSandboxPhoneNumbers", pending),
             spend(0.95),
             alarms(&[("tocsin-doc-escalation-waiting", "Threshold Crossed: 1 datapoint [1.0] was >= 1.0")]),
+            // The e-mail subscription SNS is still waiting to have confirmed pages nobody.
+            (
+                "ListSubscriptionsByTopic",
+                Answer::sns_query(
+                    "ListSubscriptionsByTopic",
+                    "<Subscriptions><member><TopicArn>arn:aws:sns:us-east-1:123456789012:tocsin-doc-oncall</TopicArn>\
+                     <Protocol>email</Protocol><SubscriptionArn>PendingConfirmation</SubscriptionArn>\
+                     <Owner>123456789012</Owner><Endpoint>oncall@example.com</Endpoint></member></Subscriptions>",
+                ),
+            ),
         ],
     )
     .await
@@ -174,6 +191,8 @@ async fn doctor_exits_1_with_one_line_per_problem() {
         "PROBLEM delivered log group: sns/us-east-1/123456789012/DirectPublishToPhoneNumber has no subscription filter to",
         "PROBLEM send dead-letter queue: tocsin-doc-send-dlq: 1 visible",
         "PROBLEM alarm: tocsin-doc-escalation-waiting (Threshold Crossed",
+        "PROBLEM on-call subscriptions: nobody confirmed on tocsin-doc-oncall: every alarm pages nobody; waiting for \
+         confirmation: o…@example.com",
     ];
     assert_eq!(problems.len(), expected.len(), "one line per problem:\n{}", r.stdout);
     for (line, want) in problems.iter().zip(expected) {
@@ -181,13 +200,15 @@ async fn doctor_exits_1_with_one_line_per_problem() {
     }
     assert!(r.stdout.contains("WARN    default SMS type: Promotional"), "{}", r.stdout);
     assert!(r.stdout.contains("ok      failed log group"), "the other group is fine:\n{}", r.stdout);
-    assert!(r.stdout.trim_end().ends_with("tocsin-doc: 7 problems to fix."), "{}", r.stdout);
+    assert!(r.stdout.contains("WARN    sender concurrency: none reserved for tocsin-doc-sender"), "{}", r.stdout);
+    assert!(r.stdout.trim_end().ends_with("tocsin-doc: 8 problems to fix."), "{}", r.stdout);
     assert!(!r.stdout.contains("+14155550170"), "numbers stay masked");
+    assert!(!r.stdout.contains("oncall@example.com"), "so do e-mail addresses");
 
     let doc = doctor(&cfn, &recorded, true).await;
     assert_eq!(doc.code, 1);
     let doc = doc.json();
-    assert_eq!((doc["ok"].as_bool(), doc["problems"].as_u64()), (Some(false), Some(7)), "{doc}");
+    assert_eq!((doc["ok"].as_bool(), doc["problems"].as_u64()), (Some(false), Some(8)), "{doc}");
     assert!(
         doc["checks"].as_array().expect("checks").iter().all(|c| c["check"].is_string() && c["detail"].is_string())
     );

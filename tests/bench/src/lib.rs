@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod cpu_clock;
 pub mod error;
 pub mod function;
+pub mod idle;
 pub mod machine;
 pub mod merge;
 pub mod probe;

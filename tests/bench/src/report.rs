@@ -46,6 +46,8 @@ pub struct Report {
     pub storm: Option<Result<serde_json::Value>>,
     /// Storm mode, simulated: off, on, and the EDF bound (section 9).
     pub storm_mode: Option<Result<crate::storm_mode::StormMode>>,
+    /// What an idle stack costs a month (section 4e).
+    pub idle: Option<Result<crate::idle::Idle>>,
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
@@ -84,7 +86,7 @@ impl Report {
              starts the local AWS emulator (moto) as the tests do, and rewrites this file. Needs what `cargo test \
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
-             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,rss,sweep,sweeprate,statusrate,storm,stormmode`; all by default; \
+             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,idle,rss,sweep,sweeprate,statusrate,storm,stormmode`; all by default; \
              sections not run keep their text from the previous BENCHMARKS.md), \
              `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_STORM_SEED` (the storm-mode simulation's workload seed, default 2026), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
              run, default 120), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
@@ -106,6 +108,7 @@ impl Report {
         self.wru_section(&mut body, &mut rows);
         self.cost_section(&mut body, &mut rows);
         self.capacity_section(&mut body, &mut rows);
+        self.idle_section(&mut body, &mut rows);
         self.sweep_section(&mut body, &mut rows);
         self.sweep_rate_section(&mut body, &mut rows);
         self.cpu_section(&mut body, &mut rows);

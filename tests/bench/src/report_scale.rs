@@ -382,3 +382,64 @@ impl Report {
         ));
     }
 }
+
+impl Report {
+    pub(crate) fn idle_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let _ = writeln!(out, "## 4e. What an idle stack costs a month\n");
+        let Some(idle) = &self.idle else { return };
+        let idle = match idle {
+            Ok(i) => i,
+            Err(e) => {
+                error_line(out, "idle", e);
+                return;
+            }
+        };
+        let (lines, canary) = crate::idle::month(idle);
+        let _ = writeln!(
+            out,
+            "A stack at the template's defaults that no alert reaches, for a 30-day month (`tests/bench/src/idle.rs`): \
+             what template.yaml declares (the key, the alarms and the metrics each queries, the dashboard) and the \
+             one thing that runs when nothing happens, the escalation sweep, measured — one run over an empty ledger \
+             on the emulator (after an unmeasured one), its AWS calls, handler time, log and EMF bytes and the custom \
+             metrics it writes — times its schedule's {:.0} runs. Prices as in section 4c (same constants, read on {}), \
+             plus CloudWatch alarms ${:.2} per alarm metric-month, dashboards ${:.2} a month, custom metrics ${:.2} per \
+             metric-month, EventBridge Scheduler ${:.2}/1M invocations; no free tier (an account's first 10 alarm \
+             metrics, 3 dashboards, 10 custom metrics and 14 million schedule invocations a month are free). Empty \
+             tables, queues and log groups cost nothing; the HTTP API and the EventBridge rule bill per request.\n",
+            crate::idle::SWEEPS_PER_MONTH,
+            crate::cost::PRICES_READ,
+            crate::idle::ALARM_METRIC_MONTH,
+            crate::idle::DASHBOARD_MONTH,
+            crate::idle::CUSTOM_METRIC_MONTH,
+            crate::idle::SCHEDULER_INVOCATION * 1e6,
+        );
+        let _ =
+            writeln!(out, "| item | a month | unit price (USD) | USD a month | quantity from |\n|---|---|---|---|---|");
+        for l in lines.iter().chain(&canary) {
+            let _ = writeln!(
+                out,
+                "| {} | {:.3} {} | {:.10} | {:.2} | {} |",
+                l.item,
+                l.quantity,
+                l.unit,
+                l.unit_price,
+                l.usd(),
+                l.source
+            );
+        }
+        let sum = crate::idle::total(&lines);
+        let with_canary = sum + crate::idle::total(&canary);
+        let _ = writeln!(
+            out,
+            "| **total, idle, canary off (the default)** | | | **{sum:.2}** | |\n| **total with the canary (CanaryNumber \
+             set, hourly, US)** | | | **{with_canary:.2}** | |\n\nThe custom metrics the idle sweep writes: {}.\n",
+            idle.sweep.metrics.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+        );
+        rows.push((
+            "4e. idle stack, per month".into(),
+            "report, every item with its source".into(),
+            format!("${sum:.2} (canary off); ${with_canary:.2} with an hourly canary to a US number"),
+            "reported".into(),
+        ));
+    }
+}

@@ -262,6 +262,7 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
             reconcile_margin: Duration::from_secs(600),
             // As deployed (template.yaml's 2 s); the records are an hour old, so no record waits.
             orphan_wait: Duration::from_secs(2),
+            canary_number: None,
         },
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -771,8 +771,13 @@ impl std::io::Write for CountingWriter {
 
 /// Installs the functions' own log layer (`tocsin::telemetry::json_logs`, at the template's
 /// `RUST_LOG`) with a byte counter as its output, once per process.
-fn count_logs(directive: &str) {
+pub(crate) fn count_logs(directive: &str) {
     let _ = subscriber::registry().with(tocsin::telemetry::json_logs(directive, || CountingWriter)).try_init();
+}
+
+/// The functions' log bytes and lines since the last call (what [`count_logs`] counted).
+pub(crate) fn take_log_counts() -> (u64, u64) {
+    (LOG_BYTES.swap(0, Ordering::Relaxed), LOG_LINES.swap(0, Ordering::Relaxed))
 }
 
 // ------------------------------------------------------------------ the measurement

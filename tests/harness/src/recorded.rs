@@ -6,7 +6,8 @@
 //! SDK's standard per-service endpoint variables (`AWS_ENDPOINT_URL_SNS`,
 //! `AWS_ENDPOINT_URL_CLOUDWATCH`) at this server: it answers the operations it holds a recorded
 //! answer for — in the wire format AWS uses, so the real SDK deserialises them — and forwards
-//! every other request to the emulator unchanged.
+//! every other request to the emulator unchanged. Lambda's `GetAccountSettings` (not in moto
+//! either) is a REST-JSON call, recognised by its path.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +48,15 @@ impl Answer {
         }
     }
 
+    /// A REST-JSON or JSON-protocol answer (Lambda, CloudWatch Logs): the document as JSON.
+    pub fn json(document: &Value) -> Answer {
+        Answer {
+            status: 200,
+            headers: vec![("content-type", "application/json".into()), ("x-amzn-requestid", "recorded-0001".into())],
+            body: document.to_string().into_bytes(),
+        }
+    }
+
     /// A Smithy RPC v2 CBOR answer (CloudWatch), the document given as JSON (see [`cbor`]).
     pub fn rpc_v2_cbor(document: &Value) -> Answer {
         Answer {
@@ -66,6 +76,14 @@ impl Answer {
 fn operation(path: &str, headers: &hyper::HeaderMap, body: &[u8]) -> Option<String> {
     if let Some((_, op)) = path.split_once("/operation/") {
         return Some(op.to_owned());
+    }
+    // Lambda's REST paths (`/2016-08-19/account-settings/`, `/2019-09-30/functions/F/concurrency`).
+    let rest = path.trim_end_matches('/');
+    if rest.ends_with("/account-settings") {
+        return Some("GetAccountSettings".to_owned());
+    }
+    if rest.contains("/functions/") && rest.ends_with("/concurrency") {
+        return Some("GetFunctionConcurrency".to_owned());
     }
     if let Some(t) = headers.get("x-amz-target").and_then(|v| v.to_str().ok()) {
         return t.rsplit('.').next().map(str::to_owned);

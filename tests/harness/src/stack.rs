@@ -80,6 +80,12 @@ pub fn resource_type(r: &Value) -> &str {
 impl Stack {
     /// Provisions every supported resource of `template.yaml` on the emulator.
     pub async fn provision(sdk: &SdkConfig, stack_name: &str) -> Result<Stack> {
+        Self::provision_with(sdk, stack_name, &[]).await
+    }
+
+    /// As [`Stack::provision`], with these template parameters instead of their defaults (as
+    /// `sam deploy --parameter-overrides` gives them).
+    pub async fn provision_with(sdk: &SdkConfig, stack_name: &str, overrides: &[(&str, &str)]) -> Result<Stack> {
         let template = load_template()?;
         let mut parameters = HashMap::new();
         if let Some(params) = template.get("Parameters").and_then(Value::as_mapping) {
@@ -92,6 +98,12 @@ impl Stack {
                     parameters.insert(k.to_owned(), value);
                 }
             }
+        }
+        for (k, v) in overrides {
+            if !parameters.contains_key(*k) {
+                return Err(tmpl_err(format!("template.yaml has no parameter {k}")));
+            }
+            parameters.insert((*k).to_owned(), (*v).to_owned());
         }
         let mut stack = Stack {
             name: stack_name.to_owned(),

@@ -13,6 +13,11 @@
 //! - Queues: escalations waiting, dead letters, parked rejects and status failures
 //!   (GetQueueAttributes, which receives nothing).
 //! - Alarms of this stack in ALARM (CloudWatch DescribeAlarms by the stack's alarm-name prefix).
+//! - The on-call topic has a confirmed subscription (SNS ListSubscriptionsByTopic): an e-mail or
+//!   webhook subscription SNS is still waiting to have confirmed pages nobody.
+//! - The sender's reserved concurrency (Lambda GetFunctionConcurrency): a warning while none is
+//!   reserved (ReserveSenderConcurrency=false, the default for accounts whose quota is 10).
+//! - With `--probe NUMBER`, the delivery-status loop itself, hop by hop ([`super::probe`]).
 //!
 //! A check whose API call fails reports a problem saying so (e.g. a missing permission): doctor
 //! never passes what it could not see.
@@ -20,6 +25,7 @@
 use serde::Serialize;
 use tocsin::domain::PhoneNumber;
 
+use crate::args::DoctorArgs;
 use crate::context::{Context, queue_depth, queue_name};
 use crate::error::{CliResult, describe, exit};
 use crate::output;
@@ -45,19 +51,21 @@ struct Report<'a> {
     ok: bool,
     problems: usize,
     checks: &'a [Check],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe: Option<&'a super::probe::ProbeReport>,
 }
 
-fn ok(check: &'static str, detail: impl Into<String>) -> Check {
+pub(crate) fn ok(check: &'static str, detail: impl Into<String>) -> Check {
     Check { check, verdict: Verdict::Ok, detail: detail.into() }
 }
-fn warning(check: &'static str, detail: impl Into<String>) -> Check {
+pub(crate) fn warning(check: &'static str, detail: impl Into<String>) -> Check {
     Check { check, verdict: Verdict::Warning, detail: detail.into() }
 }
-fn problem(check: &'static str, detail: impl Into<String>) -> Check {
+pub(crate) fn problem(check: &'static str, detail: impl Into<String>) -> Check {
     Check { check, verdict: Verdict::Problem, detail: detail.into() }
 }
 
-pub async fn run(ctx: &Context) -> CliResult<u8> {
+pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     let spinner = crate::progress::Spinner::start("checking…");
     let sns = aws_sdk_sns::Client::new(&ctx.sdk);
     let mut checks = Vec::new();
@@ -74,11 +82,30 @@ pub async fn run(ctx: &Context) -> CliResult<u8> {
     queues(ctx, &mut checks).await;
     spinner.set_message(format!("alarms… ({} checks done)", checks.len()));
     alarms(ctx, &cloudwatch, &mut checks).await;
+    spinner.set_message(format!("on-call subscriptions… ({} checks done)", checks.len()));
+    checks.push(alarm_subscriptions(ctx, &sns).await);
+    spinner.set_message(format!("sender concurrency… ({} checks done)", checks.len()));
+    checks.push(sender_concurrency(ctx).await);
+    let probe = match &args.probe {
+        Some(number) => {
+            spinner.set_message(format!("probe: one SMS round the loop… ({} checks done)", checks.len()));
+            let settings = super::probe::ProbeSettings {
+                number: number.clone(),
+                hop_timeout: args.probe_hop_timeout,
+                poll: args.probe_poll,
+                deadline: args.probe_deadline.clone(),
+            };
+            Some(super::probe::run(ctx, &settings, &mut checks).await?)
+        }
+        None => None,
+    };
     spinner.done();
 
     let problems = checks.iter().filter(|c| c.verdict == Verdict::Problem).count();
     if ctx.json {
-        output::json(&Report { stack: &ctx.names.stack, ok: problems == 0, problems, checks: &checks })?;
+        let report =
+            Report { stack: &ctx.names.stack, ok: problems == 0, problems, checks: &checks, probe: probe.as_ref() };
+        output::json(&report)?;
     } else {
         for c in &checks {
             let tag = match c.verdict {
@@ -211,7 +238,7 @@ async fn sandbox(sns: &aws_sdk_sns::Client, checks: &mut Vec<Check>) {
 }
 
 /// Month-to-date SMS spend against the limit: 80 % is a problem (the spend alarm's threshold).
-async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option<f64>) -> Check {
+pub(crate) async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option<f64>) -> Check {
     use aws_sdk_cloudwatch::types::{Metric, MetricDataQuery, MetricStat};
     const C: &str = "SMS spend";
     let now = chrono::Utc::now();
@@ -389,5 +416,90 @@ async fn alarms(ctx: &Context, cloudwatch: &aws_sdk_cloudwatch::Client, checks: 
     }
     for a in firing {
         checks.push(problem("alarm", format!("{a} is in ALARM (runbook: docs/operations.md, Alarms)")));
+    }
+}
+
+/// A subscription's endpoint as doctor prints it: a number masked, an e-mail address with its
+/// local part hidden, a URL by its host.
+pub fn masked_endpoint(protocol: &str, endpoint: &str) -> String {
+    match protocol {
+        "sms" => tocsin::domain::phone::mask_phone_like(endpoint),
+        "email" | "email-json" => match endpoint.split_once('@') {
+            Some((local, domain)) => format!("{}…@{domain}", local.chars().next().unwrap_or('?')),
+            None => "?".into(),
+        },
+        "http" | "https" => endpoint.split('/').nth(2).map_or_else(|| "?".into(), |h| format!("{protocol}://{h}/…")),
+        _ => protocol.to_owned(),
+    }
+}
+
+/// At least one confirmed subscription on the on-call topic: every alarm pages it.
+async fn alarm_subscriptions(ctx: &Context, sns: &aws_sdk_sns::Client) -> Check {
+    const C: &str = "on-call subscriptions";
+    let Some(topic) = ctx.outputs.get("AlarmTopicArn") else {
+        return problem(C, "the stack has no output AlarmTopicArn: deploy this version of template.yaml");
+    };
+    let (mut confirmed, mut pending) = (Vec::new(), Vec::new());
+    let mut token = None;
+    loop {
+        match sns.list_subscriptions_by_topic().topic_arn(topic).set_next_token(token.take()).send().await {
+            Ok(out) => {
+                for sub in out.subscriptions() {
+                    let shown = masked_endpoint(sub.protocol().unwrap_or_default(), sub.endpoint().unwrap_or_default());
+                    match sub.subscription_arn() {
+                        Some(arn) if arn.starts_with("arn:") => confirmed.push(shown),
+                        _ => pending.push(shown),
+                    }
+                }
+                match out.next_token {
+                    Some(t) if !t.is_empty() => token = Some(t),
+                    _ => break,
+                }
+            }
+            Err(e) => return problem(C, format!("cannot read them (SNS ListSubscriptionsByTopic: {})", describe(&e))),
+        }
+    }
+    let pending_text = if pending.is_empty() {
+        String::new()
+    } else {
+        format!("; waiting for confirmation: {} (confirm from the message SNS sent)", pending.join(", "))
+    };
+    if confirmed.is_empty() {
+        problem(
+            C,
+            format!(
+                "nobody confirmed on {}: every alarm pages nobody{pending_text}. Redeploy with AlarmEmail, \
+                 AlarmWebhookUrl or OnCallSmsNumber",
+                topic.rsplit(':').next().unwrap_or(topic)
+            ),
+        )
+    } else if pending.is_empty() {
+        ok(C, format!("{} confirmed: {}", confirmed.len(), confirmed.join(", ")))
+    } else {
+        warning(C, format!("{} confirmed: {}{pending_text}", confirmed.len(), confirmed.join(", ")))
+    }
+}
+
+/// The sender's reserved concurrency: none reserved is a warning (the event source mapping still
+/// caps it, but other functions of the account can take every instance it would need).
+async fn sender_concurrency(ctx: &Context) -> Check {
+    const C: &str = "sender concurrency";
+    let Some(function) = ctx.outputs.get("SenderFunctionName") else {
+        return problem(C, "the stack has no output SenderFunctionName: deploy this version of template.yaml");
+    };
+    let lambda = aws_sdk_lambda::Client::new(&ctx.sdk);
+    match lambda.get_function_concurrency().function_name(function).send().await {
+        Ok(out) => match out.reserved_concurrent_executions() {
+            Some(n) => ok(C, format!("{n} reserved for {function}")),
+            None => warning(
+                C,
+                format!(
+                    "none reserved for {function} (ReserveSenderConcurrency=false): the send queue's event source \
+                     mapping caps it, but other functions can take the account's whole concurrency; reserve it \
+                     once the account's quota allows (tocsin preflight shows the quota)"
+                ),
+            ),
+        },
+        Err(e) => problem(C, format!("cannot read it (Lambda GetFunctionConcurrency: {})", describe(&e))),
     }
 }

@@ -3,6 +3,8 @@
 pub mod doctor;
 pub mod escalations;
 pub mod list;
+pub mod preflight;
+pub mod probe;
 pub mod re_enable;
 pub mod reconcile;
 pub mod resend;
@@ -102,6 +104,43 @@ pub struct IntentView {
     pub escalation: Option<Escalation>,
     pub conflicts: u32,
     pub last_error: Option<String>,
+    /// The SMS settings the request named (numbers masked); absent ones fall back to the stack's.
+    pub sms: SmsView,
+}
+
+/// An intent's own SMS settings (`sms` in the request). What the request leaves out the sender
+/// takes from the stack (SmsOriginationNumber, SmsSenderId, SmsMaxPriceUsd), else SNS decides.
+#[derive(Debug, Clone, Serialize)]
+pub struct SmsView {
+    pub origination_number: Option<String>,
+    pub sender_id: Option<String>,
+    pub max_price_usd: Option<String>,
+}
+
+impl SmsView {
+    /// One line for `show`: what the request named, and where the rest comes from.
+    pub fn describe(&self) -> String {
+        let named: Vec<String> = [
+            self.origination_number.as_ref().map(|n| format!("from {n}")),
+            self.sender_id.as_ref().map(|id| format!("sender ID {id}")),
+            self.max_price_usd.as_ref().map(|p| format!("at most {p} USD")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let origination = if self.origination_number.is_some() {
+            String::new()
+        } else {
+            "no origination number named: the stack's SmsOriginationNumber, or SNS picks a route (US carriers \
+             block SMS from an unregistered number)"
+                .to_owned()
+        };
+        match (named.is_empty(), origination.is_empty()) {
+            (true, _) => format!("{origination}; sender ID and price cap from the stack's defaults"),
+            (false, true) => format!("{} (the rest from the stack's defaults)", named.join(", ")),
+            (false, false) => format!("{}; {origination}", named.join(", ")),
+        }
+    }
 }
 
 impl From<&IntentRecord> for IntentView {
@@ -125,6 +164,11 @@ impl From<&IntentRecord> for IntentView {
             escalation: s.escalation.clone(),
             conflicts: s.conflicts,
             last_error: s.last_error.clone(),
+            sms: SmsView {
+                origination_number: i.sms.origination_number.as_ref().map(|n| n.masked()),
+                sender_id: i.sms.sender_id.clone(),
+                max_price_usd: i.sms.max_price_usd.clone(),
+            },
         }
     }
 }

@@ -77,10 +77,39 @@ pub fn sigv4_headers(
 }
 
 pub async fn run(ctx: &Context, args: &SendArgs) -> CliResult<u8> {
+    let (status, answer) = post(ctx, &request_body(args)?, args.timeout).await?;
+    if ctx.json {
+        output::json(&json!({"status": status, "answer": answer}))?;
+    } else {
+        output::line(summary(status, &answer))?;
+    }
+    Ok(match status {
+        200 | 201 => exit::OK,
+        403 => {
+            eprintln!("tocsin: {}", forbidden(ctx).await);
+            exit::REFUSED
+        }
+        400..=499 => exit::REFUSED,
+        _ => exit::UNAVAILABLE,
+    })
+}
+
+/// What a 403 from the API means, with the caller's identity.
+pub async fn forbidden(ctx: &Context) -> String {
+    format!(
+        "the API refused your signature or identity (403): grant execute-api:Invoke on the stack's API (output \
+         AlertApiArn) to {}",
+        ctx.operator().await.unwrap_or_else(|_| "your identity".into())
+    )
+}
+
+/// POSTs `body` to the stack's `AlertApiUrl`, SigV4-signed with the caller's credentials, and
+/// returns the intake's answer: (HTTP status, JSON body or the text as a JSON string).
+pub async fn post(ctx: &Context, body: &Value, timeout: std::time::Duration) -> CliResult<(u16, Value)> {
     let url_text = ctx.outputs.require("AlertApiUrl")?;
     let url = reqwest::Url::parse(url_text)
         .map_err(|e| CliError::Usage(format!("the stack's AlertApiUrl {url_text} is not a URL: {e}")))?;
-    let body = serde_json::to_vec(&request_body(args)?).map_err(|e| CliError::Output(e.to_string()))?;
+    let body = serde_json::to_vec(body).map_err(|e| CliError::Output(e.to_string()))?;
     let region = ctx.sdk.region().map(|r| r.to_string()).ok_or_else(|| CliError::Usage("no AWS region".into()))?;
     let provider = ctx
         .sdk
@@ -91,7 +120,7 @@ pub async fn run(ctx: &Context, args: &SendArgs) -> CliResult<u8> {
     let signed = sigv4_headers(&url, &body, &identity, &region, SystemTime::now())?;
 
     let http = reqwest::Client::builder()
-        .timeout(args.timeout)
+        .timeout(timeout)
         .build()
         .map_err(|e| CliError::Aws { operation: "HTTP client", message: e.to_string() })?;
     let mut req = http.post(url.clone()).header("content-type", "application/json").body(body);
@@ -106,24 +135,7 @@ pub async fn run(ctx: &Context, args: &SendArgs) -> CliResult<u8> {
     let text =
         resp.text().await.map_err(|e| CliError::Aws { operation: "POST AlertApiUrl", message: e.to_string() })?;
     let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()));
-    if ctx.json {
-        output::json(&json!({"status": status, "answer": answer}))?;
-    } else {
-        output::line(summary(status, &answer))?;
-    }
-    Ok(match status {
-        200 | 201 => exit::OK,
-        403 => {
-            eprintln!(
-                "tocsin: the API refused your signature or identity (403): grant execute-api:Invoke on the stack's \
-                 API to {}",
-                ctx.operator().await.unwrap_or_else(|_| "your identity".into())
-            );
-            exit::REFUSED
-        }
-        400..=499 => exit::REFUSED,
-        _ => exit::UNAVAILABLE,
-    })
+    Ok((status, answer))
 }
 
 /// One line for people: what the intake did, and where to watch it.

@@ -97,6 +97,7 @@ fn intent_table(v: &IntentView) -> comfy_table::Table {
         ("state", v.state.to_string()),
         ("attempts", v.attempts.to_string()),
         ("SNS message id", output::opt(v.sns_message_id.as_deref())),
+        ("SMS settings", v.sms.describe()),
     ];
     if let Some(a) = &v.attempt_id {
         let until =

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod api;
+
 use serde_json::Value;
 
 #[derive(Debug)]

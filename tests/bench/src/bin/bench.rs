@@ -21,7 +21,7 @@ fn sizes() -> Vec<usize> {
         .unwrap_or_else(|| vec![1_000, 10_000, 50_000])
 }
 
-/// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, rss, sweep,
+/// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, idle, rss, sweep,
 /// sweeprate, statusrate, storm, stormmode) selects sections; all by default.
 fn enabled(section: &str) -> bool {
     std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
@@ -112,6 +112,11 @@ async fn run() -> std::io::Result<()> {
             report.capacity = Some(wru::template_json().and_then(|t| capacity::model(w, &t)));
         }
         report.wru = Some(measured);
+        write(&report)?;
+    }
+    if enabled("idle") {
+        eprintln!("bench: what an idle stack costs a month");
+        report.idle = Some(tocsin_bench::idle::measure().await);
         write(&report)?;
     }
     if enabled("rss") {
