@@ -3,8 +3,9 @@
 //! moto does not serve API Gateway invoking a Lambda function, so these tests stand in for API
 //! Gateway with a local HTTP server: it checks the request's SigV4 `Authorization` header the way
 //! API Gateway's IAM authoriser does (shape, service `execute-api`, region, and the signature
-//! recomputed from the request with the caller's secret key), answers 403 when it does not hold,
-//! and otherwise hands the body — as the HTTP API's event — to the real intake handler of the
+//! recomputed from the request with the caller's secret key) and the caller's permission
+//! (`execute-api:Invoke` on the route, evaluated by the IAM gate against the operator policy),
+//! answers 403 when either does not hold, and otherwise hands the body — as the HTTP API's event — to the real intake handler of the
 //! pipeline (`Pipeline::invoke_intake`), answering with its status code and body. The stack's
 //! `AlertApiUrl` output points at that server; everything else is the emulator.
 
@@ -19,6 +20,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use tocsin::domain::{IdempotencyKey, State};
+use tocsin_harness::Principal;
+use tocsin_harness::iam::request::Requirement;
 use tocsin_tests::Pipeline;
 
 /// API Gateway's part: SigV4 checked with `secret`, then intake.
@@ -73,6 +76,17 @@ async fn answer(
     seen.lock().expect("lock").push(authorization.clone());
     if let Err(why) = verify(&authorization, &header("x-amz-date"), &header("content-type"), url, &body, secret) {
         return reply(403, serde_json::json!({"message": format!("Forbidden: {why}")}).to_string());
+    }
+    // The IAM authorizer: the caller's policy must allow invoking this route.
+    let key = authorization.split("Credential=").nth(1).and_then(|c| c.split('/').next()).unwrap_or_default();
+    let caller = Principal::from_access_key_id(key).unwrap_or(Principal::Operator);
+    let route = Requirement::plain(
+        "execute-api:Invoke",
+        "arn:aws:execute-api:us-east-1:123456789012:local0api/$default/POST/alerts",
+    );
+    if let Err(d) = p.emulator.iam().authorize(&caller, "execute-api POST /alerts", &route) {
+        let message = format!("User: {caller} is not authorized to perform: {} on resource: {}", d.action, d.resource);
+        return reply(403, serde_json::json!({ "Message": message }).to_string());
     }
     let event = tocsin_harness::events::http_api_post(std::str::from_utf8(&body).expect("utf-8"));
     let (status, body) = p.invoke_intake(event).await;
@@ -137,7 +151,7 @@ async fn tocsin(p: &Pipeline, stack: &str, args: &[&str]) -> Run {
     tocsin_with(aws_env(&p.emulator.endpoint()), &all).await
 }
 
-/// A stack whose outputs are template.yaml's, with AlertApiUrl at the stand-in.
+/// The local stack's outputs (template.yaml's) with AlertApiUrl at the stand-in, as `name`.
 async fn stack_with_api(p: &Pipeline, name: &str, api: &ApiStandIn) {
     tocsin_harness::stack_outputs::publish(&p.emulator.endpoint(), &p.stack, name, &[("AlertApiUrl", &api.url)])
         .await
@@ -147,8 +161,8 @@ async fn stack_with_api(p: &Pipeline, name: &str, api: &ApiStandIn) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_replay() {
     let p = Arc::new(Pipeline::start().await);
-    let api = start_api(p.clone(), "test").await;
-    stack_with_api(&p, "tocsin-api", &api).await;
+    let api = start_api(p.clone(), tocsin_harness::iam::SECRET).await;
+    stack_with_api(&p, "tocsin-local", &api).await;
     let args = [
         "send",
         "--event-id",
@@ -166,16 +180,17 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
         "--deadline",
         "15m",
     ];
-    let r = tocsin(&p, "tocsin-api", &args).await;
+    let r = tocsin(&p, "tocsin-local", &args).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("201 created: intent "), "{}", r.stdout);
     let auth = api.seen.lock().expect("lock")[0].clone();
     assert!(
-        auth.starts_with("AWS4-HMAC-SHA256 Credential=test/") && auth.contains("/us-east-1/execute-api/aws4_request"),
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=OPERATOR/")
+            && auth.contains("/us-east-1/execute-api/aws4_request"),
         "{auth}"
     );
 
-    let doc = tocsin(&p, "tocsin-api", &[&["--json"][..], &args[..]].concat()).await.json();
+    let doc = tocsin(&p, "tocsin-local", &[&["--json"][..], &args[..]].concat()).await.json();
     assert_eq!(doc["status"], 200, "the same event again is a replay: {doc}");
     assert_eq!(doc["answer"]["replay"], true);
     let key = IdempotencyKey::parse(doc["answer"]["idempotency_key"].as_str().expect("key")).expect("key");
@@ -195,7 +210,7 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
         r#"{"event_id": "bad-1", "template": {"name": "disk_full", "version": 1}, "recipient": "0800"}"#,
     )
     .expect("write");
-    let bad = tocsin(&p, "tocsin-api", &["--json", "send", "--file", file.to_str().expect("path")]).await;
+    let bad = tocsin(&p, "tocsin-local", &["--json", "send", "--file", file.to_str().expect("path")]).await;
     assert_eq!(bad.code, 1, "{bad:?}");
     assert_eq!(bad.json()["status"], 422);
     assert!(bad.stdout.contains("recipient"), "{}", bad.stdout);
@@ -204,12 +219,12 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signature_the_api_does_not_accept_is_a_403_that_names_the_permission_and_creates_nothing() {
     let p = Arc::new(Pipeline::start().await);
-    // The stand-in expects another secret for key `test`: the signature cannot match.
+    // The stand-in expects another secret for the operator's key: the signature cannot match.
     let api = start_api(p.clone(), "not-the-callers-secret").await;
-    stack_with_api(&p, "tocsin-api-denied", &api).await;
+    stack_with_api(&p, "tocsin-local", &api).await;
     let r = tocsin(
         &p,
-        "tocsin-api-denied",
+        "tocsin-local",
         &["send", "--event-id", "denied-1", "--template", "disk_full@1", "--to", "+14155550161"],
     )
     .await;
