@@ -35,7 +35,9 @@ fn record(p: &Pipeline, msg_id: &str, number: &str, success: bool, response: &st
 }
 
 async fn feed(p: &Pipeline, group: &str, lines: &[LogLine]) -> status::Summary {
-    p.status.handle(logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines))).await.expect("status")
+    let summary = p.status.handle(logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines))).await;
+    p.assert_iam_allowed();
+    summary.expect("status")
 }
 
 fn load(path: &str) -> Value {
