@@ -23,7 +23,8 @@ use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, IntentRecord};
 use tocsin::ports::{Clock, EscalationMessage, IntentStore};
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
-use tocsin_harness::{Emulator, Stack};
+use tocsin_harness::iam::LOCAL_STACK;
+use tocsin_harness::{Emulator, Principal, Stack};
 
 pub use tocsin_harness;
 
@@ -125,18 +126,29 @@ pub struct Pipeline {
     pub proxy: Option<tocsin_harness::fault_proxy::FaultProxy>,
     pub stack: Stack,
     pub clock: TestClock,
+    /// Each function signs with its own credentials (`Principal::Function`), so the IAM gate in
+    /// front of the emulator checks every call against that function's role.
     pub intake: IntakeFn,
     pub sender: SenderFn,
     pub status: StatusFn,
     pub escalation: EscalationFn,
+    /// The harness's own ledger client (through the fault proxy when there is one): the test
+    /// arranging state, or playing a function that crashed. Not checked by the IAM gate.
     pub ledger: DynamoLedger,
     /// The ledger read straight from the emulator (never through the fault proxy).
     pub inspect: DynamoLedger,
     sender_config: SenderConfig,
     failed_receipts: Mutex<Vec<String>>,
+    /// The harness's own registry client.
     pub registry: DynamoRegistry,
+    /// The harness's own SQS client (straight to the emulator): on-call reading the escalation
+    /// queue, a producer the test plays.
     pub sqs: aws_sdk_sqs::Client,
+    /// The sender's SQS event source mapping, which polls with the sender's role.
+    pub mapping_sqs: aws_sdk_sqs::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// Where the functions' clients connect: the fault proxy, or the emulator (its IAM gate).
+    function_endpoint: String,
     seen_log_events: Mutex<HashSet<String>>,
 }
 
@@ -162,6 +174,11 @@ pub struct Options {
     pub parameters: Vec<(&'static str, &'static str)>,
 }
 
+/// The SDK configuration of function `logical_id` (its own credentials), reaching `endpoint`.
+pub async fn function_sdk(endpoint: &str, logical_id: &str) -> aws_config::SdkConfig {
+    Emulator::sdk_config_for(endpoint, &Principal::function(logical_id)).await
+}
+
 impl Pipeline {
     pub async fn start() -> Self {
         Self::start_with(Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], ..Default::default() }).await
@@ -171,7 +188,7 @@ impl Pipeline {
         capture_metrics();
         let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
         let direct = emulator.sdk_config().await;
-        let stack = Stack::provision_with(&direct, "tocsin-local", &options.parameters)
+        let stack = Stack::provision_with(&direct, LOCAL_STACK, &options.parameters)
             .await
             .unwrap_or_else(|e| panic!("provision: {e}"));
         let proxy = match options.fault_seed {
@@ -183,13 +200,15 @@ impl Pipeline {
             None => None,
         };
         // What the functions use: through the proxy when there is one.
-        let sdk = match &proxy {
-            Some(pr) => Emulator::sdk_config_for(&pr.endpoint()).await,
-            None => direct.clone(),
-        };
+        let function_endpoint = proxy.as_ref().map_or_else(|| emulator.endpoint(), |pr| pr.endpoint());
+        let harness = Emulator::sdk_config_for(&function_endpoint, &Principal::Harness).await;
+        let [intake_sdk, sender_sdk, status_sdk, escalation_sdk] = [
+            function_sdk(&function_endpoint, "IntakeFunction").await,
+            function_sdk(&function_endpoint, "SenderFunction").await,
+            function_sdk(&function_endpoint, "StatusFunction").await,
+            function_sdk(&function_endpoint, "EscalationFunction").await,
+        ];
         let clock = TestClock::starting_now();
-        let ddb = aws_sdk_dynamodb::Client::new(&sdk);
-        let fn_sqs = aws_sdk_sqs::Client::new(&sdk);
         let sqs = aws_sdk_sqs::Client::new(&direct);
         let ov = options.env.as_slice();
 
@@ -202,53 +221,66 @@ impl Pipeline {
         let esc_cfg =
             EscalationConfig::from_env(&mut env_of(&stack, "EscalationFunction", ov)).unwrap_or_else(|e| panic!("{e}"));
 
-        let ledger = DynamoLedger::new(ddb.clone(), &intake_cfg.ledger_table).with_due_shards(intake_cfg.due_shards);
-        let registry = DynamoRegistry::new(ddb.clone(), &sender_cfg.recipients_table);
+        let (ledger_table, due_shards) = (intake_cfg.ledger_table.clone(), intake_cfg.due_shards);
+        let recipients_table = sender_cfg.recipients_table.clone();
+        let ledger_of = |sdk: &aws_config::SdkConfig| {
+            DynamoLedger::new(aws_sdk_dynamodb::Client::new(sdk), &ledger_table).with_due_shards(due_shards)
+        };
+        let registry_of =
+            |sdk: &aws_config::SdkConfig| DynamoRegistry::new(aws_sdk_dynamodb::Client::new(sdk), &recipients_table);
+        let ledger = ledger_of(&harness);
+        let registry = registry_of(&harness);
         let direct_ddb = aws_sdk_dynamodb::Client::new(&direct);
         let sns_sdk = match &options.sns_endpoint {
-            Some(ep) => Emulator::sdk_config_for(ep).await,
-            None => sdk.clone(),
+            Some(ep) => function_sdk(ep, "SenderFunction").await,
+            None => sender_sdk.clone(),
         };
+        let intake_sqs = aws_sdk_sqs::Client::new(&intake_sdk);
         let intake = intake::Intake {
-            store: ledger.clone(),
-            queue: SqsSendQueue::new(fn_sqs.clone(), &intake_cfg.send_queue_url)
+            store: ledger_of(&intake_sdk),
+            queue: SqsSendQueue::new(intake_sqs.clone(), &intake_cfg.send_queue_url)
                 .with_urgent(&intake_cfg.urgent_queue_url),
-            rejects: SqsRejectSink::new(fn_sqs.clone(), &intake_cfg.rejects_queue_url),
+            rejects: SqsRejectSink::new(intake_sqs, &intake_cfg.rejects_queue_url),
             clock: clock.clone(),
             catalog: Catalog::builtin(),
             config: intake_cfg,
         };
         let sender = sender::Sender::new(
-            ledger.clone(),
-            registry.clone(),
+            ledger_of(&sender_sdk),
+            registry_of(&sender_sdk),
             SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
-            SqsSendQueue::new(fn_sqs.clone(), &sender_cfg.send_queue_url).with_urgent(&sender_cfg.urgent_queue_url),
+            SqsSendQueue::new(aws_sdk_sqs::Client::new(&sender_sdk), &sender_cfg.send_queue_url)
+                .with_urgent(&sender_cfg.urgent_queue_url),
             clock.clone(),
             sender_cfg.clone(),
         );
         let status = StatusFn {
             handler: status::StatusHandler {
-                store: ledger.clone(),
-                registry: registry.clone(),
+                store: ledger_of(&status_sdk),
+                registry: registry_of(&status_sdk),
                 clock: clock.clone(),
                 config: status_cfg,
             },
             timeout: function_timeout(&stack, "StatusFunction"),
         };
+        let escalation_sqs = aws_sdk_sqs::Client::new(&escalation_sdk);
         let escalation = escalation::Escalator {
-            store: ledger.clone(),
-            send_queue: SqsSendQueue::new(fn_sqs.clone(), &esc_cfg.send_queue_url)
+            store: ledger_of(&escalation_sdk),
+            send_queue: SqsSendQueue::new(escalation_sqs.clone(), &esc_cfg.send_queue_url)
                 .with_urgent(&esc_cfg.urgent_queue_url),
-            escalations: SqsEscalationQueue::new(fn_sqs.clone(), &esc_cfg.escalation_queue_url),
+            escalations: SqsEscalationQueue::new(escalation_sqs, &esc_cfg.escalation_queue_url),
             logs: CloudWatchLogsSearch::new(
-                aws_sdk_cloudwatchlogs::Client::new(&sdk),
+                aws_sdk_cloudwatchlogs::Client::new(&escalation_sdk),
                 &esc_cfg.sms_success_log_group,
                 &esc_cfg.sms_failure_log_group,
             ),
-            registry: registry.clone(),
+            registry: registry_of(&escalation_sdk),
             clock: clock.clone(),
             config: esc_cfg,
         };
+        let mapping =
+            Emulator::sdk_config_for(&emulator.endpoint(), &Principal::EventSourceMapping("SenderFunction".into()))
+                .await;
         Pipeline {
             logs: aws_sdk_cloudwatchlogs::Client::new(&direct),
             inspect: DynamoLedger::new(direct_ddb, stack.table("LedgerTable"))
@@ -266,19 +298,34 @@ impl Pipeline {
             failed_receipts: Mutex::new(Vec::new()),
             registry,
             sqs,
+            mapping_sqs: aws_sdk_sqs::Client::new(&mapping),
+            function_endpoint,
             seen_log_events: Mutex::new(HashSet::new()),
         }
     }
 
+    /// Function `logical_id`'s SDK configuration (its own credentials), reaching the emulator
+    /// the way the pipeline's functions do (through the fault proxy when there is one).
+    pub async fn sdk_of(&self, logical_id: &str) -> aws_config::SdkConfig {
+        function_sdk(&self.function_endpoint, logical_id).await
+    }
+
+    /// Fails the test with every call the IAM gate denied so far (each names the function, the
+    /// action, the resource and the statement that is missing). Called after every function
+    /// invocation the pipeline makes, so the test that made the call fails there — even when the
+    /// function swallowed the AccessDenied.
+    pub fn assert_iam_allowed(&self) {
+        self.emulator.iam().assert_no_denials();
+    }
+
     /// Rebuilds the sender so its SNS client talks to `endpoint` (a fault proxy, a closed port).
     pub async fn with_sns_endpoint(mut self, endpoint: &str) -> Self {
-        let sdk = Emulator::sdk_config_for(endpoint).await;
+        let sdk = function_sdk(endpoint, "SenderFunction").await;
         self.sender = sender::Sender::new(
-            self.ledger.clone(),
-            self.registry.clone(),
+            self.sender.store.clone(),
+            self.sender.registry.clone(),
             SnsGateway::new(&sdk, self.sender_config.publish_timeout),
-            SqsSendQueue::new(self.sqs.clone(), &self.sender_config.send_queue_url)
-                .with_urgent(&self.sender_config.urgent_queue_url),
+            self.sender.queue.clone(),
             self.clock.clone(),
             self.sender_config.clone(),
         );
@@ -286,16 +333,32 @@ impl Pipeline {
     }
 
     /// The same intake, enqueueing through `sqs` to `send_queue_url` (a queue that does not exist,
-    /// a client behind a fault proxy): for the enqueue-failure scenarios.
+    /// a client behind a fault proxy): for the enqueue-failure scenarios. `sqs` should sign as
+    /// the intake function (`function_sdk(endpoint, "IntakeFunction")`).
     pub fn intake_enqueueing_to(&self, sqs: aws_sdk_sqs::Client, send_queue_url: &str) -> IntakeFn {
         intake::Intake {
-            store: self.ledger.clone(),
+            store: self.intake.store.clone(),
             queue: SqsSendQueue::new(sqs.clone(), send_queue_url),
             rejects: SqsRejectSink::new(sqs, &self.stack.queue("IntakeRejectsQueue").url),
             clock: self.clock.clone(),
             config: self.intake.config.clone(),
             catalog: Catalog::builtin(),
         }
+    }
+
+    /// Takes the IAM gate's denials so far, asserting that `action` on a resource containing
+    /// `resource` is among them and that every one is on that resource: for a test that makes
+    /// such a call on purpose.
+    pub fn expect_iam_denied(&self, action: &str, resource: &str) -> Vec<tocsin_harness::iam::Denial> {
+        let denials = self.emulator.iam().take_denials();
+        assert!(
+            denials.iter().any(|d| d.action == action && d.resource.contains(resource)),
+            "expected {action} on …{resource}… to be denied; denied: {denials:#?}"
+        );
+        for d in &denials {
+            assert!(d.resource.contains(resource), "expected denials on …{resource}… only; also:\n{}", d.message);
+        }
+        denials
     }
 
     /// Puts another send request for `key` on the queue (a redelivery, a duplicate producer).
@@ -330,51 +393,34 @@ impl Pipeline {
     }
 
     pub async fn invoke_intake(&self, event: Value) -> (u16, Value) {
-        let resp = self.intake.handle(event).await.unwrap_or_else(|e| panic!("intake failed: {e}"));
+        let resp = self.intake.handle(event).await;
+        self.assert_iam_allowed();
+        let resp = resp.unwrap_or_else(|e| panic!("intake failed: {e}"));
         let status = resp["statusCode"].as_u64().unwrap_or(0) as u16;
         let body = resp["body"].as_str().and_then(|b| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
         (status, body)
     }
 
-    /// Receives up to `max` messages from a queue (visible now).
+    /// Receives up to `max` messages from a queue (visible now), as the harness.
     pub async fn receive(&self, queue_url: &str, max: i32) -> Vec<aws_sdk_sqs::types::Message> {
-        let mut out = Vec::new();
-        loop {
-            let want = (max - out.len() as i32).clamp(0, 10);
-            if want == 0 {
-                break;
-            }
-            let r = self
-                .sqs
-                .receive_message()
-                .queue_url(queue_url)
-                .max_number_of_messages(want)
-                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .unwrap_or_else(|e| panic!("receive: {e}"));
-            let msgs = r.messages.unwrap_or_default();
-            if msgs.is_empty() {
-                break;
-            }
-            out.extend(msgs);
-        }
-        out
+        receive_with(&self.sqs, queue_url, max).await
     }
 
     /// The SQS event source mapping: hands queued messages to the sender in batches of ten and
-    /// deletes those not reported as failures. Returns every batch response.
+    /// deletes those not reported as failures, polling with the sender's role as Lambda's mapping
+    /// does. Returns every batch response.
     pub async fn run_sender(&self) -> Vec<SqsBatchResponse> {
         let q = self.stack.queue("SendQueue").clone();
         let mut responses = Vec::new();
         loop {
-            let msgs = self.receive(&q.url, 10).await;
+            let msgs = receive_with(&self.mapping_sqs, &q.url, 10).await;
+            self.assert_iam_allowed();
             if msgs.is_empty() {
                 break;
             }
             let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
             let resp = self.sender.handle(event, self.clock.invocation_deadline()).await;
+            self.assert_iam_allowed();
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
                 if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
@@ -391,11 +437,11 @@ impl Pipeline {
     }
 
     /// Deletes `messages` from the queue, as the event source mapping does with those a batch
-    /// finished.
+    /// finished (with the sender's role).
     pub async fn acknowledge(&self, queue_url: &str, messages: &[aws_sdk_sqs::types::Message]) {
         for m in messages {
             let _ = self
-                .sqs
+                .mapping_sqs
                 .delete_message()
                 .queue_url(queue_url)
                 .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
@@ -470,7 +516,9 @@ impl Pipeline {
                 continue;
             }
             let event = logs_envelope(&logs_payload(&name, "DATA_MESSAGE", &lines));
-            out.push(self.status.handle(event).await.unwrap_or_else(|e| panic!("status failed: {e}")));
+            let summary = self.status.handle(event).await;
+            self.assert_iam_allowed();
+            out.push(summary.unwrap_or_else(|e| panic!("status failed: {e}")));
         }
         out
     }
@@ -483,7 +531,9 @@ impl Pipeline {
     /// One sweep run that stops (as the Lambda does before its timeout) after `budget`.
     pub async fn run_escalation_within(&self, budget: std::time::Duration) -> escalation::RunSummary {
         let stop = self.clock.in_(budget);
-        self.escalation.run(stop).await.unwrap_or_else(|e| panic!("escalation failed: {e}"))
+        let summary = self.escalation.run(stop).await;
+        self.assert_iam_allowed();
+        summary.unwrap_or_else(|e| panic!("escalation failed: {e}"))
     }
 
     /// What on-call finds on the escalation queue (received and deleted).
@@ -597,6 +647,9 @@ impl Pipeline {
                 _ => break,
             }
         }
+        // For IAM, the snapshot is the ledger's index: the gate authorizes it as the real one.
+        let arn = |t: &str| format!("arn:aws:dynamodb:us-east-1:123456789012:table/{t}/");
+        self.emulator.iam().authorize_as(&arn(&lagging), &arn(&table));
         proxy.clear_rules();
         proxy.add_rule(
             tocsin_harness::fault_proxy::Rule::sometimes(
@@ -654,6 +707,32 @@ impl Pipeline {
         let attrs = r.attributes.unwrap_or_default();
         attrs.values().filter_map(|v| v.parse::<usize>().ok()).sum()
     }
+}
+
+/// Receives up to `max` messages from a queue (visible now) with `sqs`.
+pub async fn receive_with(sqs: &aws_sdk_sqs::Client, queue_url: &str, max: i32) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut out = Vec::new();
+    loop {
+        let want = (max - out.len() as i32).clamp(0, 10);
+        if want == 0 {
+            break;
+        }
+        let r = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(want)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("receive: {e}"));
+        let msgs = r.messages.unwrap_or_default();
+        if msgs.is_empty() {
+            break;
+        }
+        out.extend(msgs);
+    }
+    out
 }
 
 /// Test runs write EMF metric lines to files instead of stdout, one per test:

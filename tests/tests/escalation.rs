@@ -7,10 +7,9 @@ use std::time::Duration as StdDuration;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use chrono::Duration;
 use tocsin::adapters::dynamodb::DynamoLedger;
-use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
+
 use tocsin::domain::State;
 use tocsin::ports::{DueIndex, IntentStore};
-use tocsin_harness::Emulator;
 use tocsin_harness::events::sqs_event;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -76,14 +75,14 @@ async fn a_crash_after_sending_before_marking_sends_again_with_the_same_key() {
     assert_eq!(p.run_escalation().await.delay_suspected, 1, "marked in an earlier run");
     p.clock.advance(Duration::minutes(5));
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 3).await.expect("proxy");
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = tocsin_tests::function_sdk(&proxy.endpoint(), "EscalationFunction").await;
     let crashing = escalation::Escalator {
         store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable"))
             .with_due_shards(p.ledger.due_shard_count()),
-        send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
-        escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
+        send_queue: p.escalation.send_queue.clone(),
+        escalations: p.escalation.escalations.clone(),
         logs: p.escalation.logs.clone(),
-        registry: p.registry.clone(),
+        registry: p.escalation.registry.clone(),
         clock: p.clock.clone(),
         config: p.escalation.config.clone(),
     };

@@ -50,12 +50,14 @@ async fn the_same_event_with_a_different_payload_is_a_conflict_and_the_original_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_after_a_failed_enqueue_re_enqueues_and_the_alert_is_sent_once() {
     let p = Pipeline::start().await;
-    // The same intake, but its queue does not exist: the put lands, the enqueue fails.
-    let broken =
-        p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
+    // The same intake, but its queue does not exist: the put lands, the enqueue fails (on AWS
+    // with AccessDenied: intake's role names only the stack's queues).
+    let sqs = aws_sdk_sqs::Client::new(&p.sdk_of("IntakeFunction").await);
+    let broken = p.intake_enqueueing_to(sqs, &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
     let req = alert("enqueue-fails-1", "+14155550132");
     let resp = broken.handle(http_api_post(&req.to_string())).await.expect("answers");
     assert_eq!(resp["statusCode"], 503);
+    p.expect_iam_denied("sqs:SendMessage", ":no-such-queue");
     assert_eq!(resp["headers"]["retry-after"], "5");
     assert_eq!(p.queue_depth("SendQueue").await, 0);
 
@@ -71,10 +73,11 @@ async fn a_replay_after_a_failed_enqueue_re_enqueues_and_the_alert_is_sent_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_intent_the_enqueue_forgot_is_re_enqueued_by_the_sweep_after_the_grace_period() {
     let p = Pipeline::start().await;
-    let broken =
-        p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
+    let sqs = aws_sdk_sqs::Client::new(&p.sdk_of("IntakeFunction").await);
+    let broken = p.intake_enqueueing_to(sqs, &format!("{}/123456789012/no-such-queue", p.emulator.endpoint()));
     let resp = broken.handle(http_api_post(&alert("forgotten-1", "+14155550133").to_string())).await.expect("answers");
     assert_eq!(resp["statusCode"], 503);
+    p.expect_iam_denied("sqs:SendMessage", ":no-such-queue");
     assert_eq!(p.run_escalation().await.re_enqueued, 0, "not before the grace period");
     p.clock.advance(chrono::Duration::minutes(3));
     assert_eq!(p.run_escalation().await.re_enqueued, 1);

@@ -3,12 +3,11 @@
 
 use chrono::Duration;
 use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
-use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
+
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::reconcile::ReconcileState;
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{IntentStore, MessageIndex};
-use tocsin_harness::Emulator;
 use tocsin_harness::events::sns_delivery_record;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
@@ -169,17 +168,17 @@ async fn a_throttled_log_search_is_deferred_and_the_escalation_run_still_complet
         Fault::json_error("ThrottlingException", "Rate exceeded", 400),
         1.0,
     ));
-    let sdk = Emulator::sdk_config_for(&logs_proxy.endpoint()).await;
+    let sdk = tocsin_tests::function_sdk(&logs_proxy.endpoint(), "EscalationFunction").await;
     let throttled = escalation::Escalator {
-        store: p.ledger.clone(),
-        send_queue: SqsSendQueue::new(p.sqs.clone(), &p.stack.queue("SendQueue").url),
-        escalations: SqsEscalationQueue::new(p.sqs.clone(), &p.stack.queue("EscalationQueue").url),
+        store: p.escalation.store.clone(),
+        send_queue: p.escalation.send_queue.clone(),
+        escalations: p.escalation.escalations.clone(),
         logs: CloudWatchLogsSearch::new(
             aws_sdk_cloudwatchlogs::Client::new(&sdk),
             p.stack.log_group(SUCCESS),
             p.stack.log_group(FAILURE),
         ),
-        registry: p.registry.clone(),
+        registry: p.escalation.registry.clone(),
         clock: p.clock.clone(),
         config: p.escalation.config.clone(),
     };

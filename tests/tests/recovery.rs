@@ -4,7 +4,6 @@
 use chrono::Duration;
 use serde_json::Value;
 use tocsin::domain::State;
-use tocsin_harness::Emulator;
 use tocsin_harness::events::{http_api_post, sns_delivery_record};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
@@ -20,7 +19,7 @@ async fn scenario_1_the_client_loses_the_connection_before_intake_answers_and_re
     // hears nothing useful (or nothing at all) and retries.
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 1).await.expect("proxy");
     proxy.add_rule(Rule::once("AmazonSQS.SendMessage", Fault::DropResponse));
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = tocsin_tests::function_sdk(&proxy.endpoint(), "IntakeFunction").await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let flaky_intake = p.intake_enqueueing_to(sqs.clone(), &p.stack.queue("SendQueue").url);
     let req = alert("scenario-1", "+14155550181");
@@ -43,7 +42,7 @@ async fn scenario_2_intake_stored_the_intent_but_its_answer_was_lost_the_same_ev
     // while the function runs on — and never sees intake's answer.
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 2).await.expect("proxy");
     proxy.add_rule(Rule::once("AmazonSQS.SendMessage", Fault::Delay(std::time::Duration::from_secs(2))));
-    let sqs = aws_sdk_sqs::Client::new(&Emulator::sdk_config_for(&proxy.endpoint()).await);
+    let sqs = aws_sdk_sqs::Client::new(&tocsin_tests::function_sdk(&proxy.endpoint(), "IntakeFunction").await);
     let slow_intake = p.intake_enqueueing_to(sqs, &p.stack.queue("SendQueue").url);
     let req = alert("scenario-2", "+14155550182");
     let first = tokio::spawn({
@@ -158,10 +157,12 @@ async fn scenario_6_recovery_after_the_deadline_sends_nothing_automatically_and_
     queued["deadline"] = Value::from("5m");
     p.submit(&queued).await;
     // Another intent never reached the queue (its enqueue failed) before the outage.
-    let broken = p.intake_enqueueing_to(p.sqs.clone(), &format!("{}/123456789012/gone", p.emulator.endpoint()));
+    let sqs = aws_sdk_sqs::Client::new(&p.sdk_of("IntakeFunction").await);
+    let broken = p.intake_enqueueing_to(sqs, &format!("{}/123456789012/gone", p.emulator.endpoint()));
     let mut forgotten = alert("scenario-6-forgotten", "+14155550187");
     forgotten["deadline"] = Value::from("5m");
     broken.handle(http_api_post(&forgotten.to_string())).await.expect("answered");
+    p.expect_iam_denied("sqs:SendMessage", ":gone");
     // The outage ends after both deadlines.
     p.clock.advance(Duration::minutes(10));
     p.run_sender().await;

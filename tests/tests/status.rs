@@ -10,7 +10,6 @@ use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::RecipientRegistry;
-use tocsin_harness::Emulator;
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
@@ -36,7 +35,9 @@ fn record(p: &Pipeline, msg_id: &str, number: &str, success: bool, response: &st
 }
 
 async fn feed(p: &Pipeline, group: &str, lines: &[LogLine]) -> status::Summary {
-    p.status.handle(logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines))).await.expect("status")
+    let summary = p.status.handle(logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines))).await;
+    p.assert_iam_allowed();
+    summary.expect("status")
 }
 
 fn load(path: &str) -> Value {
@@ -417,10 +418,10 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
     let p = Pipeline::start().await;
     let (key, id) = sent(&p, "retry-1", "+14155550151").await;
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 11).await.expect("proxy");
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = tocsin_tests::function_sdk(&proxy.endpoint(), "StatusFunction").await;
     let flaky = status::StatusHandler {
         store: DynamoLedger::new(aws_sdk_dynamodb::Client::new(&sdk), p.stack.table("LedgerTable")),
-        registry: p.registry.clone(),
+        registry: p.status.registry.clone(),
         clock: p.clock.clone(),
         config: p.status.config.clone(),
     };

@@ -7,6 +7,7 @@ use chrono::Duration;
 use serde_json::Value;
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin_harness::events::sqs_event;
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
 
 /// Submits `n` alerts with 15 minutes to spare, to distinct numbers.
@@ -76,4 +77,32 @@ async fn an_alert_left_waiting_until_its_slack_is_under_five_minutes_is_re_enque
     assert_eq!(run.re_enqueued, 1, "{run:?}");
     assert_eq!(p.queue_depth("UrgentSendQueue").await, 1, "promoted");
     assert_eq!(p.record(&key).await.status.state, State::Queued);
+}
+
+/// A throttled publish of an urgent alert hands its urgent-lane message back with the retry delay
+/// (ChangeMessageVisibility on the urgent lane, with the sender's role), not the lane's 3-minute
+/// visibility timeout: the retry comes as soon as for any other throttled alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_urgent_alert_comes_back_on_the_urgent_lane_after_its_retry_delay() {
+    let p = Pipeline::start().await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 21).await.expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::sns_throttling()).when_body_contains("14155554996"));
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    backlog(&p, "throttled-ahead", 15).await;
+    tokio::time::sleep(StdDuration::from_millis(5_200)).await;
+    let urgent = submit_due_in(&p, "urgent-throttled-1", "+14155554996", "2m").await;
+    assert_eq!(p.queue_depth("UrgentSendQueue").await, 1, "on the urgent lane too");
+
+    let q = p.stack.queue("SendQueue").clone();
+    let first = p.receive(&q.url, 10).await;
+    p.clock.advance(Duration::seconds(6));
+    p.sender.handle(sqs_event(&q.arn, &first), p.clock.invocation_deadline()).await;
+    p.assert_iam_allowed();
+    assert_eq!(proxy.injected(), 1, "the urgent alert's publish was throttled");
+    assert_eq!(p.record(&urgent).await.status.state, State::Queued, "handed back unsent");
+
+    // The first retry waits TOCSIN_RETRY_BASE_DELAY (2 s), then the message is visible again.
+    tokio::time::sleep(StdDuration::from_millis(2_500)).await;
+    let lane = p.stack.queue("UrgentSendQueue").url.clone();
+    assert_eq!(p.receive(&lane, 10).await.len(), 1, "back on the urgent lane after 2 s, not 180 s");
 }

@@ -9,8 +9,13 @@ use common::{GENEROUS, ROLE, ResponseCapture, STACK_ID, request, sms_attributes}
 use serde_json::json;
 use sms_preferences::adapters::{HttpResponder, SnsSmsAttributes};
 use sms_preferences::{Invocation, RetryPolicy, SmsPreferences, SmsPreferencesError};
-use tocsin_harness::Emulator;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_harness::{Emulator, Principal};
+
+/// The custom resource's own credentials: its calls are checked against its role.
+fn me() -> Principal {
+    Principal::function("SmsPreferencesFunction")
+}
 
 fn function(sdk: &aws_config::SdkConfig, retry: RetryPolicy) -> SmsPreferences<SnsSmsAttributes, HttpResponder> {
     SmsPreferences {
@@ -34,7 +39,7 @@ fn quick() -> RetryPolicy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_turns_on_delivery_status_logging_for_every_success_and_answers_success() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function(&sdk, RetryPolicy::default());
     let event = request(
@@ -45,8 +50,10 @@ async fn create_turns_on_delivery_status_logging_for_every_success_and_answers_s
     );
 
     let returned = f.handle(event, &Invocation::with_timeout(GENEROUS)).await.expect("answered");
+    let stacks_role = emulator.iam().principals().template.get_att("SmsDeliveryStatusRole", "Arn");
+    assert_eq!(stacks_role.as_deref(), Ok(ROLE), "the role this stack hands the function");
 
-    let attrs = sms_attributes(&sdk).await;
+    let attrs = sms_attributes(&emulator.sdk_config().await).await;
     assert_eq!(attrs.get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE));
     assert_eq!(attrs.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
     assert_eq!(attrs.get("DefaultSMSType").map(String::as_str), Some("Transactional"));
@@ -69,8 +76,8 @@ async fn create_turns_on_delivery_status_logging_for_every_success_and_answers_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_without_a_spend_limit_keeps_the_accounts_limit() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
-    aws_sdk_sns::Client::new(&sdk)
+    let sdk = emulator.sdk_config_as(&me()).await;
+    aws_sdk_sns::Client::new(&emulator.sdk_config().await)
         .set_sms_attributes()
         .attributes("MonthlySpendLimit", "40")
         .send()
@@ -82,7 +89,7 @@ async fn create_without_a_spend_limit_keeps_the_accounts_limit() {
     function(&sdk, RetryPolicy::default()).handle(event, &Invocation::with_timeout(GENEROUS)).await.expect("answered");
 
     assert_eq!(capture.only_answer().body["Status"], "SUCCESS");
-    let attrs = sms_attributes(&sdk).await;
+    let attrs = sms_attributes(&emulator.sdk_config().await).await;
     assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("40"));
     assert_eq!(attrs.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
 }
@@ -90,7 +97,7 @@ async fn create_without_a_spend_limit_keeps_the_accounts_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function(&sdk, RetryPolicy::default());
     let create = request("Create", &capture.url("req-c"), "req-c", json!({"DeliveryStatusIAMRole": ROLE}));
@@ -104,7 +111,7 @@ async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
 
     f.handle(update, &Invocation::with_timeout(GENEROUS)).await.expect("updated");
 
-    let attrs = sms_attributes(&sdk).await;
+    let attrs = sms_attributes(&emulator.sdk_config().await).await;
     assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("250"));
     assert_eq!(attrs.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
     let answers = capture.answers();
@@ -118,7 +125,7 @@ async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function(&sdk, RetryPolicy::default());
     let create = request(
@@ -128,7 +135,7 @@ async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
         json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "100"}),
     );
     f.handle(create, &Invocation::with_timeout(GENEROUS)).await.expect("created");
-    let before = sms_attributes(&sdk).await;
+    let before = sms_attributes(&emulator.sdk_config().await).await;
     emulator.start_recording().await.expect("record");
     let delete = request(
         "Delete",
@@ -141,7 +148,7 @@ async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
 
     let calls = emulator.stop_recording().await.expect("recording");
     assert!(calls.is_empty(), "Delete makes no AWS call: {calls:?}");
-    assert_eq!(sms_attributes(&sdk).await, before);
+    assert_eq!(sms_attributes(&emulator.sdk_config().await).await, before);
     let body = &capture.answers()[1].body;
     assert_eq!(body["Status"], "SUCCESS", "{body}");
     assert_eq!(body["PhysicalResourceId"], "tocsin-sms-preferences-us-east-1", "the id CloudFormation sent back");
@@ -152,7 +159,7 @@ async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
 async fn delete_succeeds_even_when_its_properties_are_malformed_or_sns_is_unreachable() {
     // SNS on a port nobody listens on: Delete must not even try it.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let sdk = Emulator::sdk_config_for(&format!("http://127.0.0.1:{closed}")).await;
+    let sdk = Emulator::sdk_config_for(&format!("http://127.0.0.1:{closed}"), &me()).await;
     let capture = ResponseCapture::start().await;
     let mut delete = request("Delete", &capture.url("req-d"), "req-d", json!({"Unexpected": 1}));
     delete.as_object_mut().expect("object").remove("StackId");
@@ -175,7 +182,7 @@ async fn a_refused_set_sms_attributes_answers_failed_with_sns_reason() {
             400,
         ),
     ));
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = Emulator::sdk_config_for(&proxy.endpoint(), &me()).await;
     let capture = ResponseCapture::start().await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
 
@@ -202,7 +209,7 @@ async fn f_handle(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_sns_answers_failed_after_a_bounded_number_of_attempts() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let sdk = Emulator::sdk_config_for(&format!("http://127.0.0.1:{closed}")).await;
+    let sdk = Emulator::sdk_config_for(&format!("http://127.0.0.1:{closed}"), &me()).await;
     let capture = ResponseCapture::start().await;
     let event = request("Update", &capture.url("req-u"), "req-u", json!({"DeliveryStatusIAMRole": ROLE}));
 
@@ -220,7 +227,7 @@ async fn throttling_is_retried_no_faster_than_the_one_call_per_second_quota() {
     let emulator = Emulator::start().await.expect("emulator");
     let proxy = FaultProxy::start(&emulator.endpoint(), 2).await.expect("proxy");
     proxy.add_rule(Rule::times("SNS.SetSMSAttributes", Fault::sns_throttling(), 2));
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = Emulator::sdk_config_for(&proxy.endpoint(), &me()).await;
     let capture = ResponseCapture::start().await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
     let started = Instant::now();
@@ -240,7 +247,7 @@ async fn retries_stop_in_time_to_answer_before_the_function_times_out() {
     let emulator = Emulator::start().await.expect("emulator");
     let proxy = FaultProxy::start(&emulator.endpoint(), 3).await.expect("proxy");
     proxy.add_rule(Rule::sometimes("SNS.SetSMSAttributes", Fault::sns_throttling(), 1.0));
-    let sdk = Emulator::sdk_config_for(&proxy.endpoint()).await;
+    let sdk = Emulator::sdk_config_for(&proxy.endpoint(), &me()).await;
     let capture = ResponseCapture::start().await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
     let retry = RetryPolicy { max_attempts: 100, answer_reserve: Duration::from_secs(2), ..RetryPolicy::default() };
@@ -257,7 +264,7 @@ async fn retries_stop_in_time_to_answer_before_the_function_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let cases = [
         ("req-type", {
@@ -320,7 +327,7 @@ async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_refused_by_the_response_url_is_sent_again() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::refusing_first(2).await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
 
@@ -332,7 +339,7 @@ async fn an_answer_refused_by_the_response_url_is_sent_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_that_cannot_be_delivered_fails_the_invocation_so_lambda_retries_it() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::refusing_first(u32::MAX).await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
 
@@ -348,10 +355,10 @@ async fn an_answer_that_cannot_be_delivered_fails_the_invocation_so_lambda_retri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_without_a_response_url_is_an_invocation_error() {
     let emulator = Emulator::start().await.expect("emulator");
-    let sdk = emulator.sdk_config().await;
+    let sdk = emulator.sdk_config_as(&me()).await;
 
     let err = f_handle(&sdk, quick(), json!({"RequestType": "Create"})).await.expect_err("nothing to answer");
 
     assert!(matches!(err, SmsPreferencesError::Unanswerable), "{err}");
-    assert!(sms_attributes(&sdk).await.is_empty(), "nothing was set");
+    assert!(sms_attributes(&emulator.sdk_config().await).await.is_empty(), "nothing was set");
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tocsin_harness::runtime_api::{Invocation, RuntimeApi};
-use tocsin_harness::{Emulator, Stack, workspace_root};
+use tocsin_harness::{Emulator, Principal, Stack, workspace_root};
 use tokio::io::AsyncBufReadExt;
 
 /// Runs the binary with `env_changes` applied to its template environment, invokes the sample
@@ -26,7 +26,7 @@ async fn log_lines_of_one_invocation(env_changes: &[(&str, Option<&str>)]) -> Ve
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_status"))
         .env_clear()
         .envs(env)
-        .envs(emulator.aws_env())
+        .envs(emulator.aws_env(&Principal::function("StatusFunction")))
         .envs(api.lambda_env("StatusFunction"))
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .stdout(std::process::Stdio::piped())
@@ -56,6 +56,7 @@ async fn log_lines_of_one_invocation(env_changes: &[(&str, Option<&str>)]) -> Ve
     // The answer is posted after the handler's last line; give the pipe a moment, then stop.
     tokio::time::sleep(Duration::from_millis(300)).await;
     child.kill().await.expect("kill");
+    emulator.iam().assert_no_denials();
     for r in readers {
         let _ = r.await;
     }

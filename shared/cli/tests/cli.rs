@@ -1,6 +1,7 @@
 //! The operator CLI: the real `tocsin` binary against the emulator, next to the real pipeline
 //! (intake, sender, status, escalation handlers). The binary sees only the standard AWS variables
-//! (`Emulator::aws_env`) and `--stack tocsin-local`; every effect is read back from the emulator.
+//! (`Emulator::aws_env`, signing as the operator: the IAM gate checks each call against
+//! `shared/cli/operator-policy.json`) and `--stack tocsin-local`; every effect is read back from the emulator.
 //!
 //! The pipeline's test clock is advanced only in scenario 5 (to let a sender's lease lapse); no
 //! assertion depends on the CLI's wall clock agreeing with it.
@@ -10,6 +11,7 @@ use tocsin::adapters::registry::RegistryEvent;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::RecipientRegistry;
+use tocsin_harness::Principal;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Pipeline, alert, key_of};
 
@@ -38,7 +40,7 @@ fn tocsin(p: &Pipeline, args: &[&str]) -> impl std::future::Future<Output = Run>
 fn tocsin_via(p: &Pipeline, endpoint: &str, args: &[&str]) -> impl std::future::Future<Output = Run> + use<> {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tocsin"));
     cmd.env_clear()
-        .envs(p.emulator.aws_env())
+        .envs(p.emulator.aws_env(&Principal::Operator))
         .env("AWS_ENDPOINT_URL", endpoint)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .args(["--stack", STACK])
@@ -564,7 +566,7 @@ async fn escalations_are_shown_and_left_on_the_queue_unless_acknowledged() {
 async fn the_stack_is_required_and_may_come_from_the_environment() {
     let p = Pipeline::start().await;
     let out = tokio::task::spawn_blocking({
-        let env = p.emulator.aws_env();
+        let env = p.emulator.aws_env(&Principal::Operator);
         move || std::process::Command::new(env!("CARGO_BIN_EXE_tocsin")).env_clear().envs(env).args(["list"]).output()
     })
     .await
@@ -574,7 +576,7 @@ async fn the_stack_is_required_and_may_come_from_the_environment() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--stack"));
 
     let out = tokio::task::spawn_blocking({
-        let env = p.emulator.aws_env();
+        let env = p.emulator.aws_env(&Principal::Operator);
         move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_tocsin"))
                 .env_clear()

@@ -7,7 +7,8 @@
 //! `ListSMSSandboxPhoneNumbers` (not implemented by moto), and CloudWatch `GetMetricData` and
 //! `DescribeAlarms` (moto does not speak the RPC v2 CBOR protocol of `aws-sdk-cloudwatch`).
 //! Every other call — SNS GetSMSAttributes, CloudWatch Logs, SQS, CloudFormation — goes to the
-//! emulator.
+//! emulator. The CLI signs as the operator: each call, recorded answers included, passes an IAM
+//! gate that checks it against `shared/cli/operator-policy.json` for the deployed stack.
 
 mod common;
 
@@ -71,9 +72,11 @@ fn alarms(in_alarm: &[(&str, &str)]) -> (&'static str, Answer) {
 }
 
 async fn doctor(cfn: &CloudFormationEmulator, recorded: &Recorded, json: bool) -> Run {
+    // The recorded answers are authorized too: an IAM gate with the stack's policies before them.
+    let front = cfn.gate_in_front_of(&recorded.endpoint()).await.expect("gate");
     let mut env = aws_env(&cfn.endpoint());
-    env.push(("AWS_ENDPOINT_URL_SNS".into(), recorded.endpoint()));
-    env.push(("AWS_ENDPOINT_URL_CLOUDWATCH".into(), recorded.endpoint()));
+    env.push(("AWS_ENDPOINT_URL_SNS".into(), front.endpoint()));
+    env.push(("AWS_ENDPOINT_URL_CLOUDWATCH".into(), front.endpoint()));
     let args: &[&str] = if json { &["--stack", STACK, "--json", "doctor"] } else { &["--stack", STACK, "doctor"] };
     tocsin_with(env, args).await
 }

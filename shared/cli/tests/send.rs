@@ -30,8 +30,8 @@ async fn stack_with_api(p: &Pipeline, name: &str, api: &ApiStandIn) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_replay() {
     let p = Arc::new(Pipeline::start().await);
-    let api = start_api(p.clone(), "test").await;
-    stack_with_api(&p, "tocsin-api", &api).await;
+    let api = start_api(p.clone(), tocsin_harness::iam::SECRET).await;
+    stack_with_api(&p, "tocsin-local", &api).await;
     let args = [
         "send",
         "--event-id",
@@ -49,16 +49,17 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
         "--deadline",
         "15m",
     ];
-    let r = tocsin(&p, "tocsin-api", &args).await;
+    let r = tocsin(&p, "tocsin-local", &args).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("201 created: intent "), "{}", r.stdout);
     let auth = api.seen.lock().expect("lock")[0].clone();
     assert!(
-        auth.starts_with("AWS4-HMAC-SHA256 Credential=test/") && auth.contains("/us-east-1/execute-api/aws4_request"),
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=OPERATOR/")
+            && auth.contains("/us-east-1/execute-api/aws4_request"),
         "{auth}"
     );
 
-    let doc = tocsin(&p, "tocsin-api", &[&["--json"][..], &args[..]].concat()).await.json();
+    let doc = tocsin(&p, "tocsin-local", &[&["--json"][..], &args[..]].concat()).await.json();
     assert_eq!(doc["status"], 200, "the same event again is a replay: {doc}");
     assert_eq!(doc["answer"]["replay"], true);
     let key = IdempotencyKey::parse(doc["answer"]["idempotency_key"].as_str().expect("key")).expect("key");
@@ -78,7 +79,7 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
         r#"{"event_id": "bad-1", "template": {"name": "disk_full", "version": 1}, "recipient": "0800"}"#,
     )
     .expect("write");
-    let bad = tocsin(&p, "tocsin-api", &["--json", "send", "--file", file.to_str().expect("path")]).await;
+    let bad = tocsin(&p, "tocsin-local", &["--json", "send", "--file", file.to_str().expect("path")]).await;
     assert_eq!(bad.code, 1, "{bad:?}");
     assert_eq!(bad.json()["status"], 422);
     assert!(bad.stdout.contains("recipient"), "{}", bad.stdout);
@@ -87,12 +88,12 @@ async fn send_submits_a_signed_alert_through_intake_and_a_second_send_is_a_repla
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signature_the_api_does_not_accept_is_a_403_that_names_the_permission_and_creates_nothing() {
     let p = Arc::new(Pipeline::start().await);
-    // The stand-in expects another secret for key `test`: the signature cannot match.
+    // The stand-in expects another secret for the operator's key: the signature cannot match.
     let api = start_api(p.clone(), "not-the-callers-secret").await;
-    stack_with_api(&p, "tocsin-api-denied", &api).await;
+    stack_with_api(&p, "tocsin-local", &api).await;
     let r = tocsin(
         &p,
-        "tocsin-api-denied",
+        "tocsin-local",
         &["send", "--event-id", "denied-1", "--template", "disk_full@1", "--to", "+14155550161"],
     )
     .await;

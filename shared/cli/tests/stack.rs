@@ -31,6 +31,18 @@ async fn the_cli_reads_every_resource_from_a_stack_deployed_from_template_yaml()
     assert_eq!(esc.code, 0, "{esc:?}");
     assert_eq!(esc.json()["queue"], "oncall-prod-escalations");
 
+    // The operator policy of oncall-prod does not cover another name: on AWS the answer is
+    // AccessDenied (whether or not such a stack exists), and the CLI says which permission.
+    let denied = tocsin_with(env.clone(), &["--stack", "no-such-stack", "list"]).await;
+    assert_eq!(denied.code, 3, "{denied:?}");
+    assert!(
+        denied.stderr.contains("cloudformation:DescribeStacks")
+            && denied.stderr.contains("arn:aws:cloudformation:us-east-1:123456789012:stack/no-such-stack/*"),
+        "{denied:?}"
+    );
+    assert_eq!(cfn.iam().take_denials().len(), 1);
+    // An operator whose policy covers the name learns that it does not exist.
+    cfn.enforce_for("no-such-stack").await.expect("policies");
     let missing = tocsin_with(env.clone(), &["--stack", "no-such-stack", "list"]).await;
     assert_eq!(missing.code, 2, "{missing:?}");
     assert!(missing.stderr.contains("no CloudFormation stack named no-such-stack"), "{missing:?}");
@@ -57,7 +69,8 @@ async fn profile_and_region_are_taken_as_the_aws_cli_takes_them() {
     let config = dir.join("config");
     let credentials = dir.join("credentials");
     std::fs::write(&config, "[profile oncall]\nregion = us-east-1\n").expect("config");
-    std::fs::write(&credentials, "[oncall]\naws_access_key_id = test\naws_secret_access_key = test\n").expect("creds");
+    std::fs::write(&credentials, "[oncall]\naws_access_key_id = OPERATOR\naws_secret_access_key = test\n")
+        .expect("creds");
     let base = vec![
         ("AWS_ENDPOINT_URL".to_owned(), cfn.endpoint()),
         ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
@@ -71,16 +84,21 @@ async fn profile_and_region_are_taken_as_the_aws_cli_takes_them() {
     let with = tocsin_with(base.clone(), &["--profile", "oncall", "--stack", "oncall-dev", "--json", "list"]).await;
     assert_eq!(with.code, 0, "{with:?}");
 
-    // --region wins over the profile's: the stack is in us-east-1 only.
+    // --region wins over the profile's: the stack is in us-east-1 only, and so is the operator's
+    // policy — the call in eu-west-1 is refused by IAM before CloudFormation could say more.
     let elsewhere =
         tocsin_with(base.clone(), &["--profile", "oncall", "--region", "eu-west-1", "--stack", "oncall-dev", "list"])
             .await;
-    assert_eq!(elsewhere.code, 2, "{elsewhere:?}");
-    assert!(elsewhere.stderr.contains("no CloudFormation stack named oncall-dev"), "{elsewhere:?}");
+    assert_eq!(elsewhere.code, 3, "{elsewhere:?}");
+    assert!(
+        elsewhere.stderr.contains("arn:aws:cloudformation:eu-west-1:123456789012:stack/oncall-dev/*"),
+        "{elsewhere:?}"
+    );
+    assert_eq!(cfn.iam().take_denials().len(), 1);
     let keys_only: Vec<(String, String)> = base
         .into_iter()
         .chain([
-            ("AWS_ACCESS_KEY_ID".to_owned(), "test".to_owned()),
+            ("AWS_ACCESS_KEY_ID".to_owned(), "OPERATOR".to_owned()),
             ("AWS_SECRET_ACCESS_KEY".to_owned(), "test".to_owned()),
         ])
         .collect();

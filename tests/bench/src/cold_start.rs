@@ -178,12 +178,12 @@ async fn repeat_process(
 pub async fn measure(runs: usize) -> Result<ColdStart> {
     let emulator = Emulator::start().await?;
     let stack = Stack::provision(&emulator.sdk_config().await, "tocsin-local").await?;
-    let aws = emulator.aws_env();
+    let aws = emulator.aws_env(&tocsin_harness::Principal::Harness);
     let floor = repeat(FLOOR, "`{\"ping\":true}`", &aws, json!({"ping": true}), runs).await?;
     let mut functions = Vec::new();
     for f in FUNCTIONS {
         let mut env: Vec<(String, String)> = stack.function_env(f.logical_id)?.into_iter().collect();
-        env.extend(aws.iter().cloned());
+        env.extend(emulator.aws_env(&tocsin_harness::Principal::function(f.logical_id)));
         let event = sample_event(f.binary, f.event_file)?;
         let label = format!("events/{}/{}", f.binary, f.event_file);
         let measured = repeat(f.binary, &label, &env, event, runs);

@@ -45,7 +45,7 @@ fn env_for(p: &Pipeline, logical_id: &str, overrides: &[(&str, &str)]) -> Result
         env.insert((*k).to_owned(), (*v).to_owned());
     }
     let mut env: Vec<(String, String)> = env.into_iter().collect();
-    env.extend(p.emulator.aws_env());
+    env.extend(p.emulator.aws_env(&tocsin_harness::Principal::function(logical_id)));
     Ok(env)
 }
 

@@ -334,7 +334,7 @@ pub async fn measure_emulated() -> Result<Emulated> {
     let lines = delivery_lines(EMULATOR_RECORDS, Utc::now() - chrono::Duration::hours(1));
     let event = envelope(&group, &lines);
     let mut env: Vec<(String, String)> = p.stack.function_env("StatusFunction")?.into_iter().collect();
-    env.extend(p.emulator.aws_env());
+    env.extend(p.emulator.aws_env(&tocsin_harness::Principal::function("StatusFunction")));
     let binary = crate::binaries::release_binary("status")?;
     p.emulator.start_recording().await?;
     let run = crate::function::run_once(&binary, &env, "status", event, Duration::from_secs(240)).await?;

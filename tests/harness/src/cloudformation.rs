@@ -3,6 +3,10 @@
 //! resource moto lacks) reached over its query API on loopback, and the reduction that makes the
 //! translated template deployable there.
 //!
+//! Like [`crate::Emulator`], it sits behind the IAM gate: a process signing as a function or as
+//! the operator is checked against the policies of the stack created last (its roles as
+//! translated, the operator policy for that stack name).
+//!
 //! moto's `CreateStack` runs synchronously: a resource that fails makes the call fail with that
 //! service's error (e.g. `ResourceAlreadyExistsException`, `LimitExceededException`) and leaves
 //! the stack half-made instead of rolling back — tests give each stack its own name.
@@ -16,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::iam::{Gate, LOCAL_STACK, principals_for};
 use crate::{HarnessError, Result, workspace_root};
 
 /// Why CloudFormation refused a stack operation: the error code and message it answered.
@@ -36,6 +41,7 @@ pub struct CloudFormationEmulator {
     child: Child,
     port: u16,
     http: reqwest::Client,
+    gate: Gate,
 }
 
 impl CloudFormationEmulator {
@@ -61,34 +67,82 @@ impl CloudFormationEmulator {
             .stderr(log)
             .spawn()
             .map_err(|e| HarnessError::Emulator(format!("cannot start {}: {e}", python.display())))?;
-        let mut emu = CloudFormationEmulator { child, port, http: reqwest::Client::new() };
+        let mut child = child;
+        let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(Some(status)) = emu.child.try_wait() {
+            if let Ok(Some(status)) = child.try_wait() {
                 return Err(HarnessError::Emulator(format!(
                     "moto_cfn.py exited at start ({status}); see {}",
                     workdir.display()
                 )));
             }
-            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await
+            if let Ok(r) = http.get(format!("http://127.0.0.1:{port}/moto-api/data.json")).send().await
                 && r.status().is_success()
             {
-                return Ok(emu);
+                break;
             }
             if Instant::now() > deadline {
-                let _ = emu.child.kill();
+                let _ = child.kill();
+                let _ = child.wait();
                 return Err(HarnessError::Emulator("moto_cfn.py did not answer within 20 s".into()));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let gate = match Self::gate(&format!("http://127.0.0.1:{port}"), LOCAL_STACK).await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        Ok(CloudFormationEmulator { child, port, http, gate })
     }
 
+    async fn gate(upstream: &str, stack: &str) -> Result<Gate> {
+        let stack = stack.to_owned();
+        let principals = tokio::task::spawn_blocking(move || principals_for(&stack))
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?
+            .map_err(|e| HarnessError::Template(e.to_string()))?;
+        Gate::start(upstream, principals).await
+    }
+
+    /// The endpoint every client reaches: the IAM gate in front of moto.
     pub fn endpoint(&self) -> String {
+        self.gate.endpoint()
+    }
+
+    /// moto itself, behind the gate.
+    pub fn moto_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The IAM gate.
+    pub fn iam(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Checks functions and the operator against stack `name`'s policies from now on.
+    pub async fn enforce_for(&self, name: &str) -> Result<()> {
+        let stack = name.to_owned();
+        let principals = tokio::task::spawn_blocking(move || principals_for(&stack))
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?
+            .map_err(|e| HarnessError::Template(e.to_string()))?;
+        self.gate.enforce(principals);
+        Ok(())
+    }
+
+    /// Another gate, enforcing the same policies, in front of `upstream` (a stand-in for what
+    /// moto does not serve, so that its answers are authorized too).
+    pub async fn gate_in_front_of(&self, upstream: &str) -> Result<Gate> {
+        Gate::start(upstream, self.gate.principals()).await
+    }
+
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
-        crate::Emulator::sdk_config_for(&self.endpoint()).await
+        crate::Emulator::sdk_config_for(&self.endpoint(), &crate::iam::Principal::Harness).await
     }
 
     /// One CloudFormation query-API call; `Ok(Err(..))` when CloudFormation refused it.
@@ -101,7 +155,7 @@ impl CloudFormationEmulator {
             // moto routes a request by the service in the credential scope; it checks no signature.
             .header(
                 "authorization",
-                "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/cloudformation/aws4_request, \
+                "AWS4-HMAC-SHA256 Credential=HARNESS/20260101/us-east-1/cloudformation/aws4_request, \
                  SignedHeaders=host, Signature=0",
             )
             .body(body)
@@ -132,7 +186,11 @@ impl CloudFormationEmulator {
             p.push((format!("Parameters.member.{}.ParameterKey", i + 1), (*k).to_owned()));
             p.push((format!("Parameters.member.{}.ParameterValue", i + 1), (*v).to_owned()));
         }
-        Ok(self.call(&p).await?.map(|_| ()))
+        let created = self.call(&p).await?.map(|_| ());
+        if created.is_ok() {
+            self.enforce_for(name).await?;
+        }
+        Ok(created)
     }
 
     /// The stack's status (`CREATE_COMPLETE`, `DELETE_COMPLETE`, ...).

@@ -1,5 +1,7 @@
 //! moto in server mode: installed into a virtualenv under `target/` on first use (pinned
-//! version, from PyPI), started on a free loopback port, stopped when dropped.
+//! version, from PyPI), started on a free loopback port, stopped when dropped — behind the IAM
+//! gate (`crate::iam`): the endpoint every client reaches is the gate's, and each request is
+//! checked against the policies of the principal that signed it.
 
 use std::fs::{self, File};
 use std::net::TcpListener;
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use serde::Deserialize;
 
+use crate::iam::{Gate, LOCAL_STACK, Principal};
 use crate::{HarnessError, Result, workspace_root};
 
 /// The emulator version every test and the demo run against.
@@ -26,6 +29,8 @@ pub struct Emulator {
     child: Child,
     port: u16,
     http: reqwest::Client,
+    /// Dropped after moto stops: reports the test's denials (and panics on any left).
+    gate: Gate,
 }
 
 fn emulator_dir() -> PathBuf {
@@ -49,22 +54,34 @@ fn free_port() -> Result<u16> {
 }
 
 impl Emulator {
-    /// Installs (first time) and starts a fresh, empty emulator.
+    /// Installs (first time) and starts a fresh, empty emulator, with IAM enforced for the local
+    /// stack (`tocsin-local`, the parameters' defaults).
     pub async fn start() -> Result<Self> {
         let server = tokio::task::spawn_blocking(ensure_installed)
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))??;
+        let principals = tokio::task::spawn_blocking(|| crate::iam::principals_for(LOCAL_STACK))
+            .await
+            .map_err(|e| HarnessError::Emulator(e.to_string()))?
+            .map_err(|e| HarnessError::Template(e.to_string()))?;
         let mut last = None;
         for _ in 0..3 {
             match Self::spawn(&server).await {
-                Ok(e) => return Ok(e),
+                Ok((mut child, port)) => match Gate::start(&format!("http://127.0.0.1:{port}"), principals).await {
+                    Ok(gate) => return Ok(Emulator { child, port, http: reqwest::Client::new(), gate }),
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e);
+                    }
+                },
                 Err(e) => last = Some(e),
             }
         }
         Err(last.unwrap_or_else(|| HarnessError::Emulator("could not start".into())))
     }
 
-    async fn spawn(server: &Path) -> Result<Self> {
+    async fn spawn(server: &Path) -> Result<(Child, u16)> {
         let port = free_port()?;
         let logs = emulator_dir().join("logs");
         fs::create_dir_all(&logs)?;
@@ -83,50 +100,54 @@ impl Emulator {
             .stderr(log)
             .spawn()
             .map_err(|e| HarnessError::Emulator(format!("cannot start {}: {e}", server.display())))?;
-        let mut emu = Emulator { child, port, http: reqwest::Client::new() };
+        let mut child = child;
+        let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(Some(status)) = emu.child.try_wait() {
+            if let Ok(Some(status)) = child.try_wait() {
                 return Err(HarnessError::Emulator(format!(
                     "moto_server exited at start ({status}); see {}",
                     logs.display()
                 )));
             }
-            if let Ok(r) = emu.http.get(format!("{}/moto-api/data.json", emu.endpoint())).send().await
+            if let Ok(r) = http.get(format!("http://127.0.0.1:{port}/moto-api/data.json")).send().await
                 && r.status().is_success()
             {
-                return Ok(emu);
+                return Ok((child, port));
             }
             if Instant::now() > deadline {
-                let _ = emu.child.kill();
+                let _ = child.kill();
+                let _ = child.wait();
                 return Err(HarnessError::Emulator("moto_server did not answer within 20 s".into()));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
+    /// The endpoint every client reaches: the IAM gate in front of moto.
     pub fn endpoint(&self) -> String {
+        self.gate.endpoint()
+    }
+
+    /// moto itself, behind the gate (its own `/moto-api/` endpoints).
+    pub fn moto_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
+    /// The IAM gate: its denials, what it saw exercised, its principals' policies.
+    pub fn iam(&self) -> &Gate {
+        &self.gate
     }
 
-    /// The environment a function process needs to reach this emulator through the SDK's
-    /// standard variables (no code path of the functions knows it is local).
-    pub fn aws_env(&self) -> Vec<(String, String)> {
-        vec![
-            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID".into(), "test".into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-        ]
+    /// The environment a process signing as `principal` needs to reach this emulator through the
+    /// SDK's standard variables (no code path of the functions knows it is local).
+    pub fn aws_env(&self, principal: &Principal) -> Vec<(String, String)> {
+        aws_env_for(&self.endpoint(), principal)
     }
 
-    /// SDK configuration pointed at `endpoint` (this emulator, or a fault proxy in front of it).
-    pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
+    /// SDK configuration for `principal`, pointed at `endpoint` (this emulator, or a fault proxy
+    /// in front of it).
+    pub async fn sdk_config_for(endpoint: &str, principal: &Principal) -> SdkConfig {
         // The SDK's standard retries, with a short backoff: faults are injected by the thousand.
         let retry = aws_config::retry::RetryConfig::standard()
             .with_initial_backoff(std::time::Duration::from_millis(10))
@@ -136,8 +157,8 @@ impl Emulator {
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test",
-                "test",
+                principal.access_key_id(),
+                crate::iam::SECRET,
                 None,
                 None,
                 "tocsin-harness",
@@ -146,15 +167,22 @@ impl Emulator {
             .await
     }
 
+    /// The harness's own SDK configuration (provisioning, the test's reads, AWS played by the
+    /// harness): not checked by the gate.
     pub async fn sdk_config(&self) -> SdkConfig {
-        Self::sdk_config_for(&self.endpoint()).await
+        Self::sdk_config_for(&self.endpoint(), &Principal::Harness).await
+    }
+
+    /// SDK configuration for `principal`, straight to the gate.
+    pub async fn sdk_config_as(&self, principal: &Principal) -> SdkConfig {
+        Self::sdk_config_for(&self.endpoint(), principal).await
     }
 
     /// Every SMS "sent" through SNS so far, in publish order.
     pub async fn sent_sms(&self) -> Result<Vec<SentSms>> {
         let v: serde_json::Value = self
             .http
-            .get(format!("{}/moto-api/data.json", self.endpoint()))
+            .get(format!("{}/moto-api/data.json", self.moto_endpoint()))
             .send()
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))?
@@ -169,7 +197,7 @@ impl Emulator {
     pub async fn start_recording(&self) -> Result<()> {
         for path in ["reset-recording", "start-recording"] {
             self.http
-                .post(format!("{}/moto-api/recorder/{path}", self.endpoint()))
+                .post(format!("{}/moto-api/recorder/{path}", self.moto_endpoint()))
                 .send()
                 .await
                 .map_err(|e| HarnessError::Emulator(e.to_string()))?;
@@ -180,13 +208,13 @@ impl Emulator {
     /// Stops recording and returns one `Service.Operation` name per recorded AWS call.
     pub async fn stop_recording(&self) -> Result<Vec<String>> {
         self.http
-            .post(format!("{}/moto-api/recorder/stop-recording", self.endpoint()))
+            .post(format!("{}/moto-api/recorder/stop-recording", self.moto_endpoint()))
             .send()
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))?;
         let text = self
             .http
-            .get(format!("{}/moto-api/recorder/download-recording", self.endpoint()))
+            .get(format!("{}/moto-api/recorder/download-recording", self.moto_endpoint()))
             .send()
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))?
@@ -195,6 +223,17 @@ impl Emulator {
             .map_err(|e| HarnessError::Emulator(e.to_string()))?;
         Ok(text.lines().filter_map(operation_of).collect())
     }
+}
+
+/// The standard AWS variables for a process signing as `principal` against `endpoint`.
+pub fn aws_env_for(endpoint: &str, principal: &Principal) -> Vec<(String, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL".into(), endpoint.to_owned()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), principal.access_key_id()),
+        ("AWS_SECRET_ACCESS_KEY".into(), crate::iam::SECRET.into()),
+        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+    ]
 }
 
 /// The AWS operation of one recorded request, or `None` for the emulator's own endpoints.

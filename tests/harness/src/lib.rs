@@ -7,6 +7,7 @@ pub mod cloudformation;
 pub mod emulator;
 pub mod events;
 pub mod fault_proxy;
+pub mod iam;
 pub mod python;
 pub mod recorded;
 pub mod runtime_api;
@@ -15,6 +16,7 @@ pub mod stack;
 pub mod stack_outputs;
 
 pub use emulator::{Emulator, SentSms};
+pub use iam::Principal;
 pub use stack::Stack;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,8 @@ pub enum HarnessError {
     Template(String),
     #[error("AWS call {0} failed against the emulator: {1}")]
     Aws(&'static str, String),
+    #[error("{0}")]
+    Iam(String),
     #[error("python: {0}")]
     Python(String),
     #[error("io: {0}")]
@@ -66,7 +70,7 @@ pub async fn invoke_events_through_runtime(
     let mut cmd = tokio::process::Command::new(binary);
     cmd.env_clear()
         .envs(stack.function_env(logical_id)?)
-        .envs(emulator.aws_env())
+        .envs(emulator.aws_env(&Principal::function(logical_id)))
         .envs(api.lambda_env(logical_id))
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .stdout(std::process::Stdio::null())
@@ -89,5 +93,9 @@ pub async fn invoke_events_through_runtime(
         out.push((f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), answer));
     }
     let _ = child.kill().await;
+    let denials = emulator.iam().take_denials();
+    if !denials.is_empty() {
+        return Err(HarnessError::Iam(iam::gate::report(&denials)));
+    }
     Ok(out)
 }

@@ -32,8 +32,44 @@ pub fn ensure_installed() -> Result<PathBuf> {
 }
 
 /// Translates `template` with parameter overrides (the rest take their defaults), for region
-/// `us-east-1`. Blocking: call it from `spawn_blocking` in async code.
+/// `us-east-1`. Blocking: call it from `spawn_blocking` in async code. The result is cached under
+/// the target directory by the template's content, the parameters and the translator's version
+/// (every emulator start needs the translated roles; the translator takes seconds).
 pub fn translate(template: &Path, parameters: &[(&str, &str)]) -> Result<Value> {
+    let text = std::fs::read(template)?;
+    let cache = tools_dir().join("translated").join(format!(
+        "{:016x}.json",
+        fnv1a(&[SAM_TRANSLATOR_VERSION.as_bytes(), &text, format!("{parameters:?}").as_bytes()])
+    ));
+    if let Some(v) = std::fs::read(&cache).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+        return Ok(v);
+    }
+    let v = translate_uncached(template, parameters)?;
+    if let Some(dir) = cache.parent() {
+        std::fs::create_dir_all(dir)?;
+        // Written aside and renamed: a parallel test binary never reads half a file.
+        let tmp = cache.with_extension(format!("{}.tmp", std::process::id()));
+        std::fs::write(&tmp, v.to_string())?;
+        std::fs::rename(&tmp, &cache)?;
+    }
+    Ok(v)
+}
+
+/// FNV-1a: a stable cache key (the same across runs and toolchains).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn translate_uncached(template: &Path, parameters: &[(&str, &str)]) -> Result<Value> {
     let python = ensure_installed()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("sam_translate.py");
     let params: serde_json::Map<String, Value> =

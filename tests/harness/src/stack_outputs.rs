@@ -39,7 +39,8 @@ pub fn resolved(stack: &Stack) -> Result<BTreeMap<String, String>> {
 }
 
 /// Registers stack `name` on the emulator at `endpoint` with `template.yaml`'s resolved outputs
-/// plus `extra` (which win). The stack holds one placeholder resource moto accepts and skips.
+/// plus `extra` (which win), replacing a stack of that name. The stack holds one placeholder
+/// resource moto accepts and skips.
 pub async fn publish(endpoint: &str, stack: &Stack, name: &str, extra: &[(&str, &str)]) -> Result<()> {
     let mut values = resolved(stack)?;
     for (k, v) in extra {
@@ -52,30 +53,42 @@ pub async fn publish(endpoint: &str, stack: &Stack, name: &str, extra: &[(&str, 
         "Resources": { "Provisioned": { "Type": "AWS::CloudFormation::WaitConditionHandle" } },
         "Outputs": outputs,
     });
+    // An earlier registration of the same name goes first (DeleteStack of no stack is a no-op).
+    let _ = call(
+        endpoint,
+        &[("Action", "DeleteStack".to_owned()), ("Version", "2010-05-15".to_owned()), ("StackName", name.to_owned())],
+    )
+    .await;
     let form = [
         ("Action", "CreateStack".to_owned()),
         ("Version", "2010-05-15".to_owned()),
         ("StackName", name.to_owned()),
         ("TemplateBody", template.to_string()),
     ];
-    let body = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect::<Vec<_>>().join("&");
-    let resp = reqwest::Client::new()
-        .post(endpoint)
-        .header("content-type", "application/x-www-form-urlencoded; charset=utf-8")
-        // moto routes a request by the service in the credential scope; it checks no signature.
-        .header(
-            "authorization",
-            "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/cloudformation/aws4_request, SignedHeaders=host, Signature=0",
-        )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| HarnessError::Emulator(format!("CloudFormation CreateStack {name}: {e}")))?;
+    let resp = call(endpoint, &form).await?;
     if resp.status().is_success() {
         return Ok(());
     }
     let text = resp.text().await.unwrap_or_default();
     Err(HarnessError::Aws("CloudFormation CreateStack", text.chars().take(400).collect()))
+}
+
+/// One CloudFormation query-API call, as the harness.
+async fn call(endpoint: &str, form: &[(&str, String)]) -> Result<reqwest::Response> {
+    let name = form.iter().find(|(k, _)| *k == "StackName").map(|(_, v)| v.clone()).unwrap_or_default();
+    let body = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect::<Vec<_>>().join("&");
+    reqwest::Client::new()
+        .post(endpoint)
+        .header("content-type", "application/x-www-form-urlencoded; charset=utf-8")
+        // moto routes a request by the service in the credential scope; it checks no signature.
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=HARNESS/20260101/us-east-1/cloudformation/aws4_request, SignedHeaders=host, Signature=0",
+        )
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| HarnessError::Emulator(format!("CloudFormation {name}: {e}")))
 }
 
 fn encode(s: &str) -> String {

@@ -5,8 +5,11 @@
 //! resolved against the local resources, plus the emulator's AWS variables — to
 //! `target/tocsin-local/`:
 //! - `env`: every function's variables in one `KEY=VALUE` file, for
-//!   `cargo lambda watch --env-file target/tocsin-local/env` (one watcher runs every function);
-//! - `sam-env.json`: the same per function, in the shape `sam local invoke --env-vars` takes.
+//!   `cargo lambda watch --env-file target/tocsin-local/env` (one watcher runs every function, so
+//!   it signs as the harness: the IAM gate does not check it);
+//! - `sam-env.json`: the same per function, in the shape `sam local invoke --env-vars` takes, each
+//!   with the function's own access key id: the IAM gate in front of the emulator checks its
+//!   calls against its role in template.yaml (a denial is printed here).
 //!
 //! Keeps the emulator running until Enter is pressed.
 
@@ -14,7 +17,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::process::ExitCode;
 
-use tocsin_tests::tocsin_harness::{Emulator, Stack, workspace_root};
+use tocsin_tests::tocsin_harness::{Emulator, Principal, Stack, workspace_root};
 
 const FUNCTIONS: [&str; 4] = ["IntakeFunction", "SenderFunction", "StatusFunction", "EscalationFunction"];
 
@@ -35,12 +38,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let stack = Stack::provision(&emulator.sdk_config().await, "tocsin-local").await?;
     let dir = workspace_root().join("target/tocsin-local");
     std::fs::create_dir_all(&dir)?;
-    let aws: BTreeMap<String, String> = emulator.aws_env().into_iter().collect();
-    let mut all = BTreeMap::new();
+    let aws: BTreeMap<String, String> = emulator.aws_env(&Principal::Harness).into_iter().collect();
+    let mut all = aws.clone();
     let mut sam = serde_json::Map::new();
     for f in FUNCTIONS {
-        let mut env: BTreeMap<String, String> = stack.function_env(f)?.into_iter().collect();
-        env.extend(aws.clone());
+        let env: BTreeMap<String, String> = stack.function_env(f)?.into_iter().collect();
         for (k, v) in &env {
             if let Some(other) = all.insert(k.clone(), v.clone())
                 && other != *v
@@ -50,7 +52,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
         }
-        sam.insert(f.to_owned(), serde_json::to_value(&env)?);
+        let mut own = env;
+        own.extend(emulator.aws_env(&Principal::function(f)));
+        sam.insert(f.to_owned(), serde_json::to_value(&own)?);
     }
     let env_file = dir.join("env");
     let text: String = all.iter().map(|(k, v)| format!("{k}={v}\n")).collect();

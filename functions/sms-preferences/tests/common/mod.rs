@@ -18,7 +18,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-pub const ROLE: &str = "arn:aws:iam::123456789012:role/tocsin-local-SmsDeliveryStatusRole-ABC123";
+/// The local stack's delivery-status role (`SmsDeliveryStatusRole`, as the IAM gate names it):
+/// the one role the custom resource's own role may pass to SNS.
+pub const ROLE: &str = "arn:aws:iam::123456789012:role/tocsin-local-SmsDeliveryStatusRole";
 pub const STACK_ID: &str =
     "arn:aws:cloudformation:us-east-1:123456789012:stack/tocsin-local/5b6e2c70-7c1a-11ef-9a2b-0a1b2c3d4e5f";
 

@@ -1,7 +1,9 @@
 //! API Gateway's part in the CLI's tests: moto does not serve API Gateway invoking a Lambda
 //! function, so a local HTTP server checks the request's SigV4 `Authorization` header the way API
 //! Gateway's IAM authoriser does (shape, service `execute-api`, region, and the signature
-//! recomputed from the request with the caller's secret key), answers 403 when it does not hold,
+//! recomputed from the request with the caller's secret key) and the caller's permission
+//! (`execute-api:Invoke` on the route, evaluated by the IAM gate against the operator policy),
+//! answers 403 when either does not hold,
 //! and otherwise hands the body — as the HTTP API's event — to the real intake handler of the
 //! pipeline (`Pipeline::invoke_intake`), answering with its status code and body.
 
@@ -12,6 +14,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use tocsin_harness::Principal;
+use tocsin_harness::iam::request::Requirement;
 use tocsin_tests::Pipeline;
 
 /// API Gateway's part: SigV4 checked with `secret`, then intake.
@@ -66,6 +70,17 @@ async fn answer(
     seen.lock().expect("lock").push(authorization.clone());
     if let Err(why) = verify(&authorization, &header("x-amz-date"), &header("content-type"), url, &body, secret) {
         return reply(403, serde_json::json!({"message": format!("Forbidden: {why}")}).to_string());
+    }
+    // The IAM authorizer: the caller's policy must allow invoking this route.
+    let key = authorization.split("Credential=").nth(1).and_then(|c| c.split('/').next()).unwrap_or_default();
+    let caller = Principal::from_access_key_id(key).unwrap_or(Principal::Operator);
+    let route = Requirement::plain(
+        "execute-api:Invoke",
+        "arn:aws:execute-api:us-east-1:123456789012:local0api/$default/POST/alerts",
+    );
+    if let Err(d) = p.emulator.iam().authorize(&caller, "execute-api POST /alerts", &route) {
+        let message = format!("User: {caller} is not authorized to perform: {} on resource: {}", d.action, d.resource);
+        return reply(403, serde_json::json!({ "Message": message }).to_string());
     }
     let event = tocsin_harness::events::http_api_post(std::str::from_utf8(&body).expect("utf-8"));
     let (status, body) = p.invoke_intake(event).await;

@@ -32,13 +32,8 @@ pub async fn tocsin_with(env: Vec<(String, String)>, args: &[&str]) -> Run {
     }
 }
 
-/// The emulator's AWS environment with `AWS_ENDPOINT_URL` set to `endpoint`.
+/// The emulator's AWS environment with `AWS_ENDPOINT_URL` set to `endpoint`, signing as the
+/// operator (the IAM gate checks each call against `shared/cli/operator-policy.json`).
 pub fn aws_env(endpoint: &str) -> Vec<(String, String)> {
-    vec![
-        ("AWS_ENDPOINT_URL".into(), endpoint.to_owned()),
-        ("AWS_REGION".into(), "us-east-1".into()),
-        ("AWS_ACCESS_KEY_ID".into(), "test".into()),
-        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-    ]
+    tocsin_harness::emulator::aws_env_for(endpoint, &tocsin_harness::Principal::Operator)
 }

@@ -1,0 +1,617 @@
+//! From one signed HTTP request to what AWS authorizes for it: the IAM action(s) and resource
+//! ARN(s), as each service checks them — not the API operation's name.
+//!
+//! - DynamoDB: `TableName` → `table/T`; a Query or Scan with `IndexName` → `table/T/index/I`;
+//!   `BatchGetItem`/`BatchWriteItem` → that action on every table of `RequestItems`;
+//!   `TransactWriteItems` → per item `PutItem`/`UpdateItem`/`DeleteItem`/`ConditionCheckItem` on
+//!   its own table (there is no `TransactWriteItems` action); `TransactGetItems` → `GetItem`. A
+//!   table encrypted with a customer managed key also needs `kms:Decrypt` on it: DynamoDB
+//!   decrypts the table key on behalf of each caller (and caches it per caller for minutes);
+//!   generating the table key is DynamoDB's own work at creation, not the caller's.
+//! - SQS (JSON protocol): `QueueUrl` → the queue's ARN; the batch operations are authorized as
+//!   their single forms (`SendMessageBatch` → `sqs:SendMessage`, …). A queue encrypted with a
+//!   customer managed key also needs, with no request showing it, `kms:GenerateDataKey` and
+//!   `kms:Decrypt` on that key to send and `kms:Decrypt` to receive (SQS calls KMS as the caller).
+//! - SNS (query protocol): `Publish` with `PhoneNumber` → `*` (no ARN), with `TopicArn` /
+//!   `TargetArn` → that ARN; the account-level SMS operations → `*`; `SetSMSAttributes` naming a
+//!   `DeliveryStatusIAMRole` also needs `iam:PassRole` on that role.
+//! - CloudWatch Logs: the group-level operations → `log-group:NAME:*` (the form AWS checks
+//!   `FilterLogEvents` against), stream writes → `log-group:NAME:log-stream:S`, `DescribeLogGroups`
+//!   → `log-group:*`.
+//! - CloudFormation: `DescribeStacks` of a stack → `stack/NAME/*`. STS `GetCallerIdentity` needs
+//!   no permission.
+//!
+//! An operation this module does not know is an error, never a silent pass.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::policy::Context;
+
+/// One thing AWS checks for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub action: String,
+    pub resource: String,
+    pub context: Context,
+    /// Why, when it is not simply the operation itself (a transaction's item, an implicit KMS use).
+    pub because: Option<String>,
+}
+
+impl Requirement {
+    pub fn plain(action: impl Into<String>, resource: impl Into<String>) -> Requirement {
+        Requirement { action: action.into(), resource: resource.into(), context: Context::new(), because: None }
+    }
+
+    pub fn because(mut self, why: impl Into<String>) -> Requirement {
+        self.because = Some(why.into());
+        self
+    }
+}
+
+/// A customer managed KMS key: its ARN and the aliases that name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    pub arn: String,
+    pub aliases: Vec<String>,
+}
+
+/// What the mapping needs to know about the account and the stack.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    pub region: String,
+    pub account: String,
+    /// Queue ARN → the customer managed key it is encrypted with (queues absent: none, or SQS's own).
+    pub queue_keys: BTreeMap<String, Key>,
+    /// Table ARN → the customer managed key it is encrypted with.
+    pub table_keys: BTreeMap<String, Key>,
+}
+
+/// One request as the gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The service of the SigV4 credential scope (`dynamodb`, `sqs`, `sns`, `logs`, …).
+    pub service: &'a str,
+    /// The region of the credential scope: the region of every ARN the request names.
+    pub region: &'a str,
+    /// `X-Amz-Target` (JSON protocols).
+    pub target: Option<&'a str>,
+    pub path: &'a str,
+    pub body: &'a [u8],
+}
+
+impl Call<'_> {
+    /// `DynamoDB_20120810.UpdateItem`, `SNS.Publish`, … (the fault proxy's names).
+    pub fn operation(&self) -> String {
+        if let Some(t) = self.target {
+            return t.to_owned();
+        }
+        match form(self.body).get("Action") {
+            Some(a) => format!("{}.{a}", self.service.to_uppercase()),
+            None => format!("{} {}", self.service, self.path),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    #[error("the IAM gate does not know how AWS authorizes {0}; teach tests/harness/src/iam/request.rs")]
+    Unknown(String),
+    #[error("{operation}: {message}")]
+    Malformed { operation: String, message: String },
+}
+
+/// What AWS checks for `call` (empty: nothing, e.g. `sts:GetCallerIdentity`).
+pub fn requirements(call: &Call<'_>, facts: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let op = call.operation();
+    let in_region;
+    let facts = if call.region.is_empty() || call.region == facts.region {
+        facts
+    } else {
+        in_region = Facts { region: call.region.to_owned(), ..facts.clone() };
+        &in_region
+    };
+    let json = || -> Result<Value, MapError> {
+        serde_json::from_slice(call.body)
+            .map_err(|e| MapError::Malformed { operation: op.clone(), message: format!("body is not JSON: {e}") })
+    };
+    let short = op.rsplit('.').next().unwrap_or_default().to_owned();
+    match call.service {
+        "dynamodb" => dynamodb(&short, &json()?, facts).map(|r| with_table_keys(&short, r, facts)),
+        "sqs" if call.target.is_some() => sqs(&short, &json()?, facts),
+        "sns" => Ok(sns(&short, &form(call.body), facts)),
+        "logs" => logs(&short, &json()?, facts),
+        "sts" if short == "GetCallerIdentity" => Ok(Vec::new()),
+        "cloudformation" => Ok(cloudformation(&short, &form(call.body), facts)),
+        "monitoring" => cloudwatch(call.path, facts),
+        _ => Err(MapError::Unknown(op.clone())),
+    }
+    .map_err(|e| match e {
+        MapError::Malformed { message, .. } => MapError::Malformed { operation: op.clone(), message },
+        other => other,
+    })
+}
+
+fn malformed(message: impl Into<String>) -> MapError {
+    MapError::Malformed { operation: String::new(), message: message.into() }
+}
+
+fn str_field<'v>(v: &'v Value, field: &str) -> Result<&'v str, MapError> {
+    v[field].as_str().ok_or_else(|| malformed(format!("no {field}")))
+}
+
+fn table_arn(name: &str, f: &Facts) -> String {
+    if name.starts_with("arn:") {
+        name.to_owned()
+    } else {
+        format!("arn:aws:dynamodb:{}:{}:table/{name}", f.region, f.account)
+    }
+}
+
+fn dynamodb(op: &str, body: &Value, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let action = |a: &str| format!("dynamodb:{a}");
+    match op {
+        "BatchGetItem" | "BatchWriteItem" => {
+            let tables = body["RequestItems"].as_object().ok_or_else(|| malformed("no RequestItems"))?;
+            Ok(tables.keys().map(|t| Requirement::plain(action(op), table_arn(t, f))).collect())
+        }
+        "TransactWriteItems" | "TransactGetItems" => {
+            let items = body["TransactItems"].as_array().ok_or_else(|| malformed("no TransactItems"))?;
+            let n = items.len();
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let (kind, inner) = item
+                        .as_object()
+                        .and_then(|o| o.iter().next())
+                        .ok_or_else(|| malformed(format!("TransactItems[{i}] is empty")))?;
+                    let checked = match kind.as_str() {
+                        "Put" => "PutItem",
+                        "Update" => "UpdateItem",
+                        "Delete" => "DeleteItem",
+                        "ConditionCheck" => "ConditionCheckItem",
+                        "Get" => "GetItem",
+                        other => return Err(malformed(format!("TransactItems[{i}]: unknown kind {other}"))),
+                    };
+                    Ok(Requirement::plain(action(checked), table_arn(str_field(inner, "TableName")?, f))
+                        .because(format!("item {} of {n} of the transaction ({kind})", i + 1)))
+                })
+                .collect()
+        }
+        "ListTables" => Ok(vec![Requirement::plain(action(op), "*")]),
+        "Query" | "Scan" => {
+            let table = table_arn(str_field(body, "TableName")?, f);
+            let resource = match body["IndexName"].as_str() {
+                Some(index) => format!("{table}/index/{index}"),
+                None => table,
+            };
+            Ok(vec![Requirement::plain(action(op), resource)])
+        }
+        "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "DescribeTable" | "CreateTable" | "DeleteTable"
+        | "UpdateTable" | "DescribeTimeToLive" | "UpdateTimeToLive" => {
+            Ok(vec![Requirement::plain(action(op), table_arn(str_field(body, "TableName")?, f))])
+        }
+        other => Err(MapError::Unknown(format!("DynamoDB_20120810.{other}"))),
+    }
+}
+
+/// Adds, once per table of a data-plane request, `kms:Decrypt` on the table's customer managed key.
+fn with_table_keys(op: &str, mut r: Vec<Requirement>, f: &Facts) -> Vec<Requirement> {
+    if matches!(
+        op,
+        "ListTables"
+            | "DescribeTable"
+            | "CreateTable"
+            | "DeleteTable"
+            | "UpdateTable"
+            | "DescribeTimeToLive"
+            | "UpdateTimeToLive"
+    ) {
+        return r;
+    }
+    let mut tables: Vec<String> =
+        r.iter().map(|x| x.resource.split("/index/").next().unwrap_or_default().to_owned()).collect();
+    tables.sort();
+    tables.dedup();
+    for table in tables {
+        if let Some(key) = f.table_keys.get(&table) {
+            r.push(Requirement {
+                action: "kms:Decrypt".into(),
+                resource: key.arn.clone(),
+                context: kms_context(f, key, "dynamodb", None),
+                because: Some(format!(
+                    "DynamoDB decrypts the table key of {table} (customer managed key {}) on behalf of the caller",
+                    key.arn
+                )),
+            });
+        }
+    }
+    r
+}
+
+/// `https://sqs.../ACCOUNT/NAME` or `http://127.0.0.1:PORT/ACCOUNT/NAME` → the queue's ARN.
+pub fn queue_arn(url: &str, f: &Facts) -> Result<String, MapError> {
+    let mut parts = url.trim_end_matches('/').rsplit('/');
+    match (parts.next(), parts.next()) {
+        (Some(name), Some(account)) if !name.is_empty() && account.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(format!("arn:aws:sqs:{}:{account}:{name}", f.region))
+        }
+        _ => Err(malformed(format!("QueueUrl {url} names no queue"))),
+    }
+}
+
+fn kms_context(f: &Facts, key: &Key, service: &str, encryption_context: Option<(&str, &str)>) -> Context {
+    let mut c = Context::new();
+    c.insert("kms:ViaService".into(), vec![format!("{service}.{}.amazonaws.com", f.region)]);
+    c.insert("kms:CallerAccount".into(), vec![f.account.clone()]);
+    c.insert("kms:ResourceAliases".into(), key.aliases.clone());
+    if let Some((k, v)) = encryption_context {
+        c.insert(format!("kms:EncryptionContext:{k}"), vec![v.to_owned()]);
+    }
+    c
+}
+
+fn sqs(op: &str, body: &Value, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let checked = match op {
+        "SendMessageBatch" => "SendMessage",
+        "DeleteMessageBatch" => "DeleteMessage",
+        "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
+        "ListQueues" => return Ok(vec![Requirement::plain("sqs:ListQueues", "*")]),
+        "GetQueueUrl" => {
+            let account = body["QueueOwnerAWSAccountId"].as_str().unwrap_or(&f.account);
+            let name = str_field(body, "QueueName")?;
+            return Ok(vec![Requirement::plain(
+                "sqs:GetQueueUrl",
+                format!("arn:aws:sqs:{}:{account}:{name}", f.region),
+            )]);
+        }
+        "SendMessage"
+        | "ReceiveMessage"
+        | "DeleteMessage"
+        | "ChangeMessageVisibility"
+        | "GetQueueAttributes"
+        | "SetQueueAttributes"
+        | "PurgeQueue"
+        | "DeleteQueue"
+        | "ListQueueTags" => op,
+        other => return Err(MapError::Unknown(format!("AmazonSQS.{other}"))),
+    };
+    let queue = queue_arn(str_field(body, "QueueUrl")?, f)?;
+    let mut out = vec![Requirement::plain(format!("sqs:{checked}"), queue.clone())];
+    if let Some(key) = f.queue_keys.get(&queue) {
+        let kms = |action: &str, why: &str| Requirement {
+            action: action.to_owned(),
+            resource: key.arn.clone(),
+            context: kms_context(f, key, "sqs", Some(("aws:sqs:arn", &queue))),
+            because: Some(format!("{why} {queue}, encrypted with the customer managed key {}", key.arn)),
+        };
+        match checked {
+            "SendMessage" => {
+                out.push(kms("kms:GenerateDataKey", "sending to"));
+                out.push(kms("kms:Decrypt", "sending to"));
+            }
+            "ReceiveMessage" => out.push(kms("kms:Decrypt", "receiving from")),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The query protocol's form body, decoded.
+pub fn form(body: &[u8]) -> BTreeMap<String, String> {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = || s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex()) {
+            (b'+', _) => out.push(b' '),
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 2;
+            }
+            (c, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn sns(op: &str, form: &BTreeMap<String, String>, f: &Facts) -> Vec<Requirement> {
+    let action = format!("sns:{op}");
+    let target = form.get("TopicArn").or_else(|| form.get("TargetArn")).or_else(|| form.get("ResourceArn"));
+    let mut out = vec![Requirement::plain(action, target.map_or("*", String::as_str))];
+    if op == "SetSMSAttributes" {
+        // attributes.entry.N.key / attributes.entry.N.value
+        for (k, v) in form {
+            if v == "DeliveryStatusIAMRole"
+                && let Some(prefix) = k.strip_suffix(".key")
+                && let Some(role) = form.get(&format!("{prefix}.value"))
+                && !role.is_empty()
+            {
+                let mut context = Context::new();
+                context.insert("iam:PassedToService".into(), vec!["sns.amazonaws.com".into()]);
+                out.push(Requirement {
+                    action: "iam:PassRole".into(),
+                    resource: role.clone(),
+                    context,
+                    because: Some("SetSMSAttributes hands this role to SNS (DeliveryStatusIAMRole)".into()),
+                });
+            }
+        }
+    }
+    let _ = f;
+    out
+}
+
+fn log_group_arn(body: &Value, f: &Facts) -> Result<String, MapError> {
+    if let Some(id) = body["logGroupIdentifier"].as_str().filter(|i| i.starts_with("arn:")) {
+        return Ok(format!("{}:*", id.trim_end_matches(":*")));
+    }
+    let name = body["logGroupName"]
+        .as_str()
+        .or_else(|| body["logGroupIdentifier"].as_str())
+        .ok_or_else(|| malformed("no logGroupName"))?;
+    Ok(format!("arn:aws:logs:{}:{}:log-group:{name}:*", f.region, f.account))
+}
+
+fn logs(op: &str, body: &Value, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let action = format!("logs:{op}");
+    match op {
+        "DescribeLogGroups" => {
+            Ok(vec![Requirement::plain(action, format!("arn:aws:logs:{}:{}:log-group:*", f.region, f.account))])
+        }
+        "CreateLogStream" | "PutLogEvents" => {
+            let group = log_group_arn(body, f)?;
+            let stream = str_field(body, "logStreamName")?;
+            Ok(vec![Requirement::plain(action, format!("{}:log-stream:{stream}", group.trim_end_matches(":*")))])
+        }
+        "FilterLogEvents"
+        | "GetLogEvents"
+        | "DescribeLogStreams"
+        | "DescribeSubscriptionFilters"
+        | "PutSubscriptionFilter"
+        | "DeleteSubscriptionFilter"
+        | "PutRetentionPolicy"
+        | "CreateLogGroup"
+        | "DeleteLogGroup" => Ok(vec![Requirement::plain(action, log_group_arn(body, f)?)]),
+        other => Err(MapError::Unknown(format!("Logs_20140328.{other}"))),
+    }
+}
+
+/// CloudWatch (Smithy RPC v2 CBOR: the operation is in the path, the body is CBOR).
+fn cloudwatch(path: &str, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let op = path.rsplit_once("/operation/").map(|(_, op)| op).unwrap_or_default();
+    match op {
+        "GetMetricData" | "ListMetrics" => Ok(vec![Requirement::plain(format!("cloudwatch:{op}"), "*")]),
+        "DescribeAlarms" => Ok(vec![Requirement::plain(
+            "cloudwatch:DescribeAlarms",
+            format!("arn:aws:cloudwatch:{}:{}:alarm:*", f.region, f.account),
+        )]),
+        other => Err(MapError::Unknown(format!("CloudWatch {other}"))),
+    }
+}
+
+fn cloudformation(op: &str, form: &BTreeMap<String, String>, f: &Facts) -> Vec<Requirement> {
+    let resource = match form.get("StackName") {
+        Some(arn) if arn.starts_with("arn:") => arn.clone(),
+        Some(name) => format!("arn:aws:cloudformation:{}:{}:stack/{name}/*", f.region, f.account),
+        None => "*".to_owned(),
+    };
+    vec![Requirement::plain(format!("cloudformation:{op}"), resource)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts() -> Facts {
+        let send = "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send".to_owned();
+        let key = Key {
+            arn: "arn:aws:kms:us-east-1:123456789012:key/tocsin-local-DataKey".into(),
+            aliases: vec!["alias/tocsin-local-data".into()],
+        };
+        Facts {
+            region: "us-east-1".into(),
+            account: "123456789012".into(),
+            queue_keys: [(send, key.clone())].into(),
+            table_keys: [("arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-encrypted".to_owned(), key)]
+                .into(),
+        }
+    }
+
+    fn json_call<'a>(service: &'a str, target: &'a str, body: &'a [u8]) -> Call<'a> {
+        Call { service, region: "us-east-1", target: Some(target), path: "/", body }
+    }
+
+    fn asked(r: &[Requirement]) -> Vec<(&str, &str)> {
+        r.iter().map(|r| (r.action.as_str(), r.resource.as_str())).collect()
+    }
+
+    const LEDGER: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-ledger";
+
+    #[test]
+    fn a_transaction_is_authorized_item_by_item_and_a_condition_check_needs_condition_check_item() {
+        let body = json!({ "TransactItems": [
+            { "ConditionCheck": { "TableName": "tocsin-local-ledger", "Key": {}, "ConditionExpression": "x" } },
+            { "Put": { "TableName": "tocsin-local-ledger", "Item": {} } },
+            { "Update": { "TableName": "tocsin-local-recipients", "Key": {} } },
+            { "Delete": { "TableName": "tocsin-local-ledger", "Key": {} } }
+        ]})
+        .to_string();
+        let r = requirements(&json_call("dynamodb", "DynamoDB_20120810.TransactWriteItems", body.as_bytes()), &facts())
+            .expect("maps");
+        assert_eq!(
+            asked(&r),
+            [
+                ("dynamodb:ConditionCheckItem", LEDGER),
+                ("dynamodb:PutItem", LEDGER),
+                ("dynamodb:UpdateItem", "arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-recipients"),
+                ("dynamodb:DeleteItem", LEDGER),
+            ]
+        );
+        assert_eq!(r[0].because.as_deref(), Some("item 1 of 4 of the transaction (ConditionCheck)"));
+    }
+
+    #[test]
+    fn a_table_with_a_customer_managed_key_needs_decrypt_on_it_once_per_request() {
+        let body = json!({ "TransactItems": [
+            { "Update": { "TableName": "tocsin-local-encrypted", "Key": {} } },
+            { "Put": { "TableName": "tocsin-local-encrypted", "Item": {} } }
+        ]})
+        .to_string();
+        let r = requirements(&json_call("dynamodb", "DynamoDB_20120810.TransactWriteItems", body.as_bytes()), &facts())
+            .expect("maps");
+        let encrypted = "arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-encrypted";
+        assert_eq!(
+            asked(&r),
+            [
+                ("dynamodb:UpdateItem", encrypted),
+                ("dynamodb:PutItem", encrypted),
+                ("kms:Decrypt", "arn:aws:kms:us-east-1:123456789012:key/tocsin-local-DataKey")
+            ]
+        );
+        assert_eq!(r[2].context["kms:ViaService"], ["dynamodb.us-east-1.amazonaws.com"]);
+    }
+
+    #[test]
+    fn a_query_on_an_index_is_authorized_against_the_index_arn() {
+        let body = json!({ "TableName": "tocsin-local-ledger", "IndexName": "due-index" }).to_string();
+        let r =
+            requirements(&json_call("dynamodb", "DynamoDB_20120810.Query", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(asked(&r), [("dynamodb:Query", format!("{LEDGER}/index/due-index").as_str())]);
+        let body = json!({ "TableName": "tocsin-local-ledger" }).to_string();
+        let r =
+            requirements(&json_call("dynamodb", "DynamoDB_20120810.Query", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(asked(&r), [("dynamodb:Query", LEDGER)]);
+    }
+
+    #[test]
+    fn a_batch_needs_its_action_on_every_table_it_names() {
+        let body = json!({ "RequestItems": { "tocsin-local-ledger": {}, "tocsin-local-recipients": {} } }).to_string();
+        let r = requirements(&json_call("dynamodb", "DynamoDB_20120810.BatchGetItem", body.as_bytes()), &facts())
+            .expect("maps");
+        assert_eq!(
+            asked(&r),
+            [
+                ("dynamodb:BatchGetItem", LEDGER),
+                ("dynamodb:BatchGetItem", "arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-recipients")
+            ]
+        );
+    }
+
+    #[test]
+    fn sending_to_a_queue_with_a_customer_managed_key_needs_generate_data_key_and_decrypt_on_it() {
+        let body =
+            json!({ "QueueUrl": "http://127.0.0.1:4566/123456789012/tocsin-local-send", "Entries": [] }).to_string();
+        let r = requirements(&json_call("sqs", "AmazonSQS.SendMessageBatch", body.as_bytes()), &facts()).expect("maps");
+        let key = "arn:aws:kms:us-east-1:123456789012:key/tocsin-local-DataKey";
+        let queue = "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send";
+        assert_eq!(asked(&r), [("sqs:SendMessage", queue), ("kms:GenerateDataKey", key), ("kms:Decrypt", key)]);
+        assert_eq!(r[1].context["kms:ViaService"], ["sqs.us-east-1.amazonaws.com"]);
+        assert_eq!(r[1].context["kms:ResourceAliases"], ["alias/tocsin-local-data"]);
+        let body = json!({ "QueueUrl": "http://127.0.0.1:4566/123456789012/tocsin-local-send" }).to_string();
+        let r = requirements(&json_call("sqs", "AmazonSQS.ReceiveMessage", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(asked(&r), [("sqs:ReceiveMessage", queue), ("kms:Decrypt", key)]);
+        let r =
+            requirements(&json_call("sqs", "AmazonSQS.DeleteMessageBatch", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(asked(&r), [("sqs:DeleteMessage", queue)], "deleting decrypts nothing");
+        let r = requirements(&json_call("sqs", "AmazonSQS.ChangeMessageVisibilityBatch", body.as_bytes()), &facts())
+            .expect("maps");
+        assert_eq!(asked(&r), [("sqs:ChangeMessageVisibility", queue)]);
+    }
+
+    #[test]
+    fn a_queue_without_a_customer_managed_key_needs_no_kms_permission() {
+        let body = json!({ "QueueUrl": "http://127.0.0.1:4566/123456789012/plain" }).to_string();
+        let r = requirements(&json_call("sqs", "AmazonSQS.SendMessage", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(asked(&r), [("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:plain")]);
+    }
+
+    #[test]
+    fn an_sms_publish_is_on_resource_star_and_a_topic_publish_on_the_topic() {
+        let sms = Call {
+            service: "sns",
+            region: "us-east-1",
+            target: None,
+            path: "/",
+            body: b"Action=Publish&PhoneNumber=%2B14155550100&Message=x",
+        };
+        assert_eq!(asked(&requirements(&sms, &facts()).expect("maps")), [("sns:Publish", "*")]);
+        let topic = Call {
+            service: "sns",
+            region: "us-east-1",
+            target: None,
+            path: "/",
+            body: b"Action=Publish&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A123456789012%3Aoncall&Message=x",
+        };
+        assert_eq!(
+            asked(&requirements(&topic, &facts()).expect("maps")),
+            [("sns:Publish", "arn:aws:sns:us-east-1:123456789012:oncall")]
+        );
+    }
+
+    #[test]
+    fn setting_the_delivery_status_role_passes_it_to_sns() {
+        let body = b"Action=SetSMSAttributes&attributes.entry.1.key=DeliveryStatusIAMRole&attributes.entry.1.value=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fr&attributes.entry.2.key=DefaultSMSType&attributes.entry.2.value=Transactional";
+        let r = requirements(&Call { service: "sns", region: "us-east-1", target: None, path: "/", body }, &facts())
+            .expect("maps");
+        assert_eq!(asked(&r), [("sns:SetSMSAttributes", "*"), ("iam:PassRole", "arn:aws:iam::123456789012:role/r")]);
+    }
+
+    #[test]
+    fn filter_log_events_is_checked_against_the_group_arn_with_its_streams() {
+        let body = json!({ "logGroupName": "sns/us-east-1/123456789012/DirectPublishToPhoneNumber" }).to_string();
+        let r =
+            requirements(&json_call("logs", "Logs_20140328.FilterLogEvents", body.as_bytes()), &facts()).expect("maps");
+        assert_eq!(
+            asked(&r),
+            [(
+                "logs:FilterLogEvents",
+                "arn:aws:logs:us-east-1:123456789012:log-group:sns/us-east-1/123456789012/DirectPublishToPhoneNumber:*"
+            )]
+        );
+    }
+
+    #[test]
+    fn an_operation_the_gate_does_not_know_is_an_error() {
+        let body = b"{}";
+        assert!(matches!(
+            requirements(&json_call("dynamodb", "DynamoDB_20120810.ExecuteStatement", body), &facts()),
+            Err(MapError::Unknown(_))
+        ));
+        assert!(matches!(
+            requirements(
+                &Call { service: "lambda", region: "us-east-1", target: None, path: "/2015-03-31/functions", body },
+                &facts()
+            ),
+            Err(MapError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn the_callers_identity_needs_no_permission() {
+        let call = Call {
+            service: "sts",
+            region: "us-east-1",
+            target: None,
+            path: "/",
+            body: b"Action=GetCallerIdentity&Version=2011-06-15",
+        };
+        assert!(requirements(&call, &facts()).expect("maps").is_empty());
+    }
+}
