@@ -33,7 +33,8 @@ async fn main() -> Result<(), Error> {
     run(service_fn(move |event: LambdaEvent<Value>| async move {
         // Stop taking work the configured margin before Lambda's deadline.
         let deadline = tocsin::ports::invocation_deadline(event.context.deadline);
-        escalator.run(tocsin::ports::before(deadline, escalator.config.safety_margin)).await
+        // Boxed: the sweep's future is deep enough to overflow rustc's layout query limit inline.
+        Box::pin(escalator.run(tocsin::ports::before(deadline, escalator.config.safety_margin))).await
     }))
     .await
 }
