@@ -145,7 +145,8 @@ async fn storm_modes_items_expire_too_the_digest_with_its_members_and_the_send_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified_list() {
-    let p = Pipeline::start().await;
+    // Storm mode off: its items (digests, send logs) are the test above's.
+    let p = Pipeline::start_with(Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() }).await;
     // Delivered, failed for good (suppresses the number), silent (escalated), and a record that
     // matches nothing (orphan).
     let (_, delivered) = accepted_alert(&p, "ttl-delivered", "+14155550171").await;
@@ -356,6 +357,39 @@ async fn published_with_its_state_write_lost(seed: u64, event_id: &str, number: 
     (p, key)
 }
 
+/// The sender and the sweep both record a lapsed lease, as one fact (`lease:<attempt>:expired`).
+/// The sender writes it in order (the fact, then the state): when its state write never lands
+/// (throttled past the SDK's retries, and the message gone to the dead-letter queue), the sweep's
+/// transaction finds the fact stored. It completes the state under its own conditions rather than
+/// taking the stored fact for the change — else the intent is `sending` for ever. (Found by the
+/// simulator: seed 10161 of `tests/sim/tests/regressions.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_the_sender_recorded_without_its_state_is_completed_by_the_sweep() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(18), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let (_, body) = p.submit(&alert("lapsed-half-written", "+14155550197")).await;
+    let key = key_of(&body);
+    let now = p.clock.now_utc();
+    p.ledger.claim(&key, "vanished-attempt", now, now + Duration::minutes(2)).await.expect("claim");
+    p.clock.advance(Duration::minutes(3));
+    // The message comes round again; the sender finds the lease lapsed and records it, and its
+    // state write (the only UpdateItem naming the attempt) is throttled.
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains("vanished-attempt"),
+    );
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
+    proxy.clear_rules();
+    assert_eq!(p.record(&key).await.status.state, State::Sending, "the fact is stored, the state is not");
+    let history = p.ledger.observations(&key).await.expect("history");
+    assert!(history.iter().any(|o| o.id == "lease:vanished-attempt:expired"), "{history:?}");
+    let run = p.run_escalation().await;
+    assert_eq!(run.lease_expired_unknown, 1, "{run:?}");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
+}
+
 /// The sender stores what SNS answered (observation and message index) before the intent's state:
 /// when that state write never lands, the delivery record finds the intent by its message id,
 /// still `sending`, and settles it.
@@ -536,7 +570,8 @@ async fn escalated_intents_still_on_the_queue_are_not_read_by_every_sweep_ahead_
         }))
         .await;
     }
-    let first = p.run_escalation().await;
+    // What is read is the point, not how fast: a loaded machine gets the time it needs.
+    let first = p.run_escalation_within(std::time::Duration::from_secs(600)).await;
     assert_eq!((first.read, first.escalated), (1000, 0), "{first:?}");
     // A minute later a new alert is due (sent, silent past its deadline).
     let (key, _) = accepted_alert(&p, "new-one", "+14155550199").await;

@@ -64,7 +64,11 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
 /// ReceiveMessage/DeleteMessage and the log subscription (`Logs_…`, the harness reading the group).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivered_alert_costs_eleven_aws_calls_two_intake_six_sender_three_status() {
-    let p = Pipeline::start().await;
+    // Storm mode off: the default (on) adds the sender's backlog Query and its send-log read and
+    // write (docs/storm-mode.md, "What it costs"); BENCHMARKS.md section 4 says both.
+    let p =
+        Pipeline::start_with(tocsin_tests::Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() })
+            .await;
     let own = |ops: Vec<String>| {
         let mut ops: Vec<String> = ops
             .into_iter()

@@ -91,7 +91,7 @@ async fn a_recipients_alerts_claimed_together_go_out_as_one_digest_that_every_me
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_storm_mode_off_each_alert_is_its_own_sms() {
-    let p = Pipeline::start().await;
+    let p = Pipeline::start_with(Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() }).await;
     let a = "+14155550303";
     let keys = submit_many(&p, "nodigest", a, 3).await;
     p.run_sender().await;

@@ -21,6 +21,8 @@ use tocsin_harness::recorded::{Answer, Recorded};
 use tocsin_tests::Pipeline;
 
 const NUMBER: &str = "+14155550150";
+/// The pipeline's own stack: the operator policy the IAM gate applies is written for it.
+const STACK: &str = "tocsin-local";
 const STATUS_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:tocsin-local-status";
 
 /// Which of AWS's parts the harness plays while the probe runs.
@@ -64,7 +66,11 @@ async fn step(p: &Pipeline, world: World, reported: &mut Vec<String>) {
 
 struct Setup {
     p: Arc<Pipeline>,
-    recorded: Recorded,
+    /// The recorded answers' server, alive as long as the setup (reached through `recorded_front`).
+    _recorded: Recorded,
+    /// The recorded answers behind the same IAM gate as the emulator: the operator's policy
+    /// must allow every call doctor makes, recorded or not.
+    recorded_front: tocsin_harness::iam::Gate,
     _api: common::api::ApiStandIn,
 }
 
@@ -75,7 +81,7 @@ async fn setup(secret: &'static str) -> Setup {
     let api = start_api(p.clone(), secret).await;
     stack_with_api(
         &p,
-        "tocsin-probe",
+        STACK,
         &api,
         &[("StatusFunctionArn", STATUS_ARN), ("SenderFunctionName", "tocsin-local-sender")],
     )
@@ -110,16 +116,19 @@ async fn setup(secret: &'static str) -> Setup {
     )
     .await
     .expect("recorded");
-    Setup { p, recorded, _api: api }
+    let recorded_front = tocsin_harness::iam::Gate::start(&recorded.endpoint(), p.emulator.iam().principals())
+        .await
+        .expect("gate in front of the recorded answers");
+    Setup { p, _recorded: recorded, recorded_front, _api: api }
 }
 
 /// Runs `tocsin doctor --probe NUMBER` while the harness plays `world` beside it.
 async fn probe(s: &Setup, world: World, hop_timeout: &str, json: bool) -> Run {
     let mut env = aws_env(&s.p.emulator.endpoint());
     for service in ["SNS", "CLOUDWATCH", "CLOUDWATCH_LOGS", "LAMBDA"] {
-        env.push((format!("AWS_ENDPOINT_URL_{service}"), s.recorded.endpoint()));
+        env.push((format!("AWS_ENDPOINT_URL_{service}"), s.recorded_front.endpoint()));
     }
-    let mut args = vec!["--stack", "tocsin-probe"];
+    let mut args = vec!["--stack", STACK];
     if json {
         args.push("--json");
     }
@@ -158,7 +167,7 @@ async fn the_probe_follows_one_sms_round_the_whole_loop_and_doctor_passes() {
     for (line, want) in lines.iter().zip(expected) {
         assert!(line.starts_with(want), "{line:?} should start with {want:?}");
     }
-    assert!(r.stdout.trim_end().ends_with("tocsin-probe: nothing to fix."), "{}", r.stdout);
+    assert!(r.stdout.trim_end().ends_with("tocsin-local: nothing to fix."), "{}", r.stdout);
     assert!(!r.stdout.contains(NUMBER) && !r.stderr.contains(NUMBER), "the number stays masked");
     let sms = s.p.emulator.sent_sms().await.expect("sms");
     assert_eq!(sms.len(), 1, "one SMS: {sms:?}");

@@ -43,7 +43,20 @@ pub fn effective_commit(t: &Transition) -> Commit {
 /// ends with both written.
 pub async fn transition<W: TransitionWrites>(store: &W, t: Transition) -> PortResult<TransitionOutcome> {
     match effective_commit(&t) {
-        Commit::Atomic => store.transact(&t).await,
+        Commit::Atomic => match store.transact(&t).await? {
+            // The fact is stored, but not necessarily by a transaction: the same fact written in
+            // order by another function (the sender and the sweep both record a lapsed lease)
+            // may have stopped between its observation and its state write. Complete the state
+            // under the transition's own conditions; refused, the change is already there (or
+            // the intent has moved on) and nothing is written.
+            TransitionOutcome::AlreadyApplied if t.changes_intent() && t.patch.escalation.is_none() => {
+                match store.update_intent(&t, false).await? {
+                    None => Ok(TransitionOutcome::Applied),
+                    Some(_) => Ok(TransitionOutcome::AlreadyApplied),
+                }
+            }
+            other => Ok(other),
+        },
         Commit::FactsFirst => {
             let (stored_now, ()) = futures::try_join!(store.put_observation(&t), store.put_message_index(&t))?;
             let stored_before = !stored_now;

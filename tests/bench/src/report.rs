@@ -635,7 +635,9 @@ impl Report {
              through the real handlers and adapters (`tocsin_tests::Pipeline`, in-process), after one warm-up alert. \
              The emulator's request recorder runs around each handler call only, so harness calls standing in for AWS \
              (the SQS event source mapping's ReceiveMessage/DeleteMessage, SNS writing the log record, the \
-             subscription reading it) are not counted as the functions' calls. Target ≤ 8 calls.\n"
+             subscription reading it) are not counted as the functions' calls. Storm mode off: the default (on) adds \
+             the sender's backlog `Query` and its send-log `GetItem` and `PutItem` (14 calls; docs/storm-mode.md, \
+             \"What it costs\"). Target ≤ 8 calls.\n"
         );
         let Some(calls) = &self.calls else { return };
         let calls = match calls {

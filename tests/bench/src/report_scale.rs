@@ -76,7 +76,8 @@ impl Report {
         let _ = writeln!(
             out,
             "Method (`tests/bench/src/wru.rs`): one delivered alert (after a warm-up alert) through the real handlers \
-             (`tocsin_tests::Pipeline`: submit → sender → the carrier's SUCCESS record → status), the emulator's \
+             (`tocsin_tests::Pipeline`: submit → sender → the carrier's SUCCESS record → status), storm mode off (the \
+             default, on, adds the send log's write: one write unit more per SMS), the emulator's \
              request recorder on around each handler. Every write request (PutItem, UpdateItem, DeleteItem, \
              TransactWriteItems, BatchWriteItem) is read back from the recording and applied in order to an image of \
              the tables scanned just before the phase, so each write's item is known before and after it; after each \

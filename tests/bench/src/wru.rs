@@ -859,8 +859,11 @@ impl Run<'_> {
 }
 
 /// One delivered alert (after a warm-up alert) with every write's size and units.
+/// Storm mode off (the default, on, adds one send-log write: BENCHMARKS.md section 4b).
 pub async fn measure() -> Result<Wru> {
-    let p = Pipeline::start().await;
+    let p =
+        Pipeline::start_with(tocsin_tests::Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() })
+            .await;
     let template = template_json()?;
     let directive = p
         .stack

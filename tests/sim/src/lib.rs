@@ -49,8 +49,8 @@ pub fn failure_report(r: &Report) -> String {
         }
     }
     out.push_str(&format!(
-        "replay: TOCSIN_SIM_SEED={} cargo run -p tocsin-sim --profile sim --bin simulate\nlast steps before the first violation:\n",
-        s.seed
+        "replay (and shrink again): TOCSIN_SIM_SEED={} TOCSIN_SIM_MAX_ALERTS={} cargo run -p tocsin-sim --profile sim --bin simulate\nlast steps before the first violation:\n",
+        s.seed, s.max_alerts
     ));
     for line in r.trace.iter().rev().take(trace_lines()).rev() {
         out.push_str("    ");
@@ -111,4 +111,44 @@ pub fn shrink(failing: Report) -> Report {
 /// Trace lines a failure report prints (`TOCSIN_SIM_TRACE_LINES`, default 60).
 fn trace_lines() -> usize {
     std::env::var("TOCSIN_SIM_TRACE_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(60)
+}
+
+/// Seeds and alert lifecycles run, per workload kind and storm mode.
+pub type Workloads = std::collections::BTreeMap<(&'static str, bool), (u64, u64)>;
+
+/// The coverage of many runs as Markdown: every port op by how it ended (answered, failed, its
+/// answer lost, the invocation crashing before or after it landed), every state change by writer,
+/// and the workloads run. An empty cell is a case no run reached.
+pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
+    const HOW: [&str; 6] =
+        ["answered", "failed before", "answer lost", "retried after loss", "crash before", "crash after"];
+    let mut out = String::from("### Port operations, by how they ended\n\n| op |");
+    for h in HOW {
+        out.push_str(&format!(" {h} |"));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(HOW.len()));
+    out.push('\n');
+    let labels: std::collections::BTreeSet<&str> = c.ops.keys().map(|(l, _)| *l).collect();
+    for label in labels {
+        out.push_str(&format!("| {label} |"));
+        for h in HOW {
+            match c.ops.get(&(label, h)) {
+                Some(n) => out.push_str(&format!(" {n} |")),
+                None => out.push_str(" |"),
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\n### State changes, by writer (the observation's source)\n\n| change | by | times |\n|---|---|---:|\n",
+    );
+    for ((change, by), n) in &c.transitions {
+        out.push_str(&format!("| {change} | {by} | {n} |\n"));
+    }
+    out.push_str("\n### Workloads\n\n| workload | storm mode | seeds | alert lifecycles |\n|---|---|---:|---:|\n");
+    for ((kind, storm), (seeds, lifecycles)) in workloads {
+        out.push_str(&format!("| {kind} | {} | {seeds} | {lifecycles} |\n", if *storm { "on" } else { "off" }));
+    }
+    out
 }

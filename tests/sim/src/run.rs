@@ -36,6 +36,9 @@ pub const EPOCH_MS: Millis = 1_795_000_000_000;
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub seed: u64,
+    /// The largest workload the seed could draw (part of what the seed stands for: replaying a
+    /// seed needs the same bound).
+    pub max_alerts: usize,
     pub kind: Kind,
     pub alerts: usize,
     pub storm: bool,
@@ -43,14 +46,14 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// The scenario seed `seed` stands for: workload kind, size, storm mode and how harsh the
-    /// world is, all drawn from it.
-    /// Like [`Self::from_seed`], with the workload's kind, size, storm mode and faults fixed where
-    /// given (the benchmark's scenarios).
+    /// Like [`Self::from_seed`], with the workload's kind, size, storm mode and faults given (the
+    /// benchmark's scenarios).
     pub fn fixed(seed: u64, kind: Kind, alerts: usize, storm: bool, faults: FaultPlan) -> Self {
-        Scenario { seed, kind, alerts, storm, faults }
+        Scenario { seed, max_alerts: alerts, kind, alerts, storm, faults }
     }
 
+    /// The scenario seed `seed` stands for: workload kind, size, storm mode and how harsh the
+    /// world is, all drawn from it.
     pub fn from_seed(seed: u64, max_alerts: usize) -> Self {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
@@ -62,7 +65,7 @@ impl Scenario {
             1 => FaultPlan::harsh(),
             _ => FaultPlan::swarm(&mut rng),
         };
-        Scenario { seed, kind, alerts, storm, faults }
+        Scenario { seed, max_alerts, kind, alerts, storm, faults }
     }
 }
 

@@ -272,10 +272,24 @@ async fn handle(
 fn judge(shared: &Shared, parts: &hyper::http::request::Parts, body: &[u8]) -> Option<Response<Full<Bytes>>> {
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok());
     let Some((key, region, service)) = credential(&parts.headers, parts.uri.query()) else {
-        let call = Call { service: "unknown", region: "", target, path: parts.uri.path(), body };
+        let call = Call {
+            service: "unknown",
+            region: "",
+            target,
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            body,
+        };
         return Some(refuse(shared, "", &call, None, "an unsigned request reached the emulator".into()));
     };
-    let call = Call { service: &service, region: &region, target, path: parts.uri.path(), body };
+    let call = Call {
+        service: &service,
+        region: &region,
+        target,
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        body,
+    };
     let Some(principal) = Principal::from_access_key_id(&key) else {
         let why = format!(
             "access key id {key:?} belongs to no principal: sign as a function, the operator or the harness \

@@ -77,6 +77,8 @@ pub struct Call<'a> {
     pub region: &'a str,
     /// `X-Amz-Target` (JSON protocols).
     pub target: Option<&'a str>,
+    /// The HTTP method (the REST protocols name the operation by method and path).
+    pub method: &'a str,
     pub path: &'a str,
     pub body: &'a [u8],
 }
@@ -125,6 +127,7 @@ pub fn requirements(call: &Call<'_>, facts: &Facts) -> Result<Vec<Requirement>, 
         "sts" if short == "GetCallerIdentity" => Ok(Vec::new()),
         "cloudformation" => Ok(cloudformation(&short, &form(call.body), facts)),
         "monitoring" => cloudwatch(call.path, facts),
+        "lambda" => lambda(call.method, call.path, facts),
         _ => Err(MapError::Unknown(op.clone())),
     }
     .map_err(|e| match e {
@@ -405,6 +408,24 @@ fn cloudwatch(path: &str, f: &Facts) -> Result<Vec<Requirement>, MapError> {
     }
 }
 
+/// Lambda's REST API: the operations the CLI makes (doctor's reservation check, preflight's
+/// account quota); any other is unknown to the gate, so a new call cannot pass unchecked.
+fn lambda(method: &str, path: &str, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method, segments.as_slice()) {
+        ("GET", [_, "functions", name, "concurrency"]) => {
+            let arn = if name.starts_with("arn:") {
+                (*name).to_owned()
+            } else {
+                format!("arn:aws:lambda:{}:{}:function:{name}", f.region, f.account)
+            };
+            Ok(vec![Requirement::plain("lambda:GetFunctionConcurrency", arn)])
+        }
+        ("GET", [_, "account-settings"]) => Ok(vec![Requirement::plain("lambda:GetAccountSettings", "*")]),
+        _ => Err(MapError::Unknown(format!("Lambda {method} {path}"))),
+    }
+}
+
 fn cloudformation(op: &str, form: &BTreeMap<String, String>, f: &Facts) -> Vec<Requirement> {
     let resource = match form.get("StackName") {
         Some(arn) if arn.starts_with("arn:") => arn.clone(),
@@ -435,7 +456,7 @@ mod tests {
     }
 
     fn json_call<'a>(service: &'a str, target: &'a str, body: &'a [u8]) -> Call<'a> {
-        Call { service, region: "us-east-1", target: Some(target), path: "/", body }
+        Call { service, region: "us-east-1", target: Some(target), method: "POST", path: "/", body }
     }
 
     fn asked(r: &[Requirement]) -> Vec<(&str, &str)> {
@@ -548,6 +569,7 @@ mod tests {
             service: "sns",
             region: "us-east-1",
             target: None,
+            method: "POST",
             path: "/",
             body: b"Action=Publish&PhoneNumber=%2B14155550100&Message=x",
         };
@@ -556,6 +578,7 @@ mod tests {
             service: "sns",
             region: "us-east-1",
             target: None,
+            method: "POST",
             path: "/",
             body: b"Action=Publish&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A123456789012%3Aoncall&Message=x",
         };
@@ -568,8 +591,11 @@ mod tests {
     #[test]
     fn setting_the_delivery_status_role_passes_it_to_sns() {
         let body = b"Action=SetSMSAttributes&attributes.entry.1.key=DeliveryStatusIAMRole&attributes.entry.1.value=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fr&attributes.entry.2.key=DefaultSMSType&attributes.entry.2.value=Transactional";
-        let r = requirements(&Call { service: "sns", region: "us-east-1", target: None, path: "/", body }, &facts())
-            .expect("maps");
+        let r = requirements(
+            &Call { service: "sns", region: "us-east-1", target: None, method: "POST", path: "/", body },
+            &facts(),
+        )
+        .expect("maps");
         assert_eq!(asked(&r), [("sns:SetSMSAttributes", "*"), ("iam:PassRole", "arn:aws:iam::123456789012:role/r")]);
     }
 
@@ -596,11 +622,33 @@ mod tests {
         ));
         assert!(matches!(
             requirements(
-                &Call { service: "lambda", region: "us-east-1", target: None, path: "/2015-03-31/functions", body },
+                &Call {
+                    service: "lambda",
+                    region: "us-east-1",
+                    target: None,
+                    method: "POST",
+                    path: "/2015-03-31/functions",
+                    body
+                },
                 &facts()
             ),
             Err(MapError::Unknown(_))
         ));
+    }
+
+    #[test]
+    fn lambda_reads_are_authorized_on_the_function_and_the_account() {
+        let get = |path| Call { service: "lambda", region: "us-east-1", target: None, method: "GET", path, body: b"" };
+        assert_eq!(
+            asked(&requirements(&get("/2019-09-30/functions/tocsin-sender/concurrency"), &facts()).expect("maps")),
+            [("lambda:GetFunctionConcurrency", "arn:aws:lambda:us-east-1:123456789012:function:tocsin-sender")]
+        );
+        assert_eq!(
+            asked(&requirements(&get("/2016-08-19/account-settings"), &facts()).expect("maps")),
+            [("lambda:GetAccountSettings", "*")]
+        );
+        let put = Call { method: "PUT", ..get("/2019-09-30/functions/tocsin-sender/concurrency") };
+        assert!(matches!(requirements(&put, &facts()), Err(MapError::Unknown(_))), "a write is not a read");
     }
 
     #[test]
@@ -609,6 +657,7 @@ mod tests {
             service: "sts",
             region: "us-east-1",
             target: None,
+            method: "POST",
             path: "/",
             body: b"Action=GetCallerIdentity&Version=2011-06-15",
         };

@@ -4,6 +4,8 @@
 //! - `TOCSIN_SIM_SEEDS=N` (default 1000), `TOCSIN_SIM_FIRST_SEED=S` (default 1): runs seeds
 //!   S..S+N and stops at the first failure, shrunk.
 //! - `TOCSIN_SIM_MAX_ALERTS=N` (default 200): the largest workload a seed may draw.
+//! - `TOCSIN_SIM_COVERAGE=PATH`: writes the runs' coverage (every port op by how it ended, every
+//!   state change by writer, workloads run) there as Markdown.
 
 use std::time::Instant;
 
@@ -29,13 +31,15 @@ fn main() -> std::process::ExitCode {
             }
             return std::process::ExitCode::SUCCESS;
         }
-        println!("{}", tocsin_sim::failure_report(&r));
+        println!("{}", tocsin_sim::failure_report(&tocsin_sim::shrink(r)));
         return std::process::ExitCode::FAILURE;
     }
     let first = var("TOCSIN_SIM_FIRST_SEED", 1);
     let seeds = var("TOCSIN_SIM_SEEDS", 1000);
     let started = Instant::now();
     let (mut lifecycles, mut ops, mut sms, mut failed) = (0u64, 0u64, 0u64, 0u64);
+    let mut coverage = tocsin_sim::world::Coverage::default();
+    let mut workloads = tocsin_sim::Workloads::default();
     let fixed_kind = std::env::var("TOCSIN_SIM_KIND")
         .ok()
         .and_then(|k| tocsin_sim::workload::ALL_KINDS.into_iter().find(|kind| kind.name().replace(' ', "-") == k));
@@ -54,6 +58,10 @@ fn main() -> std::process::ExitCode {
         lifecycles += r.lifecycles as u64;
         ops += r.ops;
         sms += r.sms;
+        coverage.merge(&r.coverage);
+        let w = workloads.entry((r.scenario.kind.name(), r.scenario.storm)).or_default();
+        w.0 += 1;
+        w.1 += r.lifecycles as u64;
         if !r.ok() && std::env::var("TOCSIN_SIM_KEEP_GOING").is_ok() {
             let mut kinds: Vec<String> = r.violations.iter().map(|v| format!("{:?}", v.invariant)).collect();
             kinds.sort();
@@ -69,6 +77,13 @@ fn main() -> std::process::ExitCode {
         }
     }
     let secs = started.elapsed().as_secs_f64();
+    if let Ok(path) = std::env::var("TOCSIN_SIM_COVERAGE") {
+        let table = tocsin_sim::coverage_markdown(&coverage, &workloads);
+        if let Err(e) = std::fs::write(&path, table) {
+            eprintln!("cannot write the coverage table to {path}: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     if failed > 0 {
         println!("{failed} of {seeds} seeds FAILED");
         return std::process::ExitCode::FAILURE;

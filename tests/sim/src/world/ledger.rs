@@ -146,13 +146,18 @@ fn retain_until(t: &Transition) -> DateTime<Utc> {
 impl World {
     /// Every write of an intent item goes through here: the GSIs follow it (with their lag), and
     /// the oracle sees each state change.
-    fn store_intent(&mut self, key: &IdempotencyKey, item: IntentItem, by: &'static str) {
+    fn store_intent(&mut self, key: &IdempotencyKey, item: IntentItem, by: &str) {
         let lag = self.gsi_lag();
         let now = self.now;
         let before = self.ledger.intents.get(key).map(|i| i.record.status.state);
         self.ledger.due_index.write(key, item.due_entry(), now, lag);
         self.ledger.pending_index.write(key, item.pending_entry(), now, lag);
         let after = item.record.status.state;
+        if before != Some(after) {
+            let from = before.map_or("(none)", |b| b.as_str());
+            let change = (format!("{from} → {}", after.as_str()), by.to_owned());
+            *self.coverage.transitions.entry(change).or_default() += 1;
+        }
         self.oracle.intent_written(now, before, after, &item.record, by);
         self.ledger.intents.insert(key.clone(), item);
     }
@@ -239,7 +244,9 @@ impl World {
             item.moved_obs = Some(t.observation.clone());
             self.oracle.observation_written(self.now, &t.key, &t.observation);
         }
-        self.store_intent(&t.key, item, "transition");
+        // Written by whom: the observation's source (`attempt`, `sns`, `lease`, `sweep`, …).
+        let by = t.observation.id.split(':').next().unwrap_or("transition").to_owned();
+        self.store_intent(&t.key, item, &by);
     }
 
     fn observation_absent(&self, t: &Transition) -> bool {

@@ -1,0 +1,38 @@
+//! Seeds that found defects, kept as tests: each of these runs failed with the defect put back
+//! (the mutation named in its comment) and passes with its fix. The bound (`max_alerts`) is part
+//! of what a seed stands for, so it is kept with it. docs/testing.md ("The simulation") lists each
+//! defect, its seed and its fix.
+
+use tocsin_sim::{Scenario, failure_report, run, shrink};
+
+fn green(seeds: &[u64], max_alerts: usize) {
+    for &seed in seeds {
+        let report = run(&Scenario::from_seed(seed, max_alerts));
+        if !report.ok() {
+            panic!("{}", failure_report(&shrink(report)));
+        }
+    }
+}
+
+/// Issue 24's first named defect: sender A pulls X from the backlog into a digest and claims it;
+/// sender B receives X's own message, finds X claimed and deletes the message as a duplicate; A
+/// hands X back (throttled publish) and X is `queued` with no message until the sweep's late
+/// re-enqueue. Fixed twice over: B keeps the message hidden until A's lease ends
+/// (`Outcome::HeldElsewhere`), and A writes X a new message before handing it back
+/// (`requeue_pulled`). With both fixes removed, these storm-mode "throttled account" seeds fail
+/// with `NothingLost: queued with no message on any queue`.
+#[test]
+fn a_backlog_alert_handed_back_by_a_digest_keeps_a_queue_message() {
+    green(&[21, 100, 174, 282, 317, 346], 80);
+}
+
+/// Found by the long mode: the sender records a lapsed lease in order (the fact, then the state)
+/// and its state write never lands; the sweep's transaction for the same fact
+/// (`lease:<attempt>:expired`) was refused as "already applied", so the intent stayed `sending`
+/// for ever (`NothingStuck`). Fixed in `adapters/commit.rs`: an atomic transition whose fact is
+/// already stored completes the state under its own conditions. Emulator test:
+/// `a_lapsed_lease_the_sender_recorded_without_its_state_is_completed_by_the_sweep`.
+#[test]
+fn a_lapsed_lease_recorded_without_its_state_is_completed_by_the_sweep() {
+    green(&[10161], 330);
+}
