@@ -13,7 +13,7 @@ use aws_lambda_events::sqs::SqsBatchResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sns::SnsGateway;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsRejectSink, SqsSendQueue};

@@ -555,10 +555,10 @@ async fn escalated_intents_still_on_the_queue_are_not_read_by_every_sweep_ahead_
                     .update_expression("SET escalated_at = :e, escalation_reason = :r, enqueued_at = :q, due_at = :d")
                     .expression_attribute_values(
                         ":e",
-                        AttributeValue::S(tocsin::adapters::dynamodb::ts(past + Duration::minutes(16))),
+                        AttributeValue::S(tocsin::adapters::ledger::ts(past + Duration::minutes(16))),
                     )
                     .expression_attribute_values(":r", AttributeValue::S("never sent by its deadline".into()))
-                    .expression_attribute_values(":q", AttributeValue::S(tocsin::adapters::dynamodb::ts(past)))
+                    .expression_attribute_values(":q", AttributeValue::S(tocsin::adapters::ledger::ts(past)))
                     .expression_attribute_values(
                         ":d",
                         AttributeValue::N((past + Duration::minutes(20)).timestamp_millis().to_string()),

@@ -6,7 +6,7 @@ use std::time::Duration as StdDuration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use chrono::Duration;
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 
 use tocsin::domain::State;
 use tocsin::ports::{DueIndex, IntentStore};

@@ -4,7 +4,7 @@
 
 use chrono::Duration;
 use serde_json::{Value, json};
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::RegistryEvent;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::state::ReceiptEffect;

@@ -3,7 +3,7 @@
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
 use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig};

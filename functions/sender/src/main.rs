@@ -2,7 +2,7 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sns::SnsGateway;
 use tocsin::adapters::sqs::SqsSendQueue;

@@ -2,7 +2,7 @@
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::config::{Env, StatusConfig};
 use tocsin::ports::System;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use tocsin::adapters::dynamodb::DynamoLedger;
+use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 
 use crate::error::{CliError, CliResult};

@@ -3,7 +3,7 @@
 
 pub mod cloudwatch_logs;
 pub mod commit;
-pub mod dynamodb;
+pub mod ledger;
 pub mod registry;
 pub mod sdk;
 pub mod sns;

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::describe;
-use super::dynamodb::ts;
+use super::ledger::ts;
 use crate::domain::PhoneNumber;
 use crate::ports::{PortError, PortResult, RecipientRegistry, Standing, Suppression, SuppressionEvidence};
 

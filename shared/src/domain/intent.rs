@@ -7,6 +7,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::digest_id::DigestId;
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
 use super::reconcile::ReconcileState;
@@ -14,6 +15,10 @@ use super::request::ValidatedRequest;
 use super::segments::SegmentCount;
 use super::state::State;
 use super::template::TemplateRef;
+
+// Moved down to `sms` so that request (which validates them) and intent (which stores them) do not
+// import each other; re-exported where callers have always found it.
+pub use super::sms::SmsOptions;
 
 /// A rendered SMS text. Never printed: `Debug` shows only its length.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,29 +57,6 @@ impl Origin {
             Origin::Api => "api",
             Origin::EventBridge => "eventbridge",
             Origin::Operator => "operator",
-        }
-    }
-}
-
-/// Per-request SNS settings; absent fields fall back to the deployment's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SmsOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sender_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origination_number: Option<PhoneNumber>,
-    /// Decimal USD as given, e.g. "0.50".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_price_usd: Option<String>,
-}
-
-impl SmsOptions {
-    /// The request's own settings, each falling back to the deployment's default.
-    pub fn or_defaults(&self, defaults: &SmsOptions) -> SmsOptions {
-        SmsOptions {
-            sender_id: self.sender_id.clone().or_else(|| defaults.sender_id.clone()),
-            origination_number: self.origination_number.clone().or_else(|| defaults.origination_number.clone()),
-            max_price_usd: self.max_price_usd.clone().or_else(|| defaults.max_price_usd.clone()),
         }
     }
 }
@@ -196,7 +178,7 @@ pub struct Status {
     pub next_check: Option<DateTime<Utc>>,
     /// The storm-mode digest whose SMS covered this intent, if it went out in one.
     #[serde(default)]
-    pub digest_id: Option<crate::domain::storm::DigestId>,
+    pub digest_id: Option<DigestId>,
     /// When intake expected the SMS to go out, if that was after the deadline: the sweep escalates
     /// at once ("late is said early") and the intent stays eligible to be sent.
     #[serde(default)]
@@ -238,23 +220,4 @@ impl Default for Status {
 pub struct IntentRecord {
     pub intent: Intent,
     pub status: Status,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_requests_own_sms_settings_win_over_the_deployment_defaults() {
-        let defaults = SmsOptions {
-            sender_id: Some("TOCSIN".into()),
-            origination_number: None,
-            max_price_usd: Some("0.5".into()),
-        };
-        let request = SmsOptions { sender_id: Some("OPS".into()), origination_number: None, max_price_usd: None };
-        let merged = request.or_defaults(&defaults);
-        assert_eq!(merged.sender_id.as_deref(), Some("OPS"));
-        assert_eq!(merged.max_price_usd.as_deref(), Some("0.5"));
-        assert_eq!(merged.origination_number, None);
-    }
 }

@@ -3,6 +3,7 @@
 //! scheduled sweep decides. Pure: no AWS, no I/O, time passed in.
 
 pub mod delivery;
+pub mod digest_id;
 pub mod intent;
 pub mod key;
 pub mod observation;
@@ -11,6 +12,7 @@ pub mod provider;
 pub mod reconcile;
 pub mod request;
 pub mod segments;
+pub mod sms;
 pub mod state;
 pub mod storm;
 pub mod sweep;

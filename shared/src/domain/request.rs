@@ -8,9 +8,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::intent::SmsOptions;
 use super::phone::PhoneNumber;
 use super::segments::{SegmentCount, measure};
+use super::sms::SmsOptions;
 use super::template::{Catalog, TemplateRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -90,7 +90,7 @@ impl Report {
              digest text's real part count is what a digest costs), with `DigestPolicy::new({max_seg})` (budget {budget} \
              SMS per {window} min per recipient) for storm on and the same policy disabled for storm off; the lane \
              and lateness decisions are `storm::Lane::of` and `storm::late_verdict`. **Modelled** around them, after \
-             `functions/intake/src/lib.rs` and `functions/sender/src/lib.rs`: **intake**, at each alert's arrival, \
+             `functions/intake/src/lib.rs` and `functions/sender/src/`: **intake**, at each alert's arrival, \
              reads the send queue's visible messages (`ahead`) — **exactly**, where the real intake reads SQS's \
              approximate count at most every 5 s per instance — and takes the wait ahead as a lower bound, `ahead` \
              × 1 part at the account's {rate} parts/s with storm mode off, none with it on; storm off only, an alert \

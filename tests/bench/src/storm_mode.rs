@@ -5,7 +5,7 @@
 //! and the carrier's delivery time. Compared with `storm::edf_schedule`, the earliest-deadline-first
 //! schedule of the same work.
 //!
-//! The model (`functions/intake/src/lib.rs` and `functions/sender/src/lib.rs` are what it follows):
+//! The model (`functions/intake/src/lib.rs` and `functions/sender/src/` are what it follows):
 //! - intake at each arrival: `ahead` = the send queue's visible messages, exact (the real intake
 //!   reads SQS's approximate count at most every 5 s); the wait, a lower bound, `ahead` × 1 part at
 //!   the account's rate (storm off) or none (storm on); storm off, late said early when arrival +

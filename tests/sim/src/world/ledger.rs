@@ -4,7 +4,7 @@
 //! strongly consistent reads of the table, lagging GSIs (due-index, pending-index, list-index),
 //! and TTL that deletes lazily (an expired item is still read, and counts as absent only where the
 //! adapter's conditions say so). Every port method makes the same requests, in the same order, as
-//! `shared/src/adapters/dynamodb.rs`; the contract tests (`tests/contract.rs`) hold the two to
+//! `shared/src/adapters/ledger/`; the contract tests (`tests/contract.rs`) hold the two to
 //! the same answers.
 
 use std::collections::BTreeMap;

@@ -1,0 +1,47 @@
+//! Sending one claimed intent alone: screen it, wait for the rate, publish its own text, record
+//! what SNS answered. Storm mode's per-recipient sends are in `storm` and `digests`.
+
+use chrono::{DateTime, Utc};
+
+use crate::claiming::Claimed;
+use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
+use tocsin::ports::{RecipientRegistry, SmsGateway, SmsMessage, Standing};
+
+impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+    /// Sends one claimed intent alone.
+    pub(crate) async fn send_claimed(&self, c: &Claimed<'_>, deadline: DateTime<Utc>) -> Outcome {
+        let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);
+        let intent = &record.intent;
+        let now = self.clock.now();
+        // Stale: a late SMS about something already handled is worse than none.
+        if now >= intent.deadline {
+            return self.stale(c, now).await;
+        }
+        match self.standing(&intent.recipient, now).await {
+            Ok(Standing::Suppressed(s)) => return self.suppressed(c, s, now).await,
+            Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
+            Err(e) => {
+                tracing::warn!(key = intent.key.short(), error = %e, "registry or opt-out check unavailable; releasing the claim");
+                return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;
+            }
+        }
+        self.publish_alone(c, deadline).await
+    }
+
+    /// Publishes a claimed intent's own text (its recipient already checked) and records it.
+    pub(crate) async fn publish_alone(&self, c: &Claimed<'_>, deadline: DateTime<Utc>) -> Outcome {
+        let intent = &c.record.intent;
+        // The rate wait must leave time to publish and to record the outcome before the
+        // invocation ends; otherwise the claim goes back unsent, never held past the deadline.
+        let parts = intent.segments.segments;
+        if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
+            return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
+        }
+        let options = intent.sms.or_defaults(&self.config.sms_defaults);
+        let outcome = self
+            .gateway
+            .publish(SmsMessage { to: &intent.recipient, body: intent.body.expose(), options: &options })
+            .await;
+        self.record_publish(c, &outcome, None, deadline).await
+    }
+}

@@ -1,0 +1,164 @@
+//! `IntentStore`: the intent item — its conditional creation, the claim, reads, and its
+//! observations. A transition's writes are in `transitions`; the indexes' reads in their own files.
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
+
+use super::DynamoLedger;
+use super::expr::Expr;
+use super::items::{
+    ABSENT_OR_EXPIRED, get_s, get_time, intent_pk, n, record_from_item, record_to_item, s, ts, unavailable,
+};
+use super::pages::{Upto, query_pages};
+use crate::adapters::commit;
+use crate::domain::intent::IntentRecord;
+use crate::domain::observation::Observation;
+use crate::domain::{IdempotencyKey, State};
+use crate::ports::{ClaimOutcome, IntentStore, PortError, PortResult, PutOutcome, Transition, TransitionOutcome};
+
+impl IntentStore for DynamoLedger {
+    async fn put_new(&self, record: &IntentRecord, next_check: DateTime<Utc>) -> PortResult<PutOutcome> {
+        let shard = self.next_shard.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.due_shards;
+        let item = record_to_item(record, next_check, shard)?;
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(ABSENT_OR_EXPIRED)
+            .expression_attribute_values(":expired_before", n(record.intent.created_at.timestamp()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(PutOutcome::Created),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
+                    _ => None,
+                };
+                let item = self.refused_intent(old, &record.intent.key).await?.ok_or_else(|| PortError::Corrupt {
+                    what: record.intent.key.to_string(),
+                    message: "exists yet unreadable".into(),
+                })?;
+                Ok(PutOutcome::Exists(Box::new(record_from_item(&item)?)))
+            }
+            Err(e) => Err(unavailable("DynamoDB PutItem", &e)),
+        }
+    }
+
+    async fn get(&self, key: &IdempotencyKey) -> PortResult<Option<IntentRecord>> {
+        self.get_item(intent_pk(key), "INTENT").await?.as_ref().map(record_from_item).transpose()
+    }
+
+    async fn transition(&self, t: Transition) -> PortResult<TransitionOutcome> {
+        commit::transition(self, t).await
+    }
+
+    async fn claim(
+        &self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> PortResult<ClaimOutcome> {
+        let mut x = Expr::new();
+        x.set("state", s(State::Sending.as_str()));
+        x.set("attempt_id", s(attempt_id));
+        x.set("claimed_at", s(ts(now)));
+        x.set("lease_until", s(ts(lease_until)));
+        // Still pending (in the pending-index since intake): no index entry changes.
+        // The due-index entry is left as it is: intake's first check (its re-enqueue grace) is
+        // nearly always earlier than the lease's end, and an earlier check is allowed (it costs
+        // the sweep one read). The sender moves it only when it is later (`Sender::process`).
+        let condition = x.condition(&State::CLAIMABLE, None);
+        let res = self
+            .update_intent_item(key, x, condition)
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => match out.attributes {
+                Some(item) => Ok(ClaimOutcome::Claimed(Box::new(record_from_item(&item)?))),
+                None => {
+                    Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() })
+                }
+            },
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
+                    _ => None,
+                };
+                let Some(item) = self.refused_intent(old, key).await? else { return Ok(ClaimOutcome::Missing) };
+                let record = record_from_item(&item)?;
+                // Our own claim whose answer was lost and retried by the SDK: it is ours.
+                if record.status.state == State::Sending && record.status.attempt_id.as_deref() == Some(attempt_id) {
+                    return Ok(ClaimOutcome::Claimed(Box::new(record)));
+                }
+                Ok(ClaimOutcome::NotClaimable(Box::new(record)))
+            }
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (claim)", &e)),
+        }
+    }
+
+    /// The observations of the intent's current life. The partition is read whole (the intent item
+    /// sorts after the observations): an observation left from an earlier life of the key, expired
+    /// but not yet deleted by DynamoDB's lazy TTL, expires before the current intent was created
+    /// and is left out.
+    async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
+        let mut out = Vec::new();
+        let mut created_at: Option<i64> = None;
+        let mut moved: Option<(String, String)> = None;
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(intent_pk(key)))
+            .consistent_read(true);
+        query_pages(query, "DynamoDB Query (observations)", Upto::All, |item| {
+            if get_s(item, "sk") == Some("INTENT") {
+                // `list_sk` is the creation time (`created_at` in items written before it).
+                created_at = get_time(item, "list_sk").or_else(|| get_time(item, "created_at")).map(|c| c.timestamp());
+                moved =
+                    get_s(item, "moved_by").zip(get_s(item, "moved_obs")).map(|(id, o)| (id.to_owned(), o.to_owned()));
+                return Ok(());
+            }
+            if !get_s(item, "sk").is_some_and(|sk| sk.starts_with("OBS#")) {
+                return Ok(());
+            }
+            let expires = item.get("expires_at").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+            out.push((expires, get_s(item, "obs").unwrap_or_default().to_owned()));
+            Ok(())
+        })
+        .await?;
+        let mut observations = Vec::with_capacity(out.len());
+        for (expires, raw) in out {
+            if let (Some(e), Some(c)) = (expires, created_at)
+                && e < c
+            {
+                continue;
+            }
+            let o: Observation = serde_json::from_str(&raw)
+                .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
+            observations.push(o);
+        }
+        // A state change whose observation item was not written yet (its function ended between
+        // the two writes): the copy it carries.
+        if let Some((id, raw)) = moved
+            && !observations.iter().any(|o| o.id == id)
+        {
+            let o: Observation = serde_json::from_str(&raw)
+                .map_err(|e| PortError::Corrupt { what: format!("moved_obs of {key}"), message: e.to_string() })?;
+            observations.push(o);
+        }
+        observations.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        Ok(observations)
+    }
+}
