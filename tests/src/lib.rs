@@ -531,7 +531,8 @@ impl Pipeline {
     /// One sweep run that stops (as the Lambda does before its timeout) after `budget`.
     pub async fn run_escalation_within(&self, budget: std::time::Duration) -> escalation::RunSummary {
         let stop = self.clock.in_(budget);
-        let summary = self.escalation.run(stop).await;
+        // Boxed, as in the function's main: the sweep's future is too deep for a test thread's stack.
+        let summary = Box::pin(self.escalation.run(stop)).await;
         self.assert_iam_allowed();
         summary.unwrap_or_else(|e| panic!("escalation failed: {e}"))
     }

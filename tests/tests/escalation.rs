@@ -214,9 +214,11 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_once_and_stays_eligible() {
     // One SMS part per second for the account. Ten alerts wait on the send queue; then 70 alerts due
-    // in 2 minutes, which go on the urgent lane too (a backlog, under 5 minutes of slack).
+    // in 2 minutes, which go on the urgent lane too (a backlog, under 5 minutes of slack). Storm
+    // mode off: intake's lateness estimate is made only then (digests make the queue's length
+    // overstate the wait; with storm mode on the sender's hand-back verdict says late).
     let p = Pipeline::start_with(Options {
-        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1")],
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_SMS_RATE_PER_SECOND", "1"), ("TOCSIN_STORM_MODE", "off")],
         ..Default::default()
     })
     .await;

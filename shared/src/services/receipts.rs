@@ -116,6 +116,8 @@ struct Basis {
     /// The intent's SMS was a storm-mode digest: its message id is indexed for every member, by
     /// whoever links it, never for this intent alone.
     in_digest: bool,
+    /// When the current claim began (read intents only).
+    claimed_at: Option<DateTime<Utc>>,
 }
 
 impl Basis {
@@ -127,6 +129,7 @@ impl Basis {
             presumed: false,
             retain_until: Some(record.intent.expires_at()),
             in_digest: record.status.digest_id.is_some(),
+            claimed_at: record.status.claimed_at,
         }
     }
 
@@ -142,9 +145,13 @@ impl Basis {
             presumed: true,
             retain_until: None,
             in_digest: false,
+            claimed_at: None,
         }
     }
 }
+
+/// How far SNS's clock (a record's `notification.timestamp`) and the functions' may disagree.
+const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(1);
 
 #[allow(clippy::too_many_arguments)]
 async fn apply_observation<S: IntentStore>(
@@ -176,11 +183,17 @@ async fn apply_observation<S: IntentStore>(
         // still `sending` has recorded no message id for its current attempt yet: the id it
         // carries is an earlier attempt's.
         let sending = state == State::Sending;
-        let earlier_attempt = match basis.sns_message_id.as_deref() {
-            Some(id) if sending => id == record.message_id,
-            Some(id) => id != record.message_id,
-            None => false,
-        };
+        // SNS took this record's message before the current claim began: it is an earlier
+        // attempt's whose outcome was never recorded (its state write lost, then the intent
+        // resent by an operator), not the current attempt's.
+        let before_this_claim = sending
+            && record.timestamp.zip(basis.claimed_at).is_some_and(|(sent, claimed)| sent + CLOCK_SKEW < claimed);
+        let earlier_attempt = before_this_claim
+            || match basis.sns_message_id.as_deref() {
+                Some(id) if sending => id == record.message_id,
+                Some(id) => id != record.message_id,
+                None => false,
+            };
         let effect = match (record.status.receipt(), link) {
             (Some(_), _) if earlier_attempt => ReceiptEffect::Late,
             // Found by the message index while still `sending`: its sender stored the MessageId

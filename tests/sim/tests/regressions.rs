@@ -36,3 +36,14 @@ fn a_backlog_alert_handed_back_by_a_digest_keeps_a_queue_message() {
 fn a_lapsed_lease_recorded_without_its_state_is_completed_by_the_sweep() {
     green(&[10161], 330);
 }
+
+/// Found by the long mode: an attempt's publish was accepted but its state write lost; the lease
+/// lapsed to `send_unknown`, an operator resent, and the first SMS's delivery record then arrived
+/// while the operator's attempt held the claim. It was applied as the current attempt's, so the
+/// operator's own outcome was never recorded (`Explained`). Fixed in `services/receipts.rs`: a
+/// record of a message SNS took before the current claim began is an earlier attempt's — stored,
+/// never applied.
+#[test]
+fn a_record_of_an_earlier_attempts_sms_never_settles_the_current_attempt() {
+    green(&[13698], 330);
+}
