@@ -336,6 +336,13 @@ pub struct DynamoLedger {
 }
 
 impl DynamoLedger {
+    /// The client and table, for the ledger's other adapters ([`super::carriers`]).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
     /// A ledger whose new intents all go to one due-index partition (set the deployment's count
     /// with [`Self::with_due_shards`] where intents are created or the index is swept).
     pub fn new(client: Client, table: impl Into<String>) -> Self {
@@ -1289,6 +1296,11 @@ fn transition_update(t: &Transition) -> (Expr, String) {
             None => x.remove("reconcile_next_at"),
         }
         x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
+    }
+    // The in-flight index holds every SMS from SNS's acceptance on (super::carriers).
+    if let Some(at) = p.accepted_at {
+        x.set("inflight_pk", s(super::carriers::IN_FLIGHT_PARTITION));
+        x.set("inflight_at", s(ts(at)));
     }
     // The pending-index holds an intent while no SMS for it is known to be with SNS.
     match p.state {
