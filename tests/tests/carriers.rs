@@ -115,9 +115,9 @@ async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are
     let doc = |carrier: &str| -> Value {
         metrics
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|d| d["carrier"] == json!(carrier) && d["function"] == "escalation")
-            .last()
+            .find(|d| d["carrier"] == json!(carrier) && d["function"] == "escalation")
             .unwrap_or_else(|| panic!("an EMF document for {carrier}"))
     };
     let slow = doc("SlowTel");
