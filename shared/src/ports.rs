@@ -3,6 +3,8 @@
 
 use std::future::Future;
 
+pub mod carriers;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 

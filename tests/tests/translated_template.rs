@@ -47,6 +47,7 @@ fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
     };
     let p = &alarm["Properties"];
     if let Some(metrics) = p["Metrics"].as_array() {
+        let insights = metrics.iter().filter_map(|m| m["Expression"].as_str()).filter_map(insights_metric);
         metrics
             .iter()
             .filter_map(|m| m.get("MetricStat"))
@@ -58,6 +59,7 @@ fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
                     dims(&m["Dimensions"]),
                 )
             })
+            .chain(insights)
             .collect()
     } else {
         vec![(
@@ -66,6 +68,19 @@ fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
             dims(&p["Dimensions"]),
         )]
     }
+}
+
+/// The metric a Metrics Insights query reads: `SELECT STAT(metric) FROM SCHEMA(ns, dim, ...)
+/// WHERE "function" = 'f' GROUP BY ...`, its dimensions as the schema names them (the `function`
+/// one with the value the WHERE clause pins, the others with no value).
+fn insights_metric(query: &str) -> Option<MetricSpec> {
+    let metric = query.split_once("SELECT ")?.1.split_once('(')?.1.split_once(')')?.0.trim();
+    let schema = query.split_once("FROM SCHEMA(")?.1.split_once(')')?.0;
+    let mut parts = schema.split(',').map(|p| p.trim().trim_matches('"').to_owned());
+    let namespace = parts.next()?;
+    let function = query.split_once("WHERE \"function\" = '")?.1.split_once('\'')?.0;
+    let dims = parts.map(|d| if d == "function" { (d, json!(function)) } else { (d, Value::Null) }).collect();
+    Some((namespace, metric.to_owned(), dims))
 }
 
 /// The metric names function `function`'s code emits with EMF (`Metrics::new("<function>")`,
@@ -236,9 +251,11 @@ fn every_alarm_reads_a_metric_this_stack_produces_and_pages_the_alarm_topic() {
                 }
                 "tocsin" => {
                     // EMF: every document carries the `function` dimension; the metrics alarmed on
-                    // are emitted with no other dimension.
-                    assert_eq!(dim_names, ["function"], "{id}");
-                    let function = dims[0].1.as_str().unwrap_or_default().to_owned();
+                    // are emitted with no other dimension, but for a Metrics Insights query's
+                    // GROUP BY carrier (one contributor per carrier).
+                    let function = dims.iter().find(|(n, _)| n == "function").and_then(|(_, v)| v.as_str());
+                    let function = function.unwrap_or_else(|| panic!("{id}: no function dimension")).to_owned();
+                    assert!(dim_names == ["function"] || dim_names == ["carrier", "function"], "{id}: {dim_names:?}");
                     let names = emitted.entry(function.clone()).or_insert_with(|| emf_metrics_emitted_by(&function));
                     assert!(names.contains(&name), "{id}: functions/{function} emits {name} (it emits {names:?})");
                 }
@@ -541,8 +558,24 @@ fn the_ledger_indexes_project_keys_only_and_status_and_sender_query_only_the_pen
         .collect();
     assert_eq!(indexes.get("pending-index"), Some(&"KEYS_ONLY"), "{indexes:?}");
     for (name, projection) in &indexes {
-        assert!(*projection == "KEYS_ONLY" || *name == "open-index", "{name} projects {projection}");
+        assert!(
+            *projection == "KEYS_ONLY" || *name == "open-index" || *name == "inflight-index",
+            "{name} projects {projection}"
+        );
     }
+    // The carrier view's index projects what the sweep slices by, and no message or number beyond
+    // the recipient it looks the carrier up with.
+    let inflight = table["GlobalSecondaryIndexes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["IndexName"] == "inflight-index")
+        .map(|g| g["Projection"].clone())
+        .unwrap_or_default();
+    assert_eq!(
+        inflight,
+        json!({"ProjectionType": "INCLUDE", "NonKeyAttributes": ["state", "pending_to", "escalated_at"]})
+    );
     let pending = table["GlobalSecondaryIndexes"]
         .as_array()
         .into_iter()
@@ -844,4 +877,35 @@ fn the_dashboard_draws_the_paging_line_on_the_metric_the_escalation_age_alarm_re
 fn producers_find_the_apis_arn_for_their_invoke_policy_in_the_outputs() {
     let out = &translated()["Outputs"]["AlertApiArn"]["Value"]["Fn::Sub"];
     assert_eq!(out, "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${AlertApi}/*/POST/alerts");
+}
+
+#[test]
+fn a_slow_carrier_pages_on_call_per_carrier_from_one_group_by_carrier_alarm() {
+    let a = &alarm("CarrierDelayedAlarm")["Properties"];
+    let query = a["Metrics"][0]["Expression"].as_str().expect("a Metrics Insights query");
+    assert!(query.ends_with("GROUP BY carrier"), "{query}");
+    assert_eq!(
+        insights_metric(query),
+        Some((
+            "tocsin".to_owned(),
+            "carrier_degraded".to_owned(),
+            vec![("carrier".to_owned(), Value::Null), ("function".to_owned(), json!("escalation"))]
+        ))
+    );
+    assert!(emf_metrics_emitted_by("escalation").contains("carrier_degraded"));
+    // Within a minute of the sweep's measurement, and back to OK told too.
+    assert_eq!((a["Metrics"][0]["Period"].as_u64(), a["EvaluationPeriods"].as_u64()), (Some(60), Some(1)));
+    for actions in ["AlarmActions", "OKActions"] {
+        assert!(a[actions].as_array().is_some_and(|x| x.contains(&reference("AlarmTopic"))), "{actions}");
+    }
+    // It says which case it is and where the runbook is; its sibling tells "all carriers" apart.
+    let says = a["AlarmDescription"].as_str().unwrap_or_default();
+    assert!(says.contains("ONE CARRIER SLOW") && says.contains("do NOT resend") && says.contains("Carrier incidents"));
+    let all = &alarm("CarriersAllSlowAlarm")["Properties"];
+    assert_eq!(all["MetricName"], "carriers_all_slow");
+    assert!(all["AlarmDescription"].as_str().unwrap_or_default().contains("ALL CARRIERS SLOW"));
+    let runbook = std::fs::read_to_string(workspace_root().join("docs/operations.md")).expect("runbook");
+    for case in ["### One carrier slow", "### All carriers slow", "### Our side"] {
+        assert!(runbook.contains(case), "docs/operations.md has {case}");
+    }
 }

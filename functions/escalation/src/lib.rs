@@ -16,12 +16,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tocsin::config::EscalationConfig;
+use tocsin::domain::carrier::{self, CarrierPolicy, SentSms};
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
 use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
+use tocsin::ports::carriers::{CarrierBook, CarrierHolds, RecentSends};
 use tocsin::ports::{
     Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationMessage,
     EscalationQueue, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue,
@@ -34,6 +36,10 @@ use tocsin::telemetry::{Metrics, Unit};
 const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Records read per search at most (two log groups, a narrow window, one number).
 const SEARCH_MAX_RECORDS: usize = 200;
+/// The most SMS of the last hours the carrier view reads per run (newest first): at SNS's
+/// default 20 SMS a second that is the last few minutes, at an alerting stack's volume the
+/// whole lookback.
+const RECENT_SENDS_MAX: usize = 20_000;
 /// The earliest next check the sweep writes, from now: the schedule's own period.
 const NEXT_CHECK_FLOOR_SECS: i64 = 60;
 
@@ -67,6 +73,7 @@ impl RunSummary {
         self.ambiguous += o.ambiguous;
         self.still_unknown += o.still_unknown;
         self.reconcile_deferred += o.reconcile_deferred;
+        self.escalated_early += o.escalated_early;
         self.errors += o.errors;
     }
 }
@@ -98,6 +105,11 @@ pub struct RunSummary {
     /// Searches not made because FilterLogEvents was throttled or out of time (next run).
     pub reconcile_deferred: usize,
     pub errors: usize,
+    /// Escalated before their deadline because their carrier is degraded or held (counted in
+    /// `escalated` too).
+    pub escalated_early: usize,
+    /// Carriers degraded at this run ([`tocsin::domain::carrier`]).
+    pub carriers_degraded: usize,
     /// Seconds the oldest unacknowledged escalation has waited (0: none), after this run's
     /// escalations; `None` when the list could not be read. Emitted every run as
     /// `oldest_unacknowledged_escalation_s`, the metric of the escalation-unacknowledged alarm:
@@ -120,11 +132,11 @@ pub struct Escalator<S, Q, E, L, R, C> {
 
 impl<S, Q, E, L, R, C> Escalator<S, Q, E, L, R, C>
 where
-    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore,
+    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends,
     Q: SendQueue,
     E: EscalationQueue,
     L: DeliveryLogSearch,
-    R: RecipientRegistry,
+    R: RecipientRegistry + CarrierBook + CarrierHolds,
     C: Clock + Entropy,
 {
     /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
@@ -185,6 +197,14 @@ where
         if let Some(e) = index_error {
             return Err(EscalationError::Dependency(e));
         }
+        // The carrier view: after the due intents (their escalations come first), before the
+        // log searches. A failure here is reported and the run goes on: the due intents matter more.
+        if self.clock.now() < stop_at
+            && let Err(e) = Box::pin(self.carriers(&run_id, &mut summary)).await
+        {
+            summary.errors += 1;
+            tracing::warn!(error = %e, "the carrier view could not be computed this run");
+        }
         // Log searches are rate-limited: at most a batch per run, the rest stay due.
         summary.reconcile_deferred += to_reconcile.len().saturating_sub(self.config.reconcile_batch);
         to_reconcile.truncate(self.config.reconcile_batch);
@@ -208,6 +228,7 @@ where
         m.count("still_unknown", summary.still_unknown as u64);
         m.count("reconcile_deferred", summary.reconcile_deferred as u64);
         m.count("escalated", summary.escalated as u64);
+        m.count("escalated_early", summary.escalated_early as u64);
         m.count("delay_suspected", summary.delay_suspected as u64);
         m.count("expired_unknown", summary.expired_unknown as u64);
         m.count("lease_expired_unknown", summary.lease_expired_unknown as u64);
@@ -238,6 +259,62 @@ where
                 token = next.map(Some);
             }
         })
+    }
+
+    /// The carrier view: tocsin's SMS of the last hours sliced by their number's last-seen
+    /// carrier, each carrier's health published as metrics (dimension `carrier`), and the alerts
+    /// caught in a degraded or operator-held carrier escalated before their deadline — once (the
+    /// escalation lease and mark), and never for one slow message alone (a carrier is degraded
+    /// only with several delayed SMS, [`CarrierPolicy`]).
+    async fn carriers(&self, run_id: &str, summary: &mut RunSummary) -> Result<(), PortError> {
+        let now = self.clock.now();
+        let policy = CarrierPolicy::new(self.config.sweep.delay_suspected_after);
+        let sent = self.store.accepted_since(tocsin::ports::before(now, policy.lookback), RECENT_SENDS_MAX).await?;
+        let recipients: Vec<_> = sent.iter().map(|s| s.recipient.clone()).collect();
+        let carriers = self.registry.carriers_of(&recipients).await?;
+        let carrier_of = |s: &SentSms| {
+            carriers.get(s.recipient.expose()).map_or_else(|| carrier::UNKNOWN.to_owned(), |c| c.carrier.clone())
+        };
+        let health = carrier::assess(sent.iter().map(|s| (s, carrier_of(s))), now, &policy);
+        let holds = self.registry.active_holds(now).await?;
+        let classification = carrier::classify(&health);
+        for h in health.values() {
+            let mut m = Metrics::new("escalation").dimension("carrier", h.carrier.clone());
+            m.count("carrier_in_flight", h.in_flight as u64);
+            m.count("carrier_judged", h.judged as u64);
+            m.add("carrier_delayed_share", (h.delayed_share() * 100.0).round(), Unit::None);
+            m.count("carrier_delay_suspected", h.newly_delayed as u64);
+            m.add("carrier_p95_delay_s", h.p95_delay_s as f64, Unit::Seconds);
+            m.count("carrier_degraded", u64::from(h.degraded));
+            m.flush();
+            if h.degraded {
+                summary.carriers_degraded += 1;
+                tracing::warn!(carrier = %h.carrier, classification = ?classification, "{}", h.summary(&policy));
+            }
+        }
+        let mut m = Metrics::new("escalation");
+        m.count("carriers_degraded", summary.carriers_degraded as u64);
+        m.count("carriers_all_slow", u64::from(classification == carrier::Classification::AllCarriersSlow));
+        m.flush();
+        for sms in sent.iter().filter(|s| s.in_flight() && !s.escalated) {
+            let name = carrier_of(sms);
+            let hold = holds.iter().find(|h| h.carrier == name);
+            let h = health.get(&name);
+            if hold.is_none() && !h.is_some_and(|h| h.degraded) {
+                continue;
+            }
+            let Some(record) = self.store.get(&sms.key).await? else { continue };
+            let Some(reason) =
+                carrier::early_escalation(sms, record.intent.deadline, h, hold, self.clock.now(), &policy)
+            else {
+                continue;
+            };
+            if let Escalated::Now(..) = self.escalate(&record, run_id, self.clock.now(), Some(reason)).await? {
+                summary.escalated += 1;
+                summary.escalated_early += 1;
+            }
+        }
+        Ok(())
     }
 
     async fn sweep_one(
@@ -324,7 +401,7 @@ where
                         summary.expired_unknown += 1;
                     }
                 }
-                Action::Escalate { .. } => match self.escalate(&record, run_id, now).await? {
+                Action::Escalate { .. } => match self.escalate(&record, run_id, now, None).await? {
                     Escalated::Now(current, e) => {
                         record = *current;
                         record.status.escalation = Some(e);
@@ -712,17 +789,32 @@ where
     /// Lease → send → mark. The lease is taken on the intent as it is now and returns it: the
     /// escalation is decided again on that (the due-index the run read from lags behind the
     /// table), so a delivery that landed a moment ago is never escalated.
-    async fn escalate(&self, indexed: &IntentRecord, run_id: &str, now: DateTime<Utc>) -> Result<Escalated, PortError> {
+    ///
+    /// `early`: the reason of an escalation before the deadline (a degraded or held carrier),
+    /// made only while the intent is still in flight as the lease finds it.
+    async fn escalate(
+        &self,
+        indexed: &IntentRecord,
+        run_id: &str,
+        now: DateTime<Utc>,
+        early: Option<String>,
+    ) -> Result<Escalated, PortError> {
         let key = &indexed.intent.key;
         let until =
             now + chrono::Duration::from_std(self.config.escalation_lease).unwrap_or(chrono::Duration::minutes(5));
         let Some(record) = self.store.lease_escalation(key, run_id, now, until).await? else {
             return Ok(Escalated::NotLeased);
         };
-        let reason = decide(&record, now, &self.config.sweep).into_iter().find_map(|a| match a {
-            Action::Escalate { reason } => Some(reason),
-            _ => None,
-        });
+        let reason = match early {
+            Some(reason) => {
+                let s = &record.status;
+                (s.escalation.is_none() && matches!(s.state, State::Accepted | State::DelaySuspected)).then_some(reason)
+            }
+            None => decide(&record, now, &self.config.sweep).into_iter().find_map(|a| match a {
+                Action::Escalate { reason } => Some(reason),
+                _ => None,
+            }),
+        };
         let Some(reason) = reason else { return Ok(Escalated::NotNeeded(Box::new(record))) };
         let reason = reason.as_str();
         let record = &record;

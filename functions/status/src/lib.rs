@@ -22,12 +22,14 @@ use payload::{Header, Payload, Piece};
 use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
+use tocsin::domain::carrier::CarrierSeen;
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
 use tocsin::domain::phone::mask_phone_like;
 use tocsin::domain::provider::{FailureClass, classify};
 use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::carriers::CarrierBook;
 use tocsin::ports::{
     Clock, DigestStore, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts, OrphanRecord,
     PortError, RecipientRegistry, after, before,
@@ -137,7 +139,7 @@ struct Parsed {
 
 type Processed = (Result<EventOutcome, PortError>, bool);
 
-impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientRegistry, C: Clock>
+impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientRegistry + CarrierBook, C: Clock>
     StatusHandler<S, R, C>
 {
     /// Handles one subscription invocation. `deadline` is when Lambda ends the invocation (its
@@ -474,6 +476,13 @@ impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientReg
         let now = self.clock.now();
         match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &p.record, link, now).await {
             Ok(o) => {
+                // The number's carrier, for the carrier view of its next SMS (kept on a retry too:
+                // the write is idempotent and an older record never overwrites a newer one).
+                if let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
+                    && let Err(e) = self.registry.record_carrier(&recipient, &seen).await
+                {
+                    return (Err(e), o.suppressed);
+                }
                 emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
                 if matches!(o.applied, Applied::Effect(ReceiptEffect::Moved { to: State::Delivered, .. })) {
                     self.count_canary(&recipient);

@@ -96,6 +96,19 @@ pub enum Command {
         #[arg(long, requires = "ack", value_parser = reason)]
         reason: Option<String>,
     },
+    /// Each carrier's health from tocsin's SMS of the last 3 hours (in flight, delayed share,
+    /// degraded or held); `carriers hold NAME --reason … [--for 2h]` escalates every new alert to
+    /// the carrier's numbers at once while its SMS still goes out (audited, time-bounded);
+    /// `carriers release NAME --reason …` ends it.
+    #[command(args_conflicts_with_subcommands = true)]
+    Carriers {
+        #[command(subcommand)]
+        action: Option<CarriersAction>,
+        /// The stack's DelaySuspectedAfter: an SMS undelivered this long after SNS accepted it is
+        /// delayed (the sweep uses the stack's own setting).
+        #[arg(long, default_value = "10m", value_parser = duration)]
+        delayed_after: Duration,
+    },
     /// Submits an alert through the deployed intake (the stack's AlertApiUrl, SigV4-signed), as an
     /// upstream system would: the first check after a deploy, and for runbooks.
     Send(SendArgs),
@@ -119,6 +132,29 @@ pub enum Command {
         /// The attempt's search window after its claim.
         #[arg(long, env = "TOCSIN_RECONCILE_MARGIN", default_value = "15m", value_parser = duration)]
         margin: Duration,
+    },
+}
+
+/// `tocsin carriers hold | release`.
+#[derive(Debug, Subcommand)]
+pub enum CarriersAction {
+    /// Puts a carrier on hold: until it ends, every alert to its numbers accepted by SNS is
+    /// escalated at the next sweep (within a minute), and its SMS still goes out.
+    Hold {
+        /// The carrier's name as `tocsin carriers` shows it (SNS's phoneCarrier).
+        name: String,
+        /// Why (e.g. the carrier's incident reference); recorded with your identity.
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+        /// How long the hold lasts (at most 24h).
+        #[arg(long = "for", default_value = "1h", value_parser = duration)]
+        duration: Duration,
+    },
+    /// Ends a carrier's hold; who and why are recorded.
+    Release {
+        name: String,
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
     },
 }
 

@@ -12,7 +12,7 @@ pub mod error;
 pub mod output;
 pub mod progress;
 
-use args::{Command, EscalationsAction};
+use args::{CarriersAction, Command, EscalationsAction};
 use context::Context;
 use error::{CliError, CliResult, exit};
 
@@ -36,6 +36,15 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         }
         Command::Escalations { action: Some(EscalationsAction::Ack { key, reason }), .. } => {
             commands::escalations::ack(ctx, key, reason).await.map(|()| exit::OK)
+        }
+        Command::Carriers { action: None, delayed_after } => {
+            commands::carriers::show(ctx, *delayed_after).await.map(|()| exit::OK)
+        }
+        Command::Carriers { action: Some(CarriersAction::Hold { name, reason, duration }), .. } => {
+            commands::carriers::hold(ctx, name, reason, *duration).await.map(|()| exit::OK)
+        }
+        Command::Carriers { action: Some(CarriersAction::Release { name, reason }), .. } => {
+            commands::carriers::release(ctx, name, reason).await.map(|()| exit::OK)
         }
         Command::Send(a) => commands::send::run(ctx, a).await,
         Command::Doctor(a) => commands::doctor::run(ctx, a).await,

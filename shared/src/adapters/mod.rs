@@ -1,6 +1,7 @@
 //! AWS adapters: the only modules that name the AWS SDKs. Each implements ports from
 //! [`crate::ports`].
 
+pub mod carriers;
 pub mod cloudwatch_logs;
 pub mod commit;
 pub mod ledger;

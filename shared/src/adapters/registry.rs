@@ -62,6 +62,14 @@ impl DynamoRegistry {
         DynamoRegistry { client, table: table.into() }
     }
 
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
+
     fn put_event(
         &self,
         p: &PhoneNumber,

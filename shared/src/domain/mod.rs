@@ -2,6 +2,7 @@
 //! machine it moves through, how SNS delivery-status records are read and classified, and what the
 //! scheduled sweep decides. Pure: no AWS, no I/O, time passed in.
 
+pub mod carrier;
 pub mod delivery;
 pub mod digest_id;
 pub mod intent;

@@ -188,6 +188,20 @@ impl RecipientRegistry for CountingRegistry {
     }
 }
 
+impl tocsin::ports::carriers::CarrierBook for CountingRegistry {
+    async fn record_carrier(&self, _: &PhoneNumber, _: &tocsin::domain::carrier::CarrierSeen) -> PortResult<()> {
+        self.0.count("UpdateItem (recipient carrier)");
+        Ok(())
+    }
+    async fn carriers_of(
+        &self,
+        _: &[PhoneNumber],
+    ) -> PortResult<std::collections::HashMap<String, tocsin::domain::carrier::CarrierSeen>> {
+        self.0.count("BatchGetItem (recipient carriers)");
+        Ok(Default::default())
+    }
+}
+
 /// One workload's result.
 #[derive(Debug, Clone)]
 pub struct Workload {

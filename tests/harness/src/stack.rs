@@ -417,7 +417,18 @@ async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str, p: &Value) -> 
             GlobalSecondaryIndex::builder()
                 .index_name(g.get("IndexName").and_then(as_str_ref).unwrap_or_default())
                 .set_key_schema(Some(key_schema(g.get("KeySchema"))?))
-                .projection(Projection::builder().projection_type(ProjectionType::from(projection)).build())
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::from(projection))
+                        // INCLUDE's attributes, as the template lists them.
+                        .set_non_key_attributes(
+                            g.get("Projection")
+                                .and_then(|p| p.get("NonKeyAttributes"))
+                                .and_then(Value::as_sequence)
+                                .map(|a| a.iter().filter_map(as_str_ref).map(str::to_owned).collect()),
+                        )
+                        .build(),
+                )
                 .build()
                 .map_err(|e| tmpl_err(e.to_string()))?,
         );

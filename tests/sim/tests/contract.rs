@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::request::{Limits, validate};
@@ -18,6 +19,7 @@ use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::storm::{DigestId, Lane};
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
+use tocsin::ports::carriers::{CarrierBook, CarrierHolds, RecentSends};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
     LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, RecipientRegistry, SendBudget, SendLog,
@@ -32,11 +34,27 @@ use tocsin_sim::world::{FaultPlan, World};
 
 /// Every ledger port the functions use.
 trait Ledger:
-    IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + OpenAttempts
+    IntentStore
+    + MessageIndex
+    + DueIndex
+    + Backlog
+    + SendBudget
+    + DigestStore
+    + EscalationBacklog
+    + OpenAttempts
+    + RecentSends
 {
 }
 impl<T> Ledger for T where
-    T: IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + OpenAttempts
+    T: IntentStore
+        + MessageIndex
+        + DueIndex
+        + Backlog
+        + SendBudget
+        + DigestStore
+        + EscalationBacklog
+        + OpenAttempts
+        + RecentSends
 {
 }
 
@@ -361,6 +379,46 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         l.record_digest_outcome(&digest.id, &outcome("e-2")).await,
     ));
     out.push(line("digest with its outcome", l.get_digest(&digest.id).await.map(|d| d.and_then(|d| d.outcome))));
+    // The in-flight index: every SMS accepted since an instant, newest first, in its state now.
+    out.push(line("accepted since t0", l.accepted_since(t0, 100).await));
+    out.push(line("accepted since t0, at most 1", l.accepted_since(t0, 1).await.map(|v| v.len())));
+    out.push(line("accepted since later", l.accepted_since(m(3600), 100).await));
+    out
+}
+
+/// The carrier view's registry contract: last-seen carriers and audited holds.
+async fn carrier_contract<R: CarrierBook + CarrierHolds>(r: &R, t0: DateTime<Utc>) -> Vec<String> {
+    let mut out = Vec::new();
+    let (a, b) = (PhoneNumber::parse("+12065550105").expect("n"), PhoneNumber::parse("+12065550106").expect("n"));
+    let seen = |carrier: &str, s: i64| CarrierSeen {
+        carrier: carrier.into(),
+        mcc: Some("310".into()),
+        mnc: (s > 0).then(|| "260".into()),
+        at: t0 + Duration::seconds(s),
+    };
+    out.push(line("carriers of none seen", r.carriers_of(&[a.clone(), b.clone()]).await));
+    out.push(line("record a", r.record_carrier(&a, &seen("T-Mobile", 10)).await));
+    out.push(line("record a older", r.record_carrier(&a, &seen("Old Tel", 5)).await));
+    out.push(line("carriers of a, b", r.carriers_of(&[a.clone(), b.clone()]).await));
+    out.push(line("record a again", r.record_carrier(&a, &seen("T-Mobile", 10)).await));
+    out.push(line("record a newer", r.record_carrier(&a, &seen("AT&T", 20)).await));
+    out.push(line("carriers of a", r.carriers_of(std::slice::from_ref(&a)).await));
+    let hold = CarrierHold {
+        carrier: "AT&T".into(),
+        operator: "ana".into(),
+        reason: "incident 1".into(),
+        since: t0,
+        until: t0 + Duration::hours(1),
+    };
+    out.push(line("holds none", r.active_holds(t0).await));
+    out.push(line("hold", r.hold(&hold).await));
+    out.push(line("holds", r.active_holds(t0 + Duration::minutes(1)).await));
+    out.push(line("holds after its end", r.active_holds(t0 + Duration::hours(2)).await));
+    out.push(line("release another", r.release("Verizon", "bob", "x", t0 + Duration::minutes(2)).await));
+    out.push(line("release", r.release("AT&T", "bob", "resolved", t0 + Duration::minutes(3)).await));
+    out.push(line("release again", r.release("AT&T", "bob", "again", t0 + Duration::minutes(4)).await));
+    out.push(line("holds released", r.active_holds(t0 + Duration::minutes(5)).await));
+    out.push(line("history", r.hold_history("AT&T").await));
     out
 }
 
@@ -433,6 +491,7 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let p = tocsin_tests::Pipeline::start().await;
     let emulator_ledger = ledger_contract(&p.ledger, t0).await;
     let emulator_registry = registry_contract(&p.registry, t0).await;
+    let emulator_carriers = carrier_contract(&p.registry, t0).await;
     let k = IdempotencyKey::derive("contract:queue", &intent(0, "+12065550101", t0, 10).intent.template);
     let emulator_queue = queue_contract(&p.sender.queue, &k).await;
 
@@ -440,10 +499,12 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
     let sim_ledger = block_on(ledger_contract(&ledger, t0));
     let sim_registry = block_on(registry_contract(&SimRegistry { sim: sim.clone() }, t0));
+    let sim_carriers = block_on(carrier_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_queue = block_on(queue_contract(&SimSqs::new(sim.clone()), &k));
 
     assert_same("ledger", &sim_ledger, &emulator_ledger);
     assert_same("registry", &sim_registry, &emulator_registry);
+    assert_same("carriers", &sim_carriers, &emulator_carriers);
     assert_same("queues", &sim_queue, &emulator_queue);
 }
 

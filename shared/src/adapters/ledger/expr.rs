@@ -151,6 +151,11 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
         }
         x.set("reconcile_state", s(if *state == ReconcileState::Ambiguous { "ambiguous" } else { "pending" }));
     }
+    // The in-flight index holds every SMS from SNS's acceptance on (super::super::carriers).
+    if let Some(at) = p.accepted_at {
+        x.set("inflight_pk", s(crate::adapters::carriers::IN_FLIGHT_PARTITION));
+        x.set("inflight_at", s(ts(at)));
+    }
     // The pending-index holds an intent while no SMS for it is known to be with SNS.
     match p.state {
         Some(st) if !st.is_pending() => {

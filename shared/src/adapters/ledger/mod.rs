@@ -97,6 +97,13 @@ pub struct DynamoLedger {
 }
 
 impl DynamoLedger {
+    /// The client and table, for the ledger's other adapters ([`crate::adapters::carriers`]).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
     /// A ledger whose new intents all go to one due-index partition (set the deployment's count
     /// with [`Self::with_due_shards`] where intents are created or the index is swept).
     pub fn new(client: Client, table: impl Into<String>) -> Self {

@@ -3,6 +3,7 @@
 //! their subscription (CloudWatch Logs) — each with the semantics AWS gives and the adapters rely
 //! on, and the faults AWS produces. The [`Oracle`] watches it all from outside the handlers.
 
+pub mod carriers;
 pub mod gsi;
 pub mod ledger;
 pub mod logs;
@@ -188,6 +189,7 @@ pub struct World {
     pub faults: FaultPlan,
     pub ledger: Ledger,
     pub registry: Registry,
+    pub carriers: carriers::Carriers,
     pub sqs: Queues,
     pub sms: Sms,
     pub logs: Logs,
@@ -207,6 +209,7 @@ impl World {
             faults,
             ledger: Ledger::default(),
             registry: Registry::default(),
+            carriers: carriers::Carriers::default(),
             sqs: Queues::default(),
             sms,
             logs: Logs::default(),

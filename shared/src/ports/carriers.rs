@@ -1,0 +1,65 @@
+//! The carrier view's ports: each number's last-seen carrier (the recipients registry), the SMS
+//! tocsin had accepted recently (the ledger's in-flight index), and operators' carrier holds.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+
+use super::PortResult;
+use crate::domain::PhoneNumber;
+use crate::domain::carrier::{CarrierHold, CarrierSeen, SentSms};
+
+/// The carrier each recipient was last seen on, from its delivery records.
+pub trait CarrierBook: Send + Sync {
+    /// Keeps `seen` as `recipient`'s carrier unless a later record is already kept (idempotent:
+    /// a redelivered record writes the same facts, an older one changes nothing).
+    fn record_carrier(
+        &self,
+        recipient: &PhoneNumber,
+        seen: &CarrierSeen,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    /// The kept carriers of `recipients` (numbers never seen are absent: the unknown slice),
+    /// by E.164 number.
+    fn carriers_of(
+        &self,
+        recipients: &[PhoneNumber],
+    ) -> impl Future<Output = PortResult<HashMap<String, CarrierSeen>>> + Send;
+}
+
+/// The SMS tocsin had accepted by SNS since an instant, whatever their state now: what the sweep
+/// slices by carrier. Eventually consistent (an index).
+pub trait RecentSends: Send + Sync {
+    /// At most `limit` SMS accepted at or after `since`, newest first.
+    fn accepted_since(
+        &self,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> impl Future<Output = PortResult<Vec<SentSms>>> + Send;
+}
+
+/// How a release ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    Released(CarrierHold),
+    /// No hold on that carrier was active.
+    NotHeld,
+}
+
+/// Operators' holds on carriers, with their audit trail (who, why, when, until when).
+pub trait CarrierHolds: Send + Sync {
+    /// The holds active at `at`.
+    fn active_holds(&self, at: DateTime<Utc>) -> impl Future<Output = PortResult<Vec<CarrierHold>>> + Send;
+    /// Sets (or replaces) the hold on `hold.carrier`, recording it in the audit trail.
+    fn hold(&self, hold: &CarrierHold) -> impl Future<Output = PortResult<()>> + Send;
+    /// Ends the hold on `carrier` at `at`, recording who and why.
+    fn release(
+        &self,
+        carrier: &str,
+        operator: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<Released>> + Send;
+    /// The audit trail of `carrier`'s holds, oldest first: one line per hold and release.
+    fn hold_history(&self, carrier: &str) -> impl Future<Output = PortResult<Vec<String>>> + Send;
+}

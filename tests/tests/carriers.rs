@@ -1,0 +1,190 @@
+//! Carrier incidents (issue 26), through real emulator calls: the registry keeps each number's
+//! carrier from its delivery records; the sweep measures tocsin's in-flight SMS per carrier,
+//! publishes it with a `carrier` dimension, and escalates the alerts caught in a degraded carrier
+//! early — once; an operator's hold escalates new alerts to a carrier at once, audited.
+
+use chrono::Duration;
+use serde_json::{Value, json};
+use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
+use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
+use tocsin::ports::carriers::{CarrierBook, CarrierHolds, Released};
+use tocsin_harness::events::sns_delivery_record;
+use tocsin_tests::{Pipeline, key_of};
+
+fn number(n: u32) -> PhoneNumber {
+    PhoneNumber::parse(&format!("+1415555{n:04}")).expect("a number")
+}
+
+/// Submits an alert to `to` with `deadline` (e.g. "15m"); the sender sends it.
+async fn sent(p: &Pipeline, event_id: &str, to: &PhoneNumber, deadline: &str) -> IdempotencyKey {
+    let mut body = tocsin_tests::alert(event_id, to.expose());
+    body["deadline"] = json!(deadline);
+    let (status, answer) = p.submit(&body).await;
+    assert_eq!(status, 201, "{answer}");
+    p.run_sender().await;
+    let key = key_of(&answer);
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    key
+}
+
+/// SNS's delivery record for `key`'s SMS naming `carrier`, written `minutes_ago` before now.
+async fn delivered_via(p: &Pipeline, key: &IdempotencyKey, to: &PhoneNumber, carrier: &str, minutes_ago: i64) {
+    let id = p.record(key).await.status.sns_message_id.expect("a message id");
+    let at = p.clock.now_utc() - Duration::minutes(minutes_ago);
+    let mut rec: Value = serde_json::from_str(&sns_delivery_record(
+        &id,
+        to.expose(),
+        true,
+        "Message has been accepted by phone carrier",
+        at,
+    ))
+    .expect("json");
+    rec["delivery"]["phoneCarrier"] = json!(carrier);
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &rec.to_string()).await;
+    p.run_status().await;
+}
+
+async fn seed_carrier(p: &Pipeline, to: &PhoneNumber, carrier: &str) {
+    let seen = CarrierSeen { carrier: carrier.into(), mcc: Some("310".into()), mnc: None, at: p.clock.now_utc() };
+    p.registry.record_carrier(to, &seen).await.expect("seeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one() {
+    let p = Pipeline::start().await;
+    let to = number(2601);
+    let first = sent(&p, "carrier-1", &to, "15m").await;
+    delivered_via(&p, &first, &to, "Verizon Wireless", 0).await;
+    let kept = p.registry.carriers_of(std::slice::from_ref(&to)).await.expect("read");
+    let seen = &kept[to.expose()];
+    assert_eq!(
+        (seen.carrier.as_str(), seen.mcc.as_deref(), seen.mnc.as_deref()),
+        ("Verizon Wireless", Some("310"), Some("270"))
+    );
+    // A late record of an earlier SMS names the number's old carrier: the newer one is kept.
+    let second = sent(&p, "carrier-2", &to, "15m").await;
+    delivered_via(&p, &second, &to, "Ported Away Mobile", 30).await;
+    let kept = p.registry.carriers_of(std::slice::from_ref(&to)).await.expect("read");
+    assert_eq!(kept[to.expose()].carrier, "Verizon Wireless");
+    // A number no record has named is the unknown slice: absent.
+    let other = number(2602);
+    assert!(p.registry.carriers_of(&[other]).await.expect("read").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once() {
+    let p = Pipeline::start().await;
+    // Four SMS to SlowTel and four to FastTel, an hour's deadline each; FastTel delivers.
+    let mut fast = Vec::new();
+    for n in 0..4 {
+        let (slow_to, fast_to) = (number(2610 + n), number(2620 + n));
+        seed_carrier(&p, &slow_to, "SlowTel").await;
+        seed_carrier(&p, &fast_to, "FastTel").await;
+        sent(&p, &format!("slow-{n}"), &slow_to, "60m").await;
+        fast.push((sent(&p, &format!("fast-{n}"), &fast_to, "60m").await, fast_to));
+    }
+    for (key, to) in &fast {
+        delivered_via(&p, key, to, "FastTel", 0).await;
+    }
+    p.clock.advance(Duration::minutes(11));
+    // A new alert to each carrier, five minutes to its deadline.
+    let caught_to = number(2615);
+    seed_carrier(&p, &caught_to, "SlowTel").await;
+    let caught = sent(&p, "slow-new", &caught_to, "5m").await;
+    let healthy_to = number(2625);
+    seed_carrier(&p, &healthy_to, "FastTel").await;
+    let healthy = sent(&p, "fast-new", &healthy_to, "5m").await;
+
+    let run = p.run_escalation().await;
+    assert_eq!((run.escalated_early, run.carriers_degraded), (1, 1), "{run:?}");
+    let msgs = p.escalations().await;
+    let early: Vec<_> = msgs.iter().filter(|(m, _)| m.reason.starts_with("carrier ")).collect();
+    assert_eq!(early.len(), 1, "{msgs:?}");
+    let (m, _) = early[0];
+    assert_eq!(m.idempotency_key, caught.to_string());
+    assert!(
+        m.reason.starts_with("carrier SlowTel delayed: 4 of 4 SMS in the last 10 min not delivered; p95 1"),
+        "{}",
+        m.reason
+    );
+    assert_eq!(m.state, State::Accepted, "escalated while in flight");
+    assert!(p.record(&healthy).await.status.escalation.is_none(), "a healthy carrier's alert waits for its deadline");
+
+    // Metrics per carrier, the carrier named, no number.
+    let metrics = tocsin_tests::emitted_metrics();
+    let doc = |carrier: &str| -> Value {
+        metrics
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|d| d["carrier"] == json!(carrier) && d["function"] == "escalation")
+            .unwrap_or_else(|| panic!("an EMF document for {carrier}"))
+    };
+    let slow = doc("SlowTel");
+    assert_eq!(
+        (slow["carrier_degraded"].as_f64(), slow["carrier_in_flight"].as_f64(), slow["carrier_delayed_share"].as_f64()),
+        (Some(1.0), Some(5.0), Some(100.0))
+    );
+    assert_eq!(slow["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0], json!(["function", "carrier"]));
+    assert_eq!(doc("FastTel")["carrier_degraded"].as_f64(), Some(0.0));
+    assert!(!metrics.contains(caught_to.expose()), "no phone number in metrics");
+
+    // Never twice: not by the next run, nor at the deadline; the receipt is still recorded.
+    assert_eq!(p.run_escalation().await.escalated_early, 0);
+    delivered_via(&p, &caught, &caught_to, "SlowTel", 0).await;
+    let record = p.record(&caught).await;
+    assert_eq!(record.status.state, State::Delivered, "still eligible for its receipt");
+    assert!(record.status.escalation.is_some());
+    p.clock.advance(Duration::minutes(6));
+    p.run_escalation().await;
+    let again = p.escalations().await;
+    assert!(again.iter().all(|(m, _)| m.idempotency_key != caught.to_string()), "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released() {
+    let p = Pipeline::start().await;
+    let to = number(2630);
+    seed_carrier(&p, &to, "HeldTel").await;
+    let now = p.clock.now_utc();
+    let hold = CarrierHold {
+        carrier: "HeldTel".into(),
+        operator: "arn:aws:iam::123456789012:user/ana".into(),
+        reason: "vendor incident 4711".into(),
+        since: now,
+        until: now + Duration::hours(2),
+    };
+    p.registry.hold(&hold).await.expect("held");
+    assert_eq!(p.registry.active_holds(now).await.expect("holds"), vec![hold.clone()]);
+
+    let key = sent(&p, "held-1", &to, "60m").await; // the SMS goes out (accepted by SNS)
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated_early, 1, "{run:?}");
+    let msgs = p.escalations().await;
+    assert_eq!(msgs.len(), 1);
+    assert!(
+        msgs[0].0.reason.starts_with("carrier HeldTel on hold by arn:aws:iam::123456789012:user/ana"),
+        "{}",
+        msgs[0].0.reason
+    );
+    assert!(msgs[0].0.reason.contains("vendor incident 4711"));
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+
+    p.clock.advance(Duration::minutes(1));
+    let released = p.registry.release("HeldTel", "bob", "vendor resolved", p.clock.now_utc()).await.expect("release");
+    assert_eq!(released, Released::Released(hold));
+    assert_eq!(
+        p.registry.release("HeldTel", "bob", "again", p.clock.now_utc()).await.expect("release"),
+        Released::NotHeld
+    );
+    let history = p.registry.hold_history("HeldTel").await.expect("history");
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert!(
+        history[0].contains("hold by arn:aws:iam::123456789012:user/ana")
+            && history[0].contains("vendor incident 4711")
+    );
+    assert!(history[1].contains("released by bob: vendor resolved"));
+    // After the release, a new alert to the carrier waits for its deadline like any other.
+    sent(&p, "held-2", &to, "60m").await;
+    assert_eq!(p.run_escalation().await.escalated_early, 0);
+}
