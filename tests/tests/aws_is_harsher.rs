@@ -390,6 +390,46 @@ async fn a_lapsed_lease_the_sender_recorded_without_its_state_is_completed_by_th
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
 }
 
+/// An attempt's SMS was accepted but its state write lost; its lease lapses to `send_unknown`, an
+/// operator resends, and the first SMS's delivery record arrives while the operator's attempt
+/// holds the claim. SNS took that SMS before the claim began: it is the earlier attempt's —
+/// stored, never applied — and the operator's attempt still records its own outcome. (Found by the
+/// simulator's long mode, seed 13698.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_attempts_receipt_arriving_during_an_operator_resend_never_settles_the_resend() {
+    let (p, key) = published_with_its_state_write_lost(19, "resend-meets-old-receipt", "+14155550198").await;
+    let published_at = p.clock.now_utc();
+    let first = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    p.clock.advance(Duration::minutes(3));
+    assert_eq!(p.run_escalation().await.lease_expired_unknown, 1);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let now = p.clock.now_utc();
+    let claim = tocsin::services::operator::OperatorClaim {
+        key: &key,
+        attempt_id: "operator:test-resend",
+        operator: "alice",
+        reason: "phone replaced",
+        now,
+        lease_until: now + Duration::minutes(2),
+    };
+    let claimed = tocsin::services::operator::claim_for_operator(&p.ledger, claim).await.expect("claim");
+    assert!(matches!(claimed, tocsin::services::operator::OperatorClaimOutcome::Claimed(_)), "{claimed:?}");
+    let record = tocsin_harness::events::sns_delivery_record(
+        &first,
+        "+14155550198",
+        true,
+        "Message has been accepted by phone carrier",
+        published_at,
+    );
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    p.run_status().await;
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Sending, "the earlier SMS's receipt does not settle the operator's attempt");
+    assert_eq!(r.status.attempt_id.as_deref(), Some("operator:test-resend"));
+    let history = p.ledger.observations(&key).await.expect("history");
+    assert!(history.iter().any(|o| o.id.starts_with("log:")), "the receipt is stored as evidence: {history:?}");
+}
+
 /// The sender stores what SNS answered (observation and message index) before the intent's state:
 /// when that state write never lands, the delivery record finds the intent by its message id,
 /// still `sending`, and settles it.

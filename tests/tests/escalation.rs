@@ -189,7 +189,7 @@ async fn work_is_paged_and_stops_before_the_time_budget_leaving_the_rest_due() {
     .await;
     accepted(&p, "paged", 20).await;
     p.clock.advance(Duration::minutes(16));
-    let out_of_time = p.escalation.run(p.clock.now_utc()).await.expect("run");
+    let out_of_time = Box::pin(p.escalation.run(p.clock.now_utc())).await.expect("run");
     assert_eq!((out_of_time.read, out_of_time.complete), (0, false));
     let run = p.run_escalation().await;
     assert_eq!((run.read, run.escalated, run.complete), (20, 20, true), "three pages of seven in one run");

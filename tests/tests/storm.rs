@@ -264,7 +264,8 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
 /// next minute's run is its retry (as on AWS), so it is not the storm's failure.
 async fn sweep(p: &Pipeline) -> Option<escalation::RunSummary> {
     let stop = p.clock.in_(std::time::Duration::from_secs(50));
-    p.escalation.run(stop).await.ok()
+    // Boxed, as in the function's main: the sweep's future is too deep for a test thread's stack.
+    Box::pin(p.escalation.run(stop)).await.ok()
 }
 
 /// The SQS event source, with every message handed to three senders at once. A message is gone
@@ -279,9 +280,9 @@ async fn drive_sender(p: &Pipeline) {
         for batch in msgs.chunks(10) {
             let event = sqs_event(&q.arn, batch);
             let (a, b, c) = tokio::join!(
-                p.sender.handle(event.clone(), p.clock.invocation_deadline()),
-                p.sender.handle(event.clone(), p.clock.invocation_deadline()),
-                p.sender.handle(event, p.clock.invocation_deadline())
+                Box::pin(p.sender.handle(event.clone(), p.clock.invocation_deadline())),
+                Box::pin(p.sender.handle(event.clone(), p.clock.invocation_deadline())),
+                Box::pin(p.sender.handle(event, p.clock.invocation_deadline()))
             );
             let failed_everywhere: HashSet<String> = [a, b, c]
                 .iter()

@@ -679,7 +679,7 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_eleven_aws_calls_two_intake_six_sender_three_status`): \
+             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_twelve_aws_calls_two_intake_six_sender_four_status`): \
              intake — `PutItem`, the conditional put of the intent (one intent per business event), and \
              `SendMessage`; no write confirms the enqueue (the sender's claim accepts `received`; a replay or the \
              sweep re-enqueues an unclaimed intent). Sender — `UpdateItem`, the claim with a lease (at most one \

@@ -1,7 +1,10 @@
-//! Seeds that found defects, kept as tests: each of these runs failed with the defect put back
-//! (the mutation named in its comment) and passes with its fix. The bound (`max_alerts`) is part
-//! of what a seed stands for, so it is kept with it. docs/testing.md ("The simulation") lists each
-//! defect, its seed and its fix.
+//! Seeds that found defects, kept as tests: each of these runs failed with the defect in the code
+//! it was found on, and passes with its fix. The bound (`max_alerts`) is part of what a seed stands
+//! for, so it is kept with it. A seed replays the same run only on the same code: a change that adds
+//! or removes a port call changes every draw after it (seeds 10161 and 13698 no longer reach their
+//! defect since the carrier view's calls). So each fix is pinned by a named emulator test too, and
+//! these seeds stay as the scenarios that once exercised it. docs/testing.md ("The simulation")
+//! lists each defect, its seed and its fix.
 
 use tocsin_sim::{Scenario, failure_report, run, shrink};
 
@@ -42,7 +45,8 @@ fn a_lapsed_lease_recorded_without_its_state_is_completed_by_the_sweep() {
 /// while the operator's attempt held the claim. It was applied as the current attempt's, so the
 /// operator's own outcome was never recorded (`Explained`). Fixed in `services/receipts.rs`: a
 /// record of a message SNS took before the current claim began is an earlier attempt's — stored,
-/// never applied.
+/// never applied. Emulator test:
+/// `an_earlier_attempts_receipt_arriving_during_an_operator_resend_never_settles_the_resend`.
 #[test]
 fn a_record_of_an_earlier_attempts_sms_never_settles_the_current_attempt() {
     green(&[13698], 330);

@@ -84,13 +84,14 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     }
-    if failed > 0 {
-        println!("{failed} of {seeds} seeds FAILED");
-        return std::process::ExitCode::FAILURE;
-    }
-    println!(
-        "{seeds} seeds green: {lifecycles} alert lifecycles, {sms} SMS, {ops} ops in {secs:.1} s ({:.0} lifecycles/s)",
+    let totals = format!(
+        "{lifecycles} alert lifecycles, {sms} SMS, {ops} ops in {secs:.1} s ({:.0} lifecycles/s)",
         lifecycles as f64 / secs
     );
+    if failed > 0 {
+        println!("{failed} of {seeds} seeds FAILED; {totals}");
+        return std::process::ExitCode::FAILURE;
+    }
+    println!("{seeds} seeds green: {totals}");
     std::process::ExitCode::SUCCESS
 }
