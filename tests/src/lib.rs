@@ -754,18 +754,7 @@ pub fn emitted_metrics() -> String {
 
 /// This thread's metrics file: the test binary's name without cargo's hash, the test's name.
 fn metrics_file() -> std::path::PathBuf {
-    let binary = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "unknown".into());
-    let binary = match binary.rsplit_once('-') {
-        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name.to_owned(),
-        _ => binary,
-    };
-    let test = match std::thread::current().name() {
-        Some(name) if !name.starts_with("tokio-") && name != "main" => name.replace("::", "."),
-        _ => "untracked".to_owned(),
-    };
+    let tocsin_harness::iam::coverage::TestId { binary, test } = tocsin_harness::iam::coverage::current_test();
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| tocsin_harness::workspace_root().join("target"))
