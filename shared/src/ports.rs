@@ -479,6 +479,17 @@ pub trait DueIndex: Send + Sync {
         next: NextCheck,
         in_state: Option<State>,
     ) -> impl Future<Output = PortResult<()>> + Send;
+    /// Brings the intent's next check forward to `by` while it is in one of `while_in`: never
+    /// later than the check it has (so no deadline's escalation waits for it), and never for an
+    /// intent that has left those states (a settled intent is not put back in the index).
+    /// A storm-mode digest's members are brought forward before its fate is applied to them, so
+    /// a member the fan-out never reaches (a crash, a parked batch) learns it at the next sweep.
+    fn bring_check_forward(
+        &self,
+        key: &IdempotencyKey,
+        by: DateTime<Utc>,
+        while_in: &[State],
+    ) -> impl Future<Output = PortResult<()>> + Send;
 }
 
 /// The SQS send queue (intake → sender).

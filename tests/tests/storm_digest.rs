@@ -5,7 +5,7 @@ use chrono::Duration;
 use serde_json::Value;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{ClaimOutcome, DigestStore, IntentStore, RecipientRegistry};
+use tocsin::ports::{ClaimOutcome, DigestStore, DueIndex, IntentStore, RecipientRegistry};
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -391,4 +391,100 @@ async fn with_the_budget_used_up_and_no_deadline_at_stake_the_backlog_is_not_cla
         handed_back += deferred(p.timeline(key).await);
     }
     assert_eq!(handed_back, 1, "only the batch's own alert was claimed and handed back, not the backlog");
+}
+
+fn throttled() -> Fault {
+    Fault::json_error(
+        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded",
+        400,
+    )
+}
+
+/// Found by the simulation (long mode, seed 10137 on the code of its day): the status function
+/// recorded a digest's delivery record on the digest, its write to one member then failed on every
+/// retry, and Lambda parked the batch. That member learnt its digest's fate only at its next check
+/// — days away for a member already escalated. Every member still waiting is now brought forward
+/// in the sweep's index before the fate is recorded, so the next sweep applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fate_at_the_next_sweep() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(23), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550315";
+    let keys = submit_many(&p, "unreached", a, 3).await;
+    p.run_sender().await;
+    let (id, _) = only_sms_to(&p, a).await;
+    let unreached = keys[2].clone();
+    // It waits with its next check days away, as a member escalated already does.
+    p.ledger
+        .set_next_check(&unreached, tocsin::ports::NextCheck::At(p.clock.now_utc() + Duration::days(3)), None)
+        .await
+        .expect("next check");
+    // Its receipt write (and only that one) fails, on every attempt of every retry.
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0)
+            .when_body_contains(unreached.as_str())
+            .when_body_contains("\"delivered\""),
+    );
+    let delivered = sns_delivery_record(&id, a, true, "Message has been accepted by phone", p.clock.now_utc());
+    let batch = logs_envelope(&logs_payload(SUCCESS_GROUP, "DATA_MESSAGE", &[line("9701", delivered)]));
+    for attempt in 0..3 {
+        assert!(p.status.handle(batch.clone()).await.is_err(), "attempt {attempt}: the batch fails (then is parked)");
+    }
+    assert!(proxy.injected() > 0, "the member's write was refused");
+    for key in &keys[..2] {
+        assert_eq!(p.record(key).await.status.state, State::Delivered);
+    }
+    assert_eq!(p.record(&unreached).await.status.state, State::Accepted, "the fan-out never reached it");
+    proxy.clear_rules();
+    // Long before its own next check (the delay line): the next sweep but one.
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    let r = p.record(&unreached).await;
+    assert_eq!(r.status.state, State::Delivered, "{:?}", r.status);
+    assert!(p.escalations().await.is_empty(), "delivered, so nobody is paged");
+}
+
+/// Found by the simulation (long mode, seed 10658 on the code of its day): the sweep's log search
+/// for a digest member whose publish answer was lost found the digest's record, but the search's
+/// time limit bounded the writes after it too. One slow write and the run moved on with one member
+/// delivered and its siblings `send_unknown` until their next search, long after. Only the search
+/// is bounded now: what it found is applied to every member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_write_is_slow() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(29), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let a = "+14155550316";
+    let keys = submit_many(&p, "slow-settle", a, 3).await;
+    p.run_sender().await;
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
+    }
+    let (id, _) = only_sms_to(&p, a).await;
+    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
+    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    // Only the first member is due for its search in this run; its siblings' next checks are
+    // later (as in the simulation's run), so nothing but its own fan-out settles them now.
+    for key in &keys[1..] {
+        p.ledger
+            .set_next_check(key, tocsin::ports::NextCheck::At(p.clock.now_utc() + Duration::hours(1)), None)
+            .await
+            .expect("next check");
+    }
+    // The first member's receipt write takes longer than the search's time limit (5 s).
+    proxy.add_rule(
+        Rule::once("DynamoDB_20120810.UpdateItem", Fault::Delay(std::time::Duration::from_secs(6)))
+            .when_body_contains("\"delivered\""),
+    );
+    let run = p.run_escalation().await;
+    assert!(run.reconciled >= 1, "{run:?}");
+    let slowed: Vec<_> = proxy.faults().iter().map(|f| (f.operation.clone(), f.what.clone())).collect();
+    assert_eq!(slowed.len(), 2, "the lost answer and the slow write: {slowed:?}");
+    for key in &keys {
+        let r = p.record(key).await;
+        assert_eq!(r.status.state, State::Delivered, "{key}: {:?}", r.status);
+    }
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }

@@ -457,7 +457,7 @@ where
                 break;
             }
             let until = after(self.clock.now(), remaining.min(SEARCH_TIMEOUT));
-            match within(&self.clock, until, self.reconcile_one(&record)).await {
+            match self.reconcile_one(&record, until).await.transpose() {
                 Some(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
                 Some(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
                 Some(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
@@ -479,10 +479,17 @@ where
         summary.reconcile_deferred += left.count();
     }
 
-    async fn reconcile_one(&self, record: &IntentRecord) -> Result<Verdict, SearchError> {
+    /// Searches for one unknown outcome and settles what the search found. Only the search is
+    /// bounded by `search_until` (`None` when it ran out): once records are found, their writes
+    /// run to the end, so a digest's members are never settled half way by a timeout.
+    async fn reconcile_one(
+        &self,
+        record: &IntentRecord,
+        search_until: DateTime<Utc>,
+    ) -> Result<Option<Verdict>, SearchError> {
         let key = &record.intent.key;
         let recipient = &record.intent.recipient;
-        let Some(claimed_at) = record.status.claimed_at else { return Ok(Verdict::NoMatch) };
+        let Some(claimed_at) = record.status.claimed_at else { return Ok(Some(Verdict::NoMatch)) };
         let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
         // A storm-mode digest's SMS is every member's. Its members learn what SNS answered each
         // with a write of their own; a member whose write never landed learns it from a sibling's.
@@ -503,7 +510,13 @@ where
             Some(d) => self.sibling_knows(record, d).await?,
             None => None,
         };
-        let found = self.logs.records_to(recipient, window, SEARCH_MAX_RECORDS).await?;
+        let Some(found) =
+            within(&self.clock, search_until, self.logs.records_to(recipient, window, SEARCH_MAX_RECORDS))
+                .await
+                .transpose()?
+        else {
+            return Ok(None);
+        };
         // Messages already tied to other intents (the same number alerted twice) do not count.
         let mut linked_elsewhere = HashSet::new();
         // In order: the lookups are the same whichever run makes them.
@@ -524,7 +537,7 @@ where
                     if let Some(d) = &digest {
                         self.accepted_as_sibling(record, d, &message_id).await?;
                     }
-                    return Ok(Verdict::Link { sns_message_id: message_id, records });
+                    return Ok(Some(Verdict::Link { sns_message_id: message_id, records }));
                 }
                 records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
                 Verdict::Link { sns_message_id: message_id, records }
@@ -589,7 +602,7 @@ where
             let next = self.next_check_from(&current, now);
             self.store.set_next_check(key, next, Some(current.status.state)).await?;
         }
-        Ok(verdict)
+        Ok(Some(verdict))
     }
 
     /// A digest member still waiting for its SMS's delivery record, whose digest has one recorded

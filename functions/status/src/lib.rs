@@ -31,14 +31,18 @@ use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::carriers::CarrierBook;
 use tocsin::ports::{
-    Clock, DigestStore, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts, OrphanRecord,
-    PortError, RecipientRegistry, after, before,
+    Clock, DigestStore, DueIndex, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts,
+    OrphanRecord, PortError, RecipientRegistry, after, before,
 };
 use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
 
 /// Log events processed at once within one invocation.
 const CONCURRENCY: usize = 16;
+
+/// How long a digest's fan-out has before the sweep checks the members it did not reach: long
+/// enough that the sweep does not race a fan-out in progress, short next to any deadline.
+const FANOUT_GRACE: chrono::Duration = chrono::Duration::minutes(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -139,8 +143,11 @@ struct Parsed {
 
 type Processed = (Result<EventOutcome, PortError>, bool);
 
-impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientRegistry + CarrierBook, C: Clock>
-    StatusHandler<S, R, C>
+impl<
+    S: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex,
+    R: RecipientRegistry + CarrierBook,
+    C: Clock,
+> StatusHandler<S, R, C>
 {
     /// Handles one subscription invocation. `deadline` is when Lambda ends the invocation (its
     /// context deadline): waits for the sender's write never reach past it.
@@ -437,8 +444,19 @@ impl<S: IntentStore + MessageIndex + OpenAttempts + DigestStore, R: RecipientReg
             return self.apply(p, entry.key, entry.recipient, Link::Indexed).await;
         };
         // The digest's fate first, once, on the digest itself: a member this invocation does not
-        // reach (it ends half way, and Lambda gives up on the batch) still learns it (the sweep).
+        // reach (it ends half way, and Lambda gives up on the batch) still learns it from the
+        // sweep — at once, because every member still waiting is brought forward in the sweep's
+        // index before the fate is recorded (otherwise its next check may be days away).
         if p.record.status.receipt().is_some() {
+            let by = self.clock.now() + FANOUT_GRACE;
+            let brought = futures::stream::iter(members.iter())
+                .map(|key| self.store.bring_check_forward(key, by, &State::AWAITING_RECEIPT))
+                .buffered(CONCURRENCY)
+                .collect::<Vec<_>>()
+                .await;
+            if let Some(Err(e)) = brought.into_iter().find(Result::is_err) {
+                return (Err(e), false);
+            }
             let outcome = LoggedRecord {
                 log_event_id: p.entry.id.clone(),
                 timestamp_ms: p.entry.timestamp,

@@ -83,23 +83,24 @@ pub struct Rule {
     pub probability: f64,
     /// Fire at most this many times; `None` for no limit.
     pub remaining: Option<u32>,
-    /// Only requests whose body contains this text (e.g. one transaction among many).
-    pub body_contains: Option<String>,
+    /// Only requests whose body contains every one of these texts (e.g. one transaction among
+    /// many).
+    pub body_contains: Vec<String>,
 }
 
 impl Rule {
     pub fn once(operation: &str, fault: Fault) -> Rule {
-        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(1), body_contains: None }
+        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(1), body_contains: Vec::new() }
     }
     pub fn times(operation: &str, fault: Fault, n: u32) -> Rule {
-        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(n), body_contains: None }
+        Rule { operation: operation.into(), fault, probability: 1.0, remaining: Some(n), body_contains: Vec::new() }
     }
     pub fn sometimes(operation: &str, fault: Fault, probability: f64) -> Rule {
-        Rule { operation: operation.into(), fault, probability, remaining: None, body_contains: None }
+        Rule { operation: operation.into(), fault, probability, remaining: None, body_contains: Vec::new() }
     }
-    /// Narrows the rule to requests whose body contains `text`.
+    /// Narrows the rule to requests whose body contains `text` (and any text named before).
     pub fn when_body_contains(mut self, text: &str) -> Rule {
-        self.body_contains = Some(text.to_owned());
+        self.body_contains.push(text.to_owned());
         self
     }
 }
@@ -254,7 +255,7 @@ async fn handle(
         let mut chosen = None;
         for (index, rule) in s.rules.iter_mut().enumerate() {
             let draw = unit(&[seed, identity, u64::from(occurrence), index as u64]);
-            let body_matches = rule.body_contains.as_deref().is_none_or(|text| memchr_contains(&body, text.as_bytes()));
+            let body_matches = rule.body_contains.iter().all(|text| memchr_contains(&body, text.as_bytes()));
             if (rule.operation == "*" || rule.operation == op)
                 && body_matches
                 && rule.remaining != Some(0)

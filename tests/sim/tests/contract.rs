@@ -287,7 +287,19 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         l.set_next_check(&key(3), NextCheck::At(m(5)), Some(State::Queued)).await,
     ));
     out.push(line("next check 4 removed", l.set_next_check(&key(4), NextCheck::Remove, None).await));
-    for at in [m(0), m(60), m(120), m(900)] {
+    out.push(line(
+        "check 3 brought forward to +10s while received",
+        l.bring_check_forward(&key(3), m(10), &[State::Received]).await,
+    ));
+    out.push(line(
+        "check 3 'brought forward' to +20s: later than it has, kept at +10s",
+        l.bring_check_forward(&key(3), m(20), &[State::Received]).await,
+    ));
+    out.push(line(
+        "check 0 (delivered) brought forward while awaiting a receipt: not put back",
+        l.bring_check_forward(&key(0), m(1), &State::AWAITING_RECEIPT).await,
+    ));
+    for at in [m(0), m(15), m(60), m(120), m(900)] {
         let mut due = Vec::new();
         for shard in l.due_shards() {
             let mut after = None;

@@ -51,3 +51,24 @@ fn a_lapsed_lease_recorded_without_its_state_is_completed_by_the_sweep() {
 fn a_record_of_an_earlier_attempts_sms_never_settles_the_current_attempt() {
     green(&[13698], 330);
 }
+
+/// Found by the long mode: a digest's delivery record reached the digest and two members, and the
+/// write to the third failed on every retry of the batch; the third learnt its digest's fate only
+/// at its next check, days later (`DigestFate`). Fixed in the status function: every member still
+/// waiting is brought forward in the sweep's index (`DueIndex::bring_check_forward`) before the
+/// fate is recorded. Emulator test:
+/// `a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fate_at_the_next_sweep`.
+#[test]
+fn a_digest_member_the_fan_out_never_reached_still_learns_its_fate() {
+    green(&[10137], 330);
+}
+
+/// Found by the long mode: the sweep's log search for one member of a digest whose publish answer
+/// was lost found the digest's record, but the search's time limit also cut the writes after it;
+/// one member was delivered and its siblings stayed `send_unknown` past the run (`DigestFate`).
+/// Fixed in the escalation function: only the search is bounded. Emulator test:
+/// `a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_write_is_slow`.
+#[test]
+fn a_digest_reconciled_from_the_logs_is_settled_for_every_member() {
+    green(&[10658], 330);
+}

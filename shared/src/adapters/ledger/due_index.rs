@@ -138,4 +138,19 @@ impl DueIndex for DynamoLedger {
             Err(e) => Err(unavailable("DynamoDB UpdateItem (next check)", &e)),
         }
     }
+
+    async fn bring_check_forward(&self, key: &IdempotencyKey, by: DateTime<Utc>, while_in: &[State]) -> PortResult<()> {
+        let mut x = Expr::new();
+        x.next_check(NextCheck::At(by));
+        // `#due_at`/`:due_at` are the new check's, set above.
+        let condition =
+            format!("{} AND (attribute_not_exists(#due_at) OR #due_at > :due_at)", x.condition(while_in, None));
+        let res = self.update_intent_item(key, x, condition).send().await;
+        match res {
+            Ok(_) => Ok(()),
+            // Settled since, gone, or due sooner already: nothing to bring forward.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (next check forward)", &e)),
+        }
+    }
 }

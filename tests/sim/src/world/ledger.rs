@@ -435,6 +435,16 @@ impl World {
         self.store_intent(key, item, "set_next_check");
     }
 
+    pub fn ledger_bring_check_forward(&mut self, key: &IdempotencyKey, by: DateTime<Utc>, while_in: &[State]) {
+        let Some(item) = self.ledger.intents.get(key) else { return };
+        if !while_in.contains(&item.record.status.state) || item.record.status.next_check.is_some_and(|t| t <= ms(by)) {
+            return;
+        }
+        let mut item = item.clone();
+        item.record.status.next_check = Some(ms(by));
+        self.store_intent(key, item, "bring_check_forward");
+    }
+
     pub fn ledger_due(
         &mut self,
         shard: &str,
@@ -747,6 +757,17 @@ impl DueIndex for SimLedger {
             self.sim
                 .call("DynamoDB UpdateItem (next check)", OpKind::Write, move |w| {
                     w.ledger_set_next_check(&key, next, in_state)
+                })
+                .await,
+        )
+    }
+
+    async fn bring_check_forward(&self, key: &IdempotencyKey, by: DateTime<Utc>, while_in: &[State]) -> PortResult<()> {
+        let (key, while_in) = (key.clone(), while_in.to_vec());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (next check forward)", OpKind::Write, move |w| {
+                    w.ledger_bring_check_forward(&key, by, &while_in)
                 })
                 .await,
         )
