@@ -557,12 +557,24 @@ where
                     members = digest.members;
                     link = Link::ReconciledDigest;
                 }
+                // Every member is tried even when one's write fails: the failure is reported, never
+                // a reason to leave its siblings unsettled.
+                let mut first_error = None;
                 for member in &members {
                     for f in records {
                         let event = LogEvent { id: &f.log_event_id, timestamp_ms: f.timestamp_ms };
-                        receipts::apply(&self.store, &self.registry, member, recipient, event, &f.record, link, now)
-                            .await?;
+                        if let Err(e) =
+                            receipts::apply(&self.store, &self.registry, member, recipient, event, &f.record, link, now)
+                                .await
+                        {
+                            tracing::warn!(key = member.short(), error = %e, "a reconciled record not applied to a member");
+                            first_error.get_or_insert(e);
+                            break;
+                        }
                     }
+                }
+                if let Some(e) = first_error {
+                    return Err(e.into());
                 }
                 tracing::info!(key = key.short(), sns_message_id = %sns_message_id, "unknown outcome reconciled from the delivery-status logs");
             }
