@@ -205,7 +205,10 @@ where
             summary.errors += 1;
             tracing::warn!(error = %e, "the carrier view could not be computed this run");
         }
-        // Log searches are rate-limited: at most a batch per run, the rest stay due.
+        // Log searches are rate-limited: at most a batch per run, the rest stay due. A run stops
+        // searching at the first throttle, so the order is drawn afresh each run: an unknown
+        // outcome the due-index always lists last is never starved by the ones ahead of it.
+        shuffle(&mut to_reconcile, &self.clock);
         summary.reconcile_deferred += to_reconcile.len().saturating_sub(self.config.reconcile_batch);
         to_reconcile.truncate(self.config.reconcile_batch);
         // Escalations first; log searches only with the time that is left.
@@ -883,5 +886,50 @@ where
         self.store.transition(t).await?;
         tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
         Ok(Escalated::Now(Box::new(record.clone()), escalation))
+    }
+}
+
+/// Puts `items` in a random order drawn from `entropy` (Fisher–Yates).
+fn shuffle<T, E: Entropy + ?Sized>(items: &mut [T], entropy: &E) {
+    for i in (1..items.len()).rev() {
+        let j = usize::try_from(entropy.next_u64() % (i as u64 + 1)).unwrap_or(0);
+        items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::shuffle;
+    use tocsin::ports::Entropy;
+
+    /// SplitMix64 over a counter: a deterministic stand-in for the system's randomness.
+    struct Counter(AtomicU64);
+
+    impl Entropy for Counter {
+        fn next_u64(&self) -> u64 {
+            let mut z = self.0.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+    }
+
+    /// A run stops searching at its first throttled search: whatever order the due-index gives,
+    /// each unknown outcome must come first in some run, or one listed last is never searched.
+    #[test]
+    fn every_unknown_outcome_is_searched_first_in_some_run_whatever_the_index_order() {
+        let entropy = Counter(AtomicU64::new(7));
+        let mut first = [false; 10];
+        for _ in 0..100 {
+            let mut due: Vec<usize> = (0..10).collect();
+            shuffle(&mut due, &entropy);
+            first[due[0]] = true;
+            let mut sorted = due.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..10).collect::<Vec<_>>(), "a permutation: nothing lost, nothing twice");
+        }
+        assert!(first.iter().all(|f| *f), "every one came first at least once: {first:?}");
     }
 }

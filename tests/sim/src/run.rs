@@ -26,6 +26,11 @@ use crate::world::{Coverage, FaultPlan, SimClock, World, WorldEvent};
 
 pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimSns, SimSqs, SimClock>;
 pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock>;
+/// How long the schedule runs on without faults after the workload's horizon before the run is
+/// judged at quiescence: the longest backoff of an unknown outcome's log search (an hour) and a
+/// few sweeps more. The invariants checked at every step hold throughout the storm regardless.
+const CALM_MS: Millis = 65 * 60_000;
+
 pub type StatusFn = status::StatusHandler<SimLedger, SimRegistry, SimClock>;
 pub type EscalationFn = escalation::Escalator<SimLedger, SimSqs, SimSqs, SimLogs, SimRegistry, SimClock>;
 
@@ -173,6 +178,8 @@ struct Driver {
     first_violation_trace: Option<Vec<String>>,
     foreign_seq: u64,
     unqueued: BTreeMap<tocsin::domain::IdempotencyKey, Millis>,
+    /// The calm after the storm has begun (see [`CALM_MS`]).
+    calm: bool,
 }
 
 /// Steps kept for the failure report (`TOCSIN_SIM_TRACE_KEEP` keeps more, for a replay).
@@ -255,6 +262,7 @@ impl Driver {
             first_violation_trace: None,
             foreign_seq: 0,
             unqueued: BTreeMap::new(),
+            calm: false,
         }
     }
 
@@ -372,6 +380,14 @@ impl Driver {
                 }
                 let next = now + self.deployment.sweep_every.as_millis() as Millis;
                 if next <= self.horizon {
+                    self.schedule(next, WorldEvent::Sweep);
+                } else if !self.calm {
+                    // The calm after the storm: the faults stop and the schedule runs on, so what
+                    // is checked at quiescence is where the pipeline converges, not where the
+                    // last fault happened to leave it.
+                    self.calm = true;
+                    self.sim.lock().world.faults = crate::world::FaultPlan::none();
+                    self.horizon = next + CALM_MS;
                     self.schedule(next, WorldEvent::Sweep);
                 }
             }

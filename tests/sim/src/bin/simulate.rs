@@ -31,7 +31,9 @@ fn main() -> std::process::ExitCode {
             }
             return std::process::ExitCode::SUCCESS;
         }
-        println!("{}", tocsin_sim::failure_report(&tocsin_sim::shrink(r)));
+        // `TOCSIN_SIM_SHRINK=0`: the run as it failed, for a story the shrunk run no longer tells.
+        let r = if std::env::var("TOCSIN_SIM_SHRINK").as_deref() == Ok("0") { r } else { tocsin_sim::shrink(r) };
+        println!("{}", tocsin_sim::failure_report(&r));
         return std::process::ExitCode::FAILURE;
     }
     let first = var("TOCSIN_SIM_FIRST_SEED", 1);
