@@ -211,6 +211,23 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
 }
 
+/// Found by the simulation (long mode, seed 24286): an alert escalated past its deadline has no
+/// next check; re-enqueued, it was claimed, and the sender died before the separate write that
+/// puts the lease's end in the due-index. It stayed `sending`, where no sweep ever looked. The
+/// claim itself now gives an intent with no next check the lease's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_that_dies_right_after_claiming_an_intent_with_no_next_check_leaves_it_to_the_sweep() {
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("claimed-unindexed", "+14155550161")).await;
+    let key = key_of(&body);
+    p.ledger.set_next_check(&key, tocsin::ports::NextCheck::Remove, None).await.expect("no next check");
+    let now = p.clock.now_utc();
+    p.ledger.claim(&key, "died-after-claim", now, now + Duration::minutes(2)).await.expect("claim");
+    p.clock.advance(Duration::minutes(3));
+    assert_eq!(p.run_escalation().await.lease_expired_unknown, 1, "the sweep found the lapsed lease");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_the_backlog_cannot_get_out_by_its_deadline_is_escalated_at_once_and_stays_eligible() {
     // One SMS part per second for the account. Ten alerts wait on the send queue; then 70 alerts due

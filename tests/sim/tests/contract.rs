@@ -288,6 +288,10 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     ));
     out.push(line("next check 4 removed", l.set_next_check(&key(4), NextCheck::Remove, None).await));
     out.push(line(
+        "claim 4, which has no next check: the lease's end is its check",
+        l.claim(&key(4), "d1", m(40), m(100)).await,
+    ));
+    out.push(line(
         "check 3 brought forward to +10s while received",
         l.bring_check_forward(&key(3), m(10), &[State::Received]).await,
     ));

@@ -83,3 +83,13 @@ fn a_digest_reconciled_from_the_logs_is_settled_for_every_member() {
 fn an_unknown_outcome_listed_last_is_not_starved_by_throttled_searches() {
     green(&[20171], 330);
 }
+
+/// Found by the long mode: an alert escalated past its deadline has no next check; re-enqueued, it
+/// was claimed, and the sender died before the separate write that indexes the lease's end, so it
+/// stayed `sending` where no sweep looked (`NothingStuck`). Fixed in the ledger adapter's claim:
+/// an intent with no next check gets the lease's end in the claim's own write. Emulator test:
+/// `a_sender_that_dies_right_after_claiming_an_intent_with_no_next_check_leaves_it_to_the_sweep`.
+#[test]
+fn a_claimed_intent_with_no_next_check_is_never_left_sending() {
+    green(&[24286], 330);
+}

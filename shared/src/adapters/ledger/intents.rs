@@ -74,6 +74,16 @@ impl IntentStore for DynamoLedger {
         // The due-index entry is left as it is: intake's first check (its re-enqueue grace) is
         // nearly always earlier than the lease's end, and an earlier check is allowed (it costs
         // the sweep one read). The sender moves it only when it is later (`Sender::process`).
+        // An intent with no entry at all (escalated past its deadline, then re-enqueued) gets
+        // the lease's end in this same write: a sender that dies right after claiming it must
+        // not leave it `sending` where no sweep ever looks.
+        x.set.push("#due_at = if_not_exists(#due_at, :lease_due)".into());
+        x.set.push("#due_shard = if_not_exists(#due_home, :legacy_shard)".into());
+        x.names.insert("#due_at".into(), "due_at".into());
+        x.names.insert("#due_shard".into(), "due_shard".into());
+        x.names.insert("#due_home".into(), "due_home".into());
+        x.values.insert(":lease_due".into(), n(lease_until.timestamp_millis()));
+        x.values.insert(":legacy_shard".into(), s(super::DUE_SHARD));
         let condition = x.condition(&State::CLAIMABLE, None);
         let res = self
             .update_intent_item(key, x, condition)

@@ -318,6 +318,10 @@ impl World {
         s.attempt_id = Some(attempt_id.to_owned());
         s.claimed_at = Some(ms(now));
         s.lease_until = Some(ms(lease_until));
+        // An intent with no due-index entry gets the lease's end in the claim itself.
+        if s.next_check.is_none() {
+            s.next_check = Some(ms(lease_until));
+        }
         let record = item.record.clone();
         self.store_intent(key, item, "claim");
         self.oracle.claimed(self.now, key, attempt_id);
