@@ -488,3 +488,53 @@ async fn a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_writ
     }
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
+
+/// Found by the simulation (long mode, seed 24313): one member of a digest whose publish answer
+/// was lost was reconciled before its digest could be found, so the SMS's message id was indexed
+/// to that member alone. Its siblings' searches then found the record "tied to another intent"
+/// and never settled. A message indexed to a sibling of the member's own digest is the member's
+/// SMS too: the search links it, and indexes it for the whole digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(Options { fault_seed: Some(31), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let a = "+14155550317";
+    let keys = submit_many(&p, "indexed-alone", a, 3).await;
+    p.run_sender().await;
+    let (id, _) = only_sms_to(&p, a).await;
+    // The message id as a member reconciled alone left it: tied to the first member only.
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let now = p.clock.now_utc();
+    ddb.put_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .item("pk", AttributeValue::S(format!("MSG#{id}")))
+        .item("sk", AttributeValue::S("MSG".into()))
+        .item("key", AttributeValue::S(keys[0].as_str().to_owned()))
+        .item("recipient", AttributeValue::S(a.into()))
+        .item("at", AttributeValue::S(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
+        .item("expires_at", AttributeValue::N((now + Duration::days(30)).timestamp().to_string()))
+        .send()
+        .await
+        .expect("index the message to one member");
+    assert!(!p.ledger.lookup(&id).await.expect("index").expect("entry").covers(&keys[1]));
+    let claimed = p.record(&keys[1]).await.status.claimed_at.expect("claimed");
+    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    // Only the second member is searched for in this run.
+    for key in [&keys[0], &keys[2]] {
+        p.ledger
+            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::hours(1)), None)
+            .await
+            .expect("next check");
+    }
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Delivered, "{key}");
+    }
+    let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
+    assert!(keys.iter().all(|k| entry.covers(k)), "indexed for the whole digest now");
+}

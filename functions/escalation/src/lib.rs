@@ -525,9 +525,11 @@ where
         // In order: the lookups are the same whichever run makes them.
         let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
-            // A digest's SMS covering this intent is its own.
+            // A digest's SMS covering this intent is its own; so is one tied to a sibling of this
+            // attempt's digest alone (a member reconciled before the digest could be found).
             if let Some(entry) = self.store.lookup(&id).await?
                 && !entry.covers(key)
+                && !digest.as_ref().is_some_and(|d| d.members.contains(&entry.key))
             {
                 linked_elsewhere.insert(id);
             }
