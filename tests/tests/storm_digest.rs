@@ -493,7 +493,8 @@ async fn a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_writ
 /// was lost was reconciled before its digest could be found, so the SMS's message id was indexed
 /// to that member alone. Its siblings' searches then found the record "tied to another intent"
 /// and never settled. A message indexed to a sibling of the member's own digest is the member's
-/// SMS too: the search links it, and indexes it for the whole digest.
+/// SMS too, when that member names the same digest: the search links it, and indexes it for the
+/// whole digest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() {
     use aws_sdk_dynamodb::types::AttributeValue;

@@ -525,11 +525,12 @@ where
         // In order: the lookups are the same whichever run makes them.
         let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
-            // A digest's SMS covering this intent is its own; so is one tied to a sibling of this
-            // attempt's digest alone (a member reconciled before the digest could be found).
+            // A digest's SMS covering this intent is its own; so is one tied alone to a sibling
+            // whose current attempt is this same digest (a member reconciled before the digest
+            // could be found). A sibling's SMS of another digest or attempt is not.
             if let Some(entry) = self.store.lookup(&id).await?
                 && !entry.covers(key)
-                && !digest.as_ref().is_some_and(|d| d.members.contains(&entry.key))
+                && !self.tied_to_a_sibling_alone(&entry, digest.as_ref()).await?
             {
                 linked_elsewhere.insert(id);
             }
@@ -654,6 +655,21 @@ where
             "digest's delivery record applied to a member it had not reached"
         );
         self.store.get(key).await
+    }
+
+    /// Whether `entry` ties an SMS to one member of `digest` alone whose current attempt is that
+    /// digest: the digest's SMS, indexed to that member by a search that did not find the digest.
+    async fn tied_to_a_sibling_alone(
+        &self,
+        entry: &tocsin::ports::IndexEntry,
+        digest: Option<&tocsin::ports::DigestRecord>,
+    ) -> Result<bool, PortError> {
+        let Some(d) = digest.filter(|d| entry.digest.is_none() && d.members.contains(&entry.key)) else {
+            return Ok(false);
+        };
+        // Only a sibling that names this digest: one that names none may have been sent alone
+        // since, and taking its SMS for the digest's would call an unsent alert delivered.
+        Ok(self.store.get(&entry.key).await?.is_some_and(|sibling| sibling.status.digest_id.as_ref() == Some(&d.id)))
     }
 
     /// The message id of a digest's SMS as a sibling member recorded it (what SNS answered for

@@ -93,14 +93,3 @@ fn an_unknown_outcome_listed_last_is_not_starved_by_throttled_searches() {
 fn a_claimed_intent_with_no_next_check_is_never_left_sending() {
     green(&[24286], 330);
 }
-
-/// Found by the long mode: one member of a digest whose publish answer was lost was reconciled
-/// before its digest could be found, so the SMS's message id was indexed to it alone; its
-/// siblings' searches then found the record "tied to another intent" and never settled
-/// (`DigestFate`). Fixed in the escalation function: a message tied to a sibling of the member's
-/// own digest is the member's SMS too. Emulator test:
-/// `a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings`.
-#[test]
-fn a_digests_sms_tied_to_one_member_still_settles_the_others() {
-    green(&[24313], 330);
-}
