@@ -123,10 +123,29 @@ pub struct CarrierHealth {
     /// The median of the delayed SMS's ages, seconds: the delay an alert in this carrier is
     /// expected to take at least.
     pub median_delay_s: u64,
+    /// Degraded by either signal: tocsin's own SMS in flight, or every application's delivery
+    /// records ([`super::carrier_traffic`], merged in by [`super::carrier_traffic::merge`]).
     pub degraded: bool,
+    /// The traffic signal (every application's records): judged at all (a warm baseline), the
+    /// records observed and expected over the span that decided, degraded by it, and its line.
+    #[serde(default)]
+    pub traffic_judged: bool,
+    #[serde(default)]
+    pub traffic_observed: u64,
+    #[serde(default)]
+    pub traffic_expected: f64,
+    #[serde(default)]
+    pub traffic_degraded: bool,
+    #[serde(default)]
+    pub traffic_summary: Option<String>,
 }
 
 impl CarrierHealth {
+    /// Degraded by tocsin's own SMS in flight (whatever the traffic signal says).
+    pub fn in_flight_degraded(&self, policy: &CarrierPolicy) -> bool {
+        self.delayed >= policy.min_delayed && self.delayed_share() >= policy.degraded_share
+    }
+
     /// `delayed / judged`, 0 when nothing was old enough to judge.
     pub fn delayed_share(&self) -> f64 {
         if self.judged == 0 { 0.0 } else { self.delayed as f64 / self.judged as f64 }
@@ -135,6 +154,11 @@ impl CarrierHealth {
     /// The one line on-call reads: "carrier X delayed: 14 of 15 SMS in the last 10 min not
     /// delivered; p95 41 min".
     pub fn summary(&self, policy: &CarrierPolicy) -> String {
+        if !self.in_flight_degraded(policy)
+            && let Some(traffic) = &self.traffic_summary
+        {
+            return traffic.clone();
+        }
         format!(
             "carrier {} delayed: {} of {} SMS in the last {} min not delivered; p95 {} min",
             self.carrier,
@@ -200,7 +224,7 @@ pub fn assess<'a>(
         }
     }
     for h in out.values_mut() {
-        h.degraded = h.delayed >= policy.min_delayed && h.delayed_share() >= policy.degraded_share;
+        h.degraded = h.in_flight_degraded(policy);
     }
     out
 }
@@ -220,7 +244,8 @@ pub enum Classification {
 /// One carrier slow, all slow, or healthy. "All" needs at least two carriers judged: with one,
 /// the stack cannot tell a carrier from everything.
 pub fn classify(health: &BTreeMap<String, CarrierHealth>) -> Classification {
-    let judged: Vec<&CarrierHealth> = health.values().filter(|h| h.judged > 0 && h.carrier != UNKNOWN).collect();
+    let judged: Vec<&CarrierHealth> =
+        health.values().filter(|h| (h.judged > 0 || h.traffic_judged) && h.carrier != UNKNOWN).collect();
     let degraded = health.values().filter(|h| h.degraded).count();
     match degraded {
         0 => Classification::Healthy,
