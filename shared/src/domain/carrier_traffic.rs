@@ -456,13 +456,20 @@ pub fn judge(
     (verdicts, since)
 }
 
+/// The smallest share of all records (%) a carrier judged healthy needs for its own entry in the
+/// carrier view.
+pub const MIN_SHARE_PERCENT: f64 = 1.0;
+
 /// Merges the traffic verdicts into the in-flight health ([`super::carrier::assess`]): a carrier
 /// is degraded when either signal says so, and its delay is the longer of the two lower bounds
 /// (what early escalation weighs a deadline against). A carrier only the traffic knows of gets
 /// an entry (nothing of tocsin's in flight to it; its numbers' next alerts still benefit).
 pub fn merge(health: &mut BTreeMap<String, CarrierHealth>, verdicts: &BTreeMap<String, TrafficVerdict>) {
     for v in verdicts.values() {
-        if !v.judged && !v.degraded {
+        // A carrier carrying a sliver of the account's traffic gets no series of its own (each
+        // carrier's metrics are custom metrics, billed each): degraded, it still does.
+        let worth_a_series = v.judged && v.share_percent >= MIN_SHARE_PERCENT;
+        if !v.degraded && !worth_a_series {
             continue;
         }
         let h = health
