@@ -62,10 +62,10 @@ fn carrier_doc(carrier: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_applications_records_alone_show_a_carrier_gone_silent_and_its_alarm_metric_says_so() {
     let p = Pipeline::start().await;
-    // Seventy minutes of the account's traffic: SlowTel 10 records a minute, FastTel 20.
+    // Ninety minutes of the account's traffic: SlowTel 10 records a minute, FastTel 20.
     let now = p.clock.now_utc();
     let last = policy().last_closed(now);
-    history(&p, last - 69..last + 1, |_, c| if c == "SlowTel" { 10 } else { 20 }).await;
+    history(&p, last - 89..last + 1, |_, c| if c == "SlowTel" { 10 } else { 20 }).await;
     let warm = p.run_escalation().await;
     assert_eq!(warm.carriers_degraded, 0, "{warm:?}");
 
@@ -99,17 +99,19 @@ async fn other_applications_records_alone_show_a_carrier_gone_silent_and_its_ala
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_baseline_with_normal_variation_and_a_daily_slope_never_degrades_a_carrier() {
     let p = Pipeline::start().await;
-    // Counts that wander ±40 % minute to minute around a rate that falls by half over the run
-    // (the evening), both carriers alike.
-    let wobble = |m: Minute, c: &str| -> u64 {
-        let base = if c == "SlowTel" { 12.0 } else { 24.0 };
-        let slope = 1.0 - 0.5 * ((m.rem_euclid(240)) as f64 / 240.0);
-        let noise = [1.0, 1.4, 0.6, 1.1, 0.8, 1.3, 0.7, 1.0, 0.9, 1.2][(m.unsigned_abs() as usize * 7 + c.len()) % 10];
-        (base * slope * noise).round() as u64
-    };
+    // Counts that wander ±40 % minute to minute, each carrier on its own, around a rate that
+    // falls steadily to 40 % over the two hours (a steep evening: the baseline lags behind it).
     let now = p.clock.now_utc();
     let last = policy().last_closed(now);
-    history(&p, last - 69..last + 1, wobble).await;
+    let origin = last - 89;
+    let wobble = move |m: Minute, c: &str| -> u64 {
+        let base = if c == "SlowTel" { 12.0 } else { 24.0 };
+        let slope = 1.0 - 0.6 * ((m - origin) as f64 / 110.0).clamp(0.0, 1.0);
+        let phase = usize::from(c.as_bytes().first().copied().unwrap_or(0)) * 3;
+        let noise = [1.0, 1.4, 0.6, 1.1, 0.8, 1.3, 0.7, 1.0, 0.9, 1.2][(m.unsigned_abs() as usize * 7 + phase) % 10];
+        (base * slope * noise).round() as u64
+    };
+    history(&p, last - 89..last + 1, wobble).await;
     let first = p.run_escalation().await;
     let mut degraded = first.carriers_degraded;
     // Twenty minutes of sweeps, a minute apart, as the traffic goes on.
@@ -124,7 +126,11 @@ async fn a_baseline_with_normal_variation_and_a_daily_slope_never_degrades_a_car
     assert_eq!(degraded, 0);
     assert_eq!(carrier_doc("SlowTel")["carrier_traffic_degraded"].as_f64(), Some(0.0));
     let baseline = p.registry.baseline().await.expect("baseline");
-    assert_eq!(baseline.through, Some(through), "every minute folded, once");
+    assert_eq!(
+        baseline.through,
+        Some(through - policy().window_minutes),
+        "every minute folded, once, when it leaves the judged window"
+    );
     assert!(baseline.minutes >= 60, "{baseline:?}");
     assert_eq!(baseline.degraded_since, Default::default());
 }

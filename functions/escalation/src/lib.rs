@@ -344,7 +344,9 @@ where
         let (from, to) = policy.minutes_to_read(now, baseline.through);
         let tallies = self.registry.tallies(from, to).await?;
         let (verdicts, since) = carrier_traffic::judge(&baseline, &tallies, now, &policy);
-        let mut next = carrier_traffic::fold(&baseline, &tallies, to, &carrier_traffic::degraded(&verdicts), &policy);
+        let through = policy.fold_through(now);
+        let mut next =
+            carrier_traffic::fold(&baseline, &tallies, through, &carrier_traffic::degraded(&verdicts), &policy);
         next.degraded_since = since;
         if next.through != baseline.through
             && self.registry.save_baseline(&next, baseline.through).await? == BaselineSaved::Stale

@@ -88,6 +88,9 @@ pub struct CarrierPolicy {
     pub degraded_share: f64,
     /// How far back the in-flight index is read (CloudWatch Metrics Insights alarms see 3 hours).
     pub lookback: Duration,
+    /// An SMS in flight for less than this is never escalated early for a degraded carrier
+    /// (a hold escalates at once): healthy carriers deliver nearly all SMS within a minute.
+    pub min_age: Duration,
 }
 
 impl CarrierPolicy {
@@ -101,6 +104,7 @@ impl CarrierPolicy {
             min_delayed: 3,
             degraded_share: 0.5,
             lookback: Duration::from_secs(3 * 3600),
+            min_age: Duration::from_secs(120),
         }
     }
 }
@@ -317,6 +321,11 @@ pub fn early_escalation(
         ));
     }
     let h = health.filter(|h| h.degraded)?;
+    if now - sms.accepted_at < chrono(policy.min_age) {
+        // Just sent: a carrier that has recovered (its backlog still draining) delivers it in
+        // seconds. Waiting this long first keeps a healthy SMS from being escalated early.
+        return None;
+    }
     let expected = sms.accepted_at + chrono::Duration::seconds(i64::try_from(h.median_delay_s).unwrap_or(i64::MAX));
     (expected > deadline).then(|| {
         format!(
@@ -419,6 +428,18 @@ mod tests {
         // Once escalated, never again.
         alert.escalated = true;
         assert_eq!(early_escalation(&alert, tight, h.get("SlowTel"), None, t0(), &policy()), None);
+    }
+
+    #[test]
+    fn an_sms_sent_in_the_last_two_minutes_is_not_escalated_early_for_a_degraded_carrier() {
+        let sent: Vec<(SentSms, &str)> = (0..6).map(|n| (sms(n, 20, State::DelaySuspected), "SlowTel")).collect();
+        let h = health_of(&sent);
+        let fresh = sms(99, 1, State::Accepted);
+        let tight = fresh.accepted_at + chrono::Duration::minutes(5);
+        assert_eq!(early_escalation(&fresh, tight, h.get("SlowTel"), None, t0(), &policy()), None);
+        let two = sms(98, 2, State::Accepted);
+        let tight = two.accepted_at + chrono::Duration::minutes(5);
+        assert!(early_escalation(&two, tight, h.get("SlowTel"), None, t0(), &policy()).is_some());
     }
 
     #[test]

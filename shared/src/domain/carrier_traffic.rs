@@ -63,6 +63,11 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Records under the delay line.
+    pub fn on_time(&self) -> u64 {
+        self.records.saturating_sub(self.slow)
+    }
+
     pub fn add(&mut self, o: &Tally) {
         self.records += o.records;
         self.delivered += o.delivered;
@@ -98,9 +103,13 @@ pub struct TrafficPolicy {
     pub min_slow: u64,
     /// And at least this share of its records slow.
     pub min_slow_share: f64,
-    /// The baseline's half-life, minutes: long enough not to follow an incident, short enough to
-    /// follow the day's traffic.
+    /// The half-life of the carriers' shares, minutes: long enough not to follow an incident
+    /// (whose minutes are skipped anyway once it is judged), short enough to follow the day.
     pub half_life_minutes: f64,
+    /// The half-life of the rates (records per minute), minutes: short, so the expectation
+    /// follows the daily cycle's steepest slope (a lagging rate at night over-predicts, and a
+    /// quiet night would look silent).
+    pub rate_half_life_minutes: f64,
     /// No judgement before the baseline has folded this many minutes.
     pub warmup_minutes: u64,
     /// At most this many minutes are folded by one sweep (after a long gap the baseline resumes
@@ -115,13 +124,16 @@ impl TrafficPolicy {
     pub fn new(slow_after: Duration) -> Self {
         TrafficPolicy {
             slow_after,
-            window_minutes: 5,
+            // Silence over the last 1..=15 minutes: a carrier with 400 records an hour is judged
+            // after two or three silent minutes, one with 100 an hour after about ten.
+            window_minutes: 15,
             settle: Duration::from_secs(15),
             ratio: 5.0,
             max_chance: 1e-7,
             min_slow: 5,
             min_slow_share: 0.2,
             half_life_minutes: 120.0,
+            rate_half_life_minutes: 15.0,
             warmup_minutes: 60,
             max_catch_up: 60,
             horizon: Duration::from_secs(3600),
@@ -132,17 +144,29 @@ impl TrafficPolicy {
         1.0 - 0.5f64.powf(1.0 / self.half_life_minutes.max(1.0))
     }
 
+    fn rate_alpha(&self) -> f64 {
+        1.0 - 0.5f64.powf(1.0 / self.rate_half_life_minutes.max(1.0))
+    }
+
     /// The last closed minute at `now`.
     pub fn last_closed(&self, now: DateTime<Utc>) -> Minute {
         minute_of(now - chrono::Duration::from_std(self.settle).unwrap_or_default()) - 1
     }
 
-    /// The minutes the sweep reads at `now` for a baseline folded through `through`: the
-    /// judged window, and the minutes not folded yet (at most `max_catch_up`).
+    /// The last minute the baseline takes in at `now`: the one that just left the judged
+    /// window. A minute is judged before it is folded, so an incident's first minutes never
+    /// lower the expectation they are judged against.
+    pub fn fold_through(&self, now: DateTime<Utc>) -> Minute {
+        self.last_closed(now) - self.window_minutes.max(1)
+    }
+
+    /// The minutes the sweep reads at `now` for a baseline folded through `through`: the ones
+    /// not folded yet (at most `max_catch_up`) and the judged window.
     pub fn minutes_to_read(&self, now: DateTime<Utc>, through: Option<Minute>) -> (Minute, Minute) {
         let last = self.last_closed(now);
-        let window_from = last - self.window_minutes + 1;
-        let fold_from = through.map_or(last - self.max_catch_up + 1, |t| (t + 1).max(last - self.max_catch_up + 1));
+        let window_from = last - self.window_minutes.max(1) + 1;
+        let floor = self.fold_through(now) - self.max_catch_up + 1;
+        let fold_from = through.map_or(floor, |t| (t + 1).max(floor));
         (window_from.min(fold_from), last)
     }
 }
@@ -182,8 +206,12 @@ pub fn tally<'a>(
 /// One carrier's rolling baseline: exponentially weighted records and slow records per minute.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct CarrierBaseline {
+    /// Records per minute, averaged slowly: the carrier's share of all records.
     pub records: f64,
     pub slow: f64,
+    /// Records per minute, averaged quickly: the carrier's current rate.
+    #[serde(default)]
+    pub rate: f64,
 }
 
 /// The rolling baseline of every carrier, folded from closed minutes.
@@ -218,12 +246,17 @@ impl Baseline {
         }
     }
 
-    /// What the folded rates are multiplied by to be rates: an average weighted over `minutes`
-    /// minutes only has the weight `1 − (1 − α)^minutes` (the start-up bias of an exponential
-    /// average that began at zero). Shares need no correction.
+    /// What the folded fast rates are multiplied by to be rates: an average weighted over
+    /// `minutes` minutes only has the weight `1 − (1 − α)^minutes` (the start-up bias of an
+    /// exponential average that began at zero). Shares need no correction.
     pub fn scale(&self, policy: &TrafficPolicy) -> f64 {
-        let weight = 1.0 - (1.0 - policy.alpha()).powf(self.minutes as f64);
+        let weight = 1.0 - (1.0 - policy.rate_alpha()).powf(self.minutes as f64);
         if weight > 0.0 { 1.0 / weight } else { 0.0 }
+    }
+
+    /// All carriers' records per minute now (the fast average, corrected).
+    pub fn total_rate(&self, policy: &TrafficPolicy) -> f64 {
+        self.carriers.values().map(|c| c.rate).sum::<f64>() * self.scale(policy)
     }
 }
 
@@ -245,7 +278,7 @@ pub fn fold(
         Some(t) => (t + 1).max(floor),
         None => tallies.keys().map(|(m, _)| *m).find(|m| *m >= floor).unwrap_or(through),
     };
-    let a = policy.alpha();
+    let (a, fast) = (policy.alpha(), policy.rate_alpha());
     for m in first..=through {
         let minute: BTreeMap<&str, &Tally> =
             tallies.range((m, String::new())..(m + 1, String::new())).map(|((_, c), t)| (c.as_str(), t)).collect();
@@ -258,9 +291,10 @@ pub fn fold(
             let seen = minute.get(name.as_str()).copied().copied().unwrap_or_default();
             let c = b.carriers.entry(name).or_default();
             c.records += a * (seen.records as f64 - c.records);
+            c.rate += fast * (seen.records as f64 - c.rate);
             c.slow += a * (seen.slow as f64 - c.slow);
         }
-        b.carriers.retain(|_, c| c.records >= FORGET_BELOW);
+        b.carriers.retain(|_, c| c.records >= FORGET_BELOW || c.rate >= FORGET_BELOW);
         b.minutes += 1;
     }
     b.through = Some(through.max(b.through.unwrap_or(Minute::MIN)));
@@ -350,6 +384,12 @@ pub fn poisson_cdf(k: u64, mean: f64) -> f64 {
     sum.min(1.0)
 }
 
+/// The latest minute itself is far below its expectation: a silence that has ended (the
+/// carrier delivers again) is not judged silent on the strength of the minutes before.
+fn latest_low(observed: u64, expected: f64, policy: &TrafficPolicy) -> bool {
+    observed as f64 * policy.ratio <= expected.max(1.0)
+}
+
 fn is_silent(observed: u64, expected: f64, policy: &TrafficPolicy) -> bool {
     expected > 0.0 && observed as f64 * policy.ratio <= expected && poisson_cdf(observed, expected) <= policy.max_chance
 }
@@ -367,13 +407,16 @@ pub fn judge(
     let w = policy.window_minutes.max(1);
     let warm = baseline.minutes >= policy.warmup_minutes;
     let in_minute = |m: Minute, c: &str| tallies.get(&(m, c.to_owned())).copied().unwrap_or_default();
-    let total_in =
-        |m: Minute| -> u64 { tallies.range((m, String::new())..(m + 1, String::new())).map(|(_, t)| t.records).sum() };
+    // Silence is judged on the records delivered on time (under the delay line): a carrier
+    // draining a backlog delivers many records, all late, and is not delivering what is sent now.
+    let total_in = |m: Minute| -> u64 {
+        tallies.range((m, String::new())..(m + 1, String::new())).map(|(_, t)| t.on_time()).sum()
+    };
     // All carriers together, over the last k minutes.
     let mut all_silent: Option<(i64, u64, f64)> = None;
     let scale = baseline.scale(policy);
-    let total_rate = baseline.total() * scale;
-    if warm {
+    let total_rate = baseline.total_rate(policy);
+    if warm && latest_low(total_in(last), total_rate, policy) {
         let mut obs = 0;
         for k in 1..=w {
             obs += total_in(last - k + 1);
@@ -399,18 +442,24 @@ pub fn judge(
         let (mut obs, mut others) = (0u64, 0u64);
         let mut silent_for = None;
         let mut slow_dwell = 0u64;
+        let mut latest = false;
+        let mut window_expected = 0.0;
         for k in 1..=w {
             let m = last - k + 1;
             let t = in_minute(m, name);
-            obs += t.records;
-            others += total_in(m) - t.records;
+            obs += t.on_time();
+            others += total_in(m) - t.on_time();
             v.window_records += t.records;
             v.window_slow += t.slow;
             slow_dwell = slow_dwell.saturating_add(t.slow_dwell_ms);
-            let by_rate = base.records * scale * k as f64;
+            let by_rate = base.rate * scale * k as f64;
             let by_share = if others_base > 0.0 { others as f64 * base.records / others_base } else { by_rate };
             let exp = by_share.min(by_rate);
-            if v.judged && is_silent(obs, exp, policy) {
+            if k == 1 {
+                latest = latest_low(obs, exp, policy);
+            }
+            window_expected = exp;
+            if v.judged && latest && is_silent(obs, exp, policy) {
                 silent_for = Some((k, obs, exp));
             }
             if k == w && silent_for.is_none() {
@@ -448,8 +497,15 @@ pub fn judge(
             } else {
                 u64::try_from((now - start_of(began)).num_seconds()).unwrap_or(0)
             };
-            let mean_slow_s = slow_dwell.checked_div(v.window_slow).unwrap_or(0) / 1000;
-            v.delay_floor_s = silent_s.max(mean_slow_s);
+            // Late records say how long the carrier took, not how long it takes now: while it
+            // delivers at least half of what is expected on time (a backlog draining after the
+            // incident), an SMS sent now is not expected to wait.
+            let on_time = v.window_records - v.window_slow;
+            let draining = on_time as f64 * 2.0 >= window_expected;
+            let mean_slow_s = if draining { 0 } else { slow_dwell.checked_div(v.window_slow).unwrap_or(0) / 1000 };
+            // Late records arriving say what the carrier's delay is now; only a carrier that
+            // delivers nothing at all is judged by how long it has been silent.
+            v.delay_floor_s = if v.window_slow >= policy.min_slow { mean_slow_s } else { silent_s };
         }
         verdicts.insert(name.to_owned(), v);
     }
@@ -605,11 +661,19 @@ mod tests {
         one.entry((to - 1, "A".into())).or_default().slow += 1;
         let (v, _) = judge(&b, &one, now, &policy());
         assert!(!v["A"].degraded, "one slow record: {:?}", v["A"]);
+        // Half of them late: slow, but it delivers on time too (a backlog draining): an SMS sent
+        // now is not expected to wait.
         let mut many = Tallies::new();
         traffic(&mut many, from, to, &[("A", 4, 2), ("B", 4, 0)]);
         let (v, _) = judge(&b, &many, now, &policy());
         assert!(v["A"].degraded && v["A"].signal == Some(Signal::Slow), "{:?}", v["A"]);
-        assert_eq!(v["A"].delay_floor_s, 50 * 60, "the slow records' mean dwell");
+        assert_eq!(v["A"].delay_floor_s, 0, "draining: {:?}", v["A"]);
+        // All of them late: nothing delivered on time (silent on time), and its delay is theirs.
+        let mut all_late = Tallies::new();
+        traffic(&mut all_late, from, to, &[("A", 4, 4), ("B", 4, 0)]);
+        let (v, _) = judge(&b, &all_late, now, &policy());
+        assert!(v["A"].degraded && v["A"].signal == Some(Signal::Silent), "{:?}", v["A"]);
+        assert_eq!(v["A"].delay_floor_s, 50 * 60, "the late records' mean dwell");
     }
 
     #[test]
