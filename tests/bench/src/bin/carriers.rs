@@ -26,7 +26,8 @@ fn main() -> ExitCode {
             }
         }
     }
-    let section = render(&outcomes, "cargo run -p tocsin-bench --release --bin carriers", started.elapsed());
+    let cpu = tocsin_bench::cpu_clock::own().unwrap_or_else(|| started.elapsed());
+    let section = render(&outcomes, "cargo run -p tocsin-bench --release --bin carriers", cpu);
     print!("{section}");
     let path = tocsin_harness::workspace_root().join("BENCHMARKS.md");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
