@@ -272,6 +272,9 @@ pub struct StatusConfig {
     /// The canary's number (`TOCSIN_CANARY_NUMBER`, template parameter `CanaryNumber`): a delivery
     /// record to it that moves an intent to delivered counts as `canary_delivered`. Unset: no canary.
     pub canary_number: Option<PhoneNumber>,
+    /// The delay line (`TOCSIN_DELAY_SUSPECTED_AFTER`): a delivery record whose dwell reached it
+    /// is tallied as slow for the carrier view ([`crate::domain::carrier_traffic`]).
+    pub delay_suspected_after: Duration,
 }
 
 impl StatusConfig {
@@ -286,6 +289,7 @@ impl StatusConfig {
             reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
             canary_number,
+            delay_suspected_after: env.duration("TOCSIN_DELAY_SUSPECTED_AFTER"),
         };
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)

@@ -94,6 +94,9 @@ async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are
     let healthy_to = number(2625);
     seed_carrier(&p, &healthy_to, "FastTel").await;
     let healthy = sent(&p, "fast-new", &healthy_to, "5m").await;
+    // Not while it is fresh (a recovered carrier would deliver it in seconds): two minutes on.
+    assert_eq!(p.run_escalation().await.escalated_early, 0, "never in its first two minutes");
+    p.clock.advance(Duration::minutes(2));
 
     let run = p.run_escalation().await;
     assert_eq!((run.escalated_early, run.carriers_degraded), (1, 1), "{run:?}");

@@ -8,7 +8,7 @@
 //! key as a message attribute for consumers to de-duplicate). Work stops before the function's
 //! own deadline; the rest stays due for the next run.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use futures::StreamExt;
 use std::time::Duration;
@@ -17,13 +17,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tocsin::config::EscalationConfig;
 use tocsin::domain::carrier::{self, CarrierPolicy, SentSms};
+use tocsin::domain::carrier_traffic::{self, TrafficPolicy, TrafficVerdict};
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
 use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
-use tocsin::ports::carriers::{CarrierBook, CarrierHolds, RecentSends};
+use tocsin::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationMessage,
     EscalationQueue, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue,
@@ -136,7 +137,7 @@ where
     Q: SendQueue,
     E: EscalationQueue,
     L: DeliveryLogSearch,
-    R: RecipientRegistry + CarrierBook + CarrierHolds,
+    R: RecipientRegistry + CarrierBook + CarrierHolds + CarrierTraffic,
     C: Clock + Entropy,
 {
     /// One sweep. `stop_at` is when to stop taking new work (the function's deadline minus the
@@ -278,7 +279,15 @@ where
         let carrier_of = |s: &SentSms| {
             carriers.get(s.recipient.expose()).map_or_else(|| carrier::UNKNOWN.to_owned(), |c| c.carrier.clone())
         };
-        let health = carrier::assess(sent.iter().map(|s| (s, carrier_of(s))), now, &policy);
+        let mut health = carrier::assess(sent.iter().map(|s| (s, carrier_of(s))), now, &policy);
+        // Every application's delivery records: a failure here leaves the in-flight view standing.
+        match self.traffic(now).await {
+            Ok(verdicts) => carrier_traffic::merge(&mut health, &verdicts),
+            Err(e) => {
+                summary.errors += 1;
+                tracing::warn!(error = %e, "the carrier traffic could not be judged this run; in-flight view only");
+            }
+        }
         let holds = self.registry.active_holds(now).await?;
         let classification = carrier::classify(&health);
         for h in health.values() {
@@ -288,7 +297,14 @@ where
             m.add("carrier_delayed_share", (h.delayed_share() * 100.0).round(), Unit::None);
             m.count("carrier_delay_suspected", h.newly_delayed as u64);
             m.add("carrier_p95_delay_s", h.p95_delay_s as f64, Unit::Seconds);
+            // Either signal: the carrier-delayed alarm (MAX(carrier_degraded) GROUP BY carrier)
+            // fires on tocsin's in-flight SMS or on every application's records alike.
             m.count("carrier_degraded", u64::from(h.degraded));
+            if h.traffic_judged || h.traffic_degraded {
+                m.count("carrier_traffic_observed", h.traffic_observed);
+                m.add("carrier_traffic_expected", h.traffic_expected, Unit::Count);
+                m.count("carrier_traffic_degraded", u64::from(h.traffic_degraded));
+            }
             m.flush();
             if h.degraded {
                 summary.carriers_degraded += 1;
@@ -318,6 +334,29 @@ where
             }
         }
         Ok(())
+    }
+
+    /// The traffic signal: every application's delivery records of the last closed minutes
+    /// (tallied by the status function), judged against the rolling per-carrier baseline, which
+    /// is then folded forward — each minute once, whichever of two overlapping runs saves first
+    /// (the save is conditional on the minute the baseline was read at), and without the minutes
+    /// of a carrier judged degraded.
+    async fn traffic(&self, now: DateTime<Utc>) -> Result<BTreeMap<String, TrafficVerdict>, PortError> {
+        let policy = TrafficPolicy::new(self.config.sweep.delay_suspected_after);
+        let baseline = self.registry.baseline().await?;
+        let (from, to) = policy.minutes_to_read(now, baseline.through);
+        let tallies = self.registry.tallies(from, to).await?;
+        let (verdicts, since) = carrier_traffic::judge(&baseline, &tallies, now, &policy);
+        let through = policy.fold_through(now);
+        let mut next =
+            carrier_traffic::fold(&baseline, &tallies, through, &carrier_traffic::degraded(&verdicts), &policy);
+        next.degraded_since = since;
+        if next.through != baseline.through
+            && self.registry.save_baseline(&next, baseline.through).await? == BaselineSaved::Stale
+        {
+            tracing::info!("another sweep folded the carrier traffic baseline first");
+        }
+        Ok(verdicts)
     }
 
     async fn sweep_one(

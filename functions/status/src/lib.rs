@@ -23,13 +23,14 @@ use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
 use tocsin::domain::carrier::CarrierSeen;
+use tocsin::domain::carrier_traffic::{self, Tallies, TrafficPolicy};
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
 use tocsin::domain::phone::mask_phone_like;
 use tocsin::domain::provider::{FailureClass, classify};
 use tocsin::domain::reconcile::SKEW;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::carriers::CarrierBook;
+use tocsin::ports::carriers::{CarrierBook, CarrierTraffic};
 use tocsin::ports::{
     Clock, DigestStore, DueIndex, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts,
     OrphanRecord, PortError, RecipientRegistry, after, before,
@@ -145,7 +146,7 @@ type Processed = (Result<EventOutcome, PortError>, bool);
 
 impl<
     S: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex,
-    R: RecipientRegistry + CarrierBook,
+    R: RecipientRegistry + CarrierBook + CarrierTraffic,
     C: Clock,
 > StatusHandler<S, R, C>
 {
@@ -340,6 +341,9 @@ impl<
         // for it means tocsin's are refused too.
         let refused_for_spend = parsed.iter().filter(|p| says_spend_exhausted(&p.record)).count();
         spend_exhausted.fetch_add(refused_for_spend, Ordering::Relaxed);
+        // Every record's carrier, minute, outcome and dwell — tocsin's and other applications' —
+        // for the carrier view's traffic signal; written alongside the receipts, best effort.
+        let traffic = self.traffic_tallies(&parsed);
         let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
         let index = match self.store.lookup_many(&ids).await {
             Ok(index) => index,
@@ -361,7 +365,7 @@ impl<
             }
         }
         let old: Vec<&Parsed> = old.iter().collect();
-        let (applied, waited, orphaned) = futures::join!(
+        let (applied, waited, orphaned, ()) = futures::join!(
             futures::stream::iter(indexed)
                 .map(|(p, entry)| async move {
                     match entry {
@@ -373,11 +377,36 @@ impl<
                 .collect::<Vec<_>>(),
             self.settle_young(log_group, young, wait_horizon, budget),
             self.orphans(log_group, &old),
+            self.add_traffic(&traffic),
         );
         out.extend(applied);
         out.extend(waited);
         out.extend(orphaned);
         out
+    }
+
+    /// The chunk's records tallied by minute and carrier: counts and dwell times only, never a
+    /// number or a text ([`carrier_traffic::tally`]).
+    fn traffic_tallies(&self, parsed: &[Parsed]) -> Tallies {
+        let policy = TrafficPolicy::new(self.config.delay_suspected_after);
+        carrier_traffic::tally(parsed.iter().map(|p| (&p.record, p.written_at)), self.clock.now(), &policy)
+    }
+
+    /// Adds the chunk's tallies to the carrier view's traffic. Best effort: a failed write is
+    /// logged and counted (`traffic_tally_failed`) and never fails the batch nor holds up a
+    /// delivery record — the traffic signal is a statistic, the receipts are facts. (A batch
+    /// Lambda retries for another reason counts its records again: the detector judges ratios
+    /// against the other carriers, which the retry inflates alike.)
+    async fn add_traffic(&self, tallies: &Tallies) {
+        if tallies.is_empty() {
+            return;
+        }
+        if let Err(e) = self.registry.add_tallies(tallies).await {
+            tracing::warn!(error = %e, tallies = tallies.len(), "carrier traffic not tallied for this chunk");
+            let mut m = Metrics::new("status");
+            m.count("traffic_tally_failed", tallies.len() as u64);
+            m.flush();
+        }
     }
 
     /// Young unmatched records: one wait for the chunk (bounded as [`Self::handle`] says), one

@@ -6,6 +6,8 @@
 //! | last-seen carrier | `RCPT#<e164>` | `CARRIER` (expires [`CARRIER_RETENTION`] after the record) |
 //! | carrier hold | `CARRIERS` | `HOLD#<carrier>` (expires a day after its end) |
 //! | hold audit event | `CARRIERS` | `EVENT#<time>#<hold\|release>#<carrier>` |
+//! | traffic tally (every application's records, counts only) | `TRAFFIC#<yyyy-mm-ddThh>` | `<yyyy-mm-ddThh:mm>#<carrier>` (expires [`TALLY_RETENTION`] after its minute) |
+//! | traffic baseline | `CARRIERS` | `TRAFFIC_BASELINE` (`through`: the last minute folded; expires [`BASELINE_RETENTION`] after it) |
 //!
 //! The ledger's intent item carries `inflight_pk`/`inflight_at` (the keys of the sparse
 //! `inflight-index`, which projects `state`, `pending_to` and `escalated_at`) from the moment SNS
@@ -24,8 +26,9 @@ use super::describe;
 use super::ledger::{DynamoLedger, ts};
 use super::registry::{DynamoRegistry, HISTORY_RETENTION};
 use crate::domain::carrier::{CarrierHold, CarrierSeen, SentSms, release_line};
+use crate::domain::carrier_traffic::{Baseline, Minute, Tallies, Tally, start_of};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
-use crate::ports::carriers::{CarrierBook, CarrierHolds, RecentSends, Released};
+use crate::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends, Released};
 use crate::ports::{PortError, PortResult};
 
 pub const IN_FLIGHT_INDEX: &str = "inflight-index";
@@ -316,4 +319,192 @@ impl RecentSends for DynamoLedger {
         out.truncate(limit);
         Ok(out)
     }
+}
+
+/// The traffic baseline's item (in the holds' partition, its own sort key).
+const BASELINE_SK: &str = "TRAFFIC_BASELINE";
+/// How long a minute's tallies are kept: the sweep reads the last hour at most; a day leaves
+/// room for an operator's look the same day. Counts only, no number: nothing personal expires.
+pub const TALLY_RETENTION: chrono::Duration = chrono::Duration::days(1);
+/// How long the baseline outlives its last save (a stack whose sweep stopped for a week starts
+/// a fresh one).
+pub const BASELINE_RETENTION: chrono::Duration = chrono::Duration::days(7);
+/// Tally writes in flight at once.
+const TALLY_CONCURRENCY: usize = 8;
+
+/// The hour partition of a minute's tallies: `TRAFFIC#2026-09-23T12`.
+fn tally_pk(minute: Minute) -> String {
+    format!("TRAFFIC#{}", start_of(minute).format("%Y-%m-%dT%H"))
+}
+
+/// `2026-09-23T12:04`: sorts as time within its hour partition.
+fn minute_stamp(minute: Minute) -> String {
+    start_of(minute).format("%Y-%m-%dT%H:%M").to_string()
+}
+
+fn get_n(item: &Item, name: &str) -> Option<u64> {
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok())
+}
+
+impl DynamoRegistry {
+    async fn add_tally(&self, minute: Minute, carrier: &str, t: &Tally) -> PortResult<()> {
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .key("pk", s(tally_pk(minute)))
+            .key("sk", s(format!("{}#{carrier}", minute_stamp(minute))))
+            // Names, not words: several are DynamoDB reserved words (`minute`, `records`).
+            .update_expression("ADD #r :r, #d :d, #f :f, #s :s, #w :w, #sw :sw SET #c = :c, #m = :m, #x = :x")
+            .expression_attribute_names("#r", "records")
+            .expression_attribute_names("#d", "delivered")
+            .expression_attribute_names("#f", "failed")
+            .expression_attribute_names("#s", "slow")
+            .expression_attribute_names("#w", "dwell_ms")
+            .expression_attribute_names("#sw", "slow_dwell_ms")
+            .expression_attribute_names("#c", "carrier")
+            .expression_attribute_names("#m", "minute")
+            .expression_attribute_names("#x", "expires_at")
+            .expression_attribute_values(":r", n(t.records))
+            .expression_attribute_values(":d", n(t.delivered))
+            .expression_attribute_values(":f", n(t.failed))
+            .expression_attribute_values(":s", n(t.slow))
+            .expression_attribute_values(":w", n(t.dwell_ms))
+            .expression_attribute_values(":sw", n(t.slow_dwell_ms))
+            .expression_attribute_values(":c", s(carrier))
+            .expression_attribute_values(":m", AttributeValue::N(minute.to_string()))
+            .expression_attribute_values(":x", epoch(start_of(minute) + TALLY_RETENTION))
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB UpdateItem (carrier traffic tally)", &e))?;
+        Ok(())
+    }
+}
+
+impl CarrierTraffic for DynamoRegistry {
+    async fn add_tallies(&self, tallies: &Tallies) -> PortResult<()> {
+        use futures::StreamExt;
+        let writes: Vec<_> = tallies
+            .iter()
+            .map(|((minute, carrier), t)| {
+                let (minute, carrier, t) = (*minute, carrier.clone(), *t);
+                async move { self.add_tally(minute, &carrier, &t).await }
+            })
+            .collect();
+        let results: Vec<PortResult<()>> =
+            futures::stream::iter(writes).buffer_unordered(TALLY_CONCURRENCY).collect().await;
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        match results.into_iter().find_map(Result::err) {
+            None => Ok(()),
+            Some(PortError::Unavailable { operation, message }) => Err(PortError::Unavailable {
+                operation,
+                message: format!("{failed} of {} tallies not added: {message}", tallies.len()),
+            }),
+            Some(e) => Err(e),
+        }
+    }
+
+    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<Tallies> {
+        let mut out = Tallies::new();
+        let mut hour_first = from;
+        while hour_first <= to {
+            // The minutes of this hour partition within from..=to.
+            let hour_last = (hour_first.div_euclid(60) * 60 + 59).min(to);
+            let mut start = None;
+            loop {
+                let resp = self
+                    .client()
+                    .query()
+                    .table_name(self.table())
+                    .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+                    .expression_attribute_values(":pk", s(tally_pk(hour_first)))
+                    .expression_attribute_values(":a", s(minute_stamp(hour_first)))
+                    // '$' sorts right after '#': every carrier of the last minute.
+                    .expression_attribute_values(":b", s(format!("{}$", minute_stamp(hour_last))))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable("DynamoDB Query (carrier traffic)", &e))?;
+                for item in resp.items() {
+                    let (Some(carrier), Some(minute)) =
+                        (get_s(item, "carrier"), get_s_or_n(item, "minute").and_then(|m| m.parse::<Minute>().ok()))
+                    else {
+                        return Err(PortError::Corrupt {
+                            what: "carrier traffic tally".into(),
+                            message: format!("no carrier or minute in {:?}", get_s(item, "sk")),
+                        });
+                    };
+                    let t = Tally {
+                        records: get_n(item, "records").unwrap_or(0),
+                        delivered: get_n(item, "delivered").unwrap_or(0),
+                        failed: get_n(item, "failed").unwrap_or(0),
+                        slow: get_n(item, "slow").unwrap_or(0),
+                        dwell_ms: get_n(item, "dwell_ms").unwrap_or(0),
+                        slow_dwell_ms: get_n(item, "slow_dwell_ms").unwrap_or(0),
+                    };
+                    out.entry((minute, carrier.to_owned())).or_default().add(&t);
+                }
+                match resp.last_evaluated_key() {
+                    Some(k) if !k.is_empty() => start = Some(k.clone()),
+                    _ => break,
+                }
+            }
+            hour_first = hour_last + 1;
+        }
+        Ok(out)
+    }
+
+    async fn baseline(&self) -> PortResult<Baseline> {
+        let resp = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .key("pk", s(HOLDS_PK))
+            .key("sk", s(BASELINE_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable("DynamoDB GetItem (carrier traffic baseline)", &e))?;
+        let Some(item) = resp.item() else { return Ok(Baseline::default()) };
+        let raw = get_s(item, "baseline").ok_or_else(|| PortError::Corrupt {
+            what: "carrier traffic baseline".into(),
+            message: "no `baseline` attribute".into(),
+        })?;
+        serde_json::from_str(raw)
+            .map_err(|e| PortError::Corrupt { what: "carrier traffic baseline".into(), message: e.to_string() })
+    }
+
+    async fn save_baseline(&self, next: &Baseline, read_through: Option<Minute>) -> PortResult<BaselineSaved> {
+        let json = serde_json::to_string(next)
+            .map_err(|e| PortError::Corrupt { what: "carrier traffic baseline".into(), message: e.to_string() })?;
+        let through = next.through.map_or(Minute::MIN, |t| t);
+        let mut req = self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .item("pk", s(HOLDS_PK))
+            .item("sk", s(BASELINE_SK))
+            .item("baseline", s(json))
+            .item("through", AttributeValue::N(through.to_string()))
+            .item("expires_at", epoch(start_of(through) + BASELINE_RETENTION));
+        req = match read_through {
+            None => req.condition_expression("attribute_not_exists(pk)"),
+            Some(t) => req
+                .condition_expression("#t = :t")
+                .expression_attribute_names("#t", "through")
+                .expression_attribute_values(":t", AttributeValue::N(t.to_string())),
+        };
+        match req.send().await {
+            Ok(_) => Ok(BaselineSaved::Saved),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(BaselineSaved::Stale)
+            }
+            Err(e) => Err(unavailable("DynamoDB PutItem (carrier traffic baseline)", &e)),
+        }
+    }
+}
+
+/// A string or number attribute as text.
+fn get_s_or_n<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name).and_then(|v| v.as_s().ok().or_else(|| v.as_n().ok())).map(String::as_str)
 }

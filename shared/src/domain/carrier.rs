@@ -88,6 +88,9 @@ pub struct CarrierPolicy {
     pub degraded_share: f64,
     /// How far back the in-flight index is read (CloudWatch Metrics Insights alarms see 3 hours).
     pub lookback: Duration,
+    /// An SMS in flight for less than this is never escalated early for a degraded carrier
+    /// (a hold escalates at once): healthy carriers deliver nearly all SMS within a minute.
+    pub min_age: Duration,
 }
 
 impl CarrierPolicy {
@@ -101,6 +104,7 @@ impl CarrierPolicy {
             min_delayed: 3,
             degraded_share: 0.5,
             lookback: Duration::from_secs(3 * 3600),
+            min_age: Duration::from_secs(120),
         }
     }
 }
@@ -123,10 +127,29 @@ pub struct CarrierHealth {
     /// The median of the delayed SMS's ages, seconds: the delay an alert in this carrier is
     /// expected to take at least.
     pub median_delay_s: u64,
+    /// Degraded by either signal: tocsin's own SMS in flight, or every application's delivery
+    /// records ([`super::carrier_traffic`], merged in by [`super::carrier_traffic::merge`]).
     pub degraded: bool,
+    /// The traffic signal (every application's records): judged at all (a warm baseline), the
+    /// records observed and expected over the span that decided, degraded by it, and its line.
+    #[serde(default)]
+    pub traffic_judged: bool,
+    #[serde(default)]
+    pub traffic_observed: u64,
+    #[serde(default)]
+    pub traffic_expected: f64,
+    #[serde(default)]
+    pub traffic_degraded: bool,
+    #[serde(default)]
+    pub traffic_summary: Option<String>,
 }
 
 impl CarrierHealth {
+    /// Degraded by tocsin's own SMS in flight (whatever the traffic signal says).
+    pub fn in_flight_degraded(&self, policy: &CarrierPolicy) -> bool {
+        self.delayed >= policy.min_delayed && self.delayed_share() >= policy.degraded_share
+    }
+
     /// `delayed / judged`, 0 when nothing was old enough to judge.
     pub fn delayed_share(&self) -> f64 {
         if self.judged == 0 { 0.0 } else { self.delayed as f64 / self.judged as f64 }
@@ -135,6 +158,11 @@ impl CarrierHealth {
     /// The one line on-call reads: "carrier X delayed: 14 of 15 SMS in the last 10 min not
     /// delivered; p95 41 min".
     pub fn summary(&self, policy: &CarrierPolicy) -> String {
+        if !self.in_flight_degraded(policy)
+            && let Some(traffic) = &self.traffic_summary
+        {
+            return traffic.clone();
+        }
         format!(
             "carrier {} delayed: {} of {} SMS in the last {} min not delivered; p95 {} min",
             self.carrier,
@@ -200,7 +228,7 @@ pub fn assess<'a>(
         }
     }
     for h in out.values_mut() {
-        h.degraded = h.delayed >= policy.min_delayed && h.delayed_share() >= policy.degraded_share;
+        h.degraded = h.in_flight_degraded(policy);
     }
     out
 }
@@ -220,7 +248,8 @@ pub enum Classification {
 /// One carrier slow, all slow, or healthy. "All" needs at least two carriers judged: with one,
 /// the stack cannot tell a carrier from everything.
 pub fn classify(health: &BTreeMap<String, CarrierHealth>) -> Classification {
-    let judged: Vec<&CarrierHealth> = health.values().filter(|h| h.judged > 0 && h.carrier != UNKNOWN).collect();
+    let judged: Vec<&CarrierHealth> =
+        health.values().filter(|h| (h.judged > 0 || h.traffic_judged) && h.carrier != UNKNOWN).collect();
     let degraded = health.values().filter(|h| h.degraded).count();
     match degraded {
         0 => Classification::Healthy,
@@ -292,6 +321,11 @@ pub fn early_escalation(
         ));
     }
     let h = health.filter(|h| h.degraded)?;
+    if now - sms.accepted_at < chrono(policy.min_age) {
+        // Just sent: a carrier that has recovered (its backlog still draining) delivers it in
+        // seconds. Waiting this long first keeps a healthy SMS from being escalated early.
+        return None;
+    }
     let expected = sms.accepted_at + chrono::Duration::seconds(i64::try_from(h.median_delay_s).unwrap_or(i64::MAX));
     (expected > deadline).then(|| {
         format!(
@@ -394,6 +428,18 @@ mod tests {
         // Once escalated, never again.
         alert.escalated = true;
         assert_eq!(early_escalation(&alert, tight, h.get("SlowTel"), None, t0(), &policy()), None);
+    }
+
+    #[test]
+    fn an_sms_sent_in_the_last_two_minutes_is_not_escalated_early_for_a_degraded_carrier() {
+        let sent: Vec<(SentSms, &str)> = (0..6).map(|n| (sms(n, 20, State::DelaySuspected), "SlowTel")).collect();
+        let h = health_of(&sent);
+        let fresh = sms(99, 1, State::Accepted);
+        let tight = fresh.accepted_at + chrono::Duration::minutes(5);
+        assert_eq!(early_escalation(&fresh, tight, h.get("SlowTel"), None, t0(), &policy()), None);
+        let two = sms(98, 2, State::Accepted);
+        let tight = two.accepted_at + chrono::Duration::minutes(5);
+        assert!(early_escalation(&two, tight, h.get("SlowTel"), None, t0(), &policy()).is_some());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! scheduled sweep decides. Pure: no AWS, no I/O, time passed in.
 
 pub mod carrier;
+pub mod carrier_traffic;
 pub mod delivery;
 pub mod digest_id;
 pub mod intent;

@@ -1,5 +1,6 @@
 //! The carrier view's ports: each number's last-seen carrier (the recipients registry), the SMS
-//! tocsin had accepted recently (the ledger's in-flight index), and operators' carrier holds.
+//! tocsin had accepted recently (the ledger's in-flight index), operators' carrier holds, and
+//! every application's delivery records tallied per carrier with their rolling baseline.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -9,6 +10,7 @@ use chrono::{DateTime, Utc};
 use super::PortResult;
 use crate::domain::PhoneNumber;
 use crate::domain::carrier::{CarrierHold, CarrierSeen, SentSms};
+use crate::domain::carrier_traffic::{Baseline, Minute, Tallies};
 
 /// The carrier each recipient was last seen on, from its delivery records.
 pub trait CarrierBook: Send + Sync {
@@ -62,4 +64,33 @@ pub trait CarrierHolds: Send + Sync {
     ) -> impl Future<Output = PortResult<Released>> + Send;
     /// The audit trail of `carrier`'s holds, oldest first: one line per hold and release.
     fn hold_history(&self, carrier: &str) -> impl Future<Output = PortResult<Vec<String>>> + Send;
+}
+
+/// How saving the traffic baseline ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineSaved {
+    Saved,
+    /// Another sweep saved a baseline since this one was read: nothing written (each minute is
+    /// folded once).
+    Stale,
+}
+
+/// Every application's delivery records, tallied per minute and carrier (counts and dwell times,
+/// never a number or a text), and the rolling per-carrier baseline folded from them
+/// ([`crate::domain::carrier_traffic`]).
+pub trait CarrierTraffic: Send + Sync {
+    /// Adds `tallies` to the stored ones, one atomic increment per (minute, carrier). Not
+    /// idempotent: a batch delivered twice counts twice (the detector's ratios tolerate it).
+    fn add_tallies(&self, tallies: &Tallies) -> impl Future<Output = PortResult<()>> + Send;
+    /// The tallies of the minutes `from..=to`.
+    fn tallies(&self, from: Minute, to: Minute) -> impl Future<Output = PortResult<Tallies>> + Send;
+    /// The baseline as last saved (an empty one before the first save).
+    fn baseline(&self) -> impl Future<Output = PortResult<Baseline>> + Send;
+    /// Saves `next` if the stored baseline is still the one folded through `read_through` (what
+    /// [`Self::baseline`] returned): two sweeps never fold a minute twice.
+    fn save_baseline(
+        &self,
+        next: &Baseline,
+        read_through: Option<Minute>,
+    ) -> impl Future<Output = PortResult<BaselineSaved>> + Send;
 }

@@ -10,6 +10,7 @@
 pub mod api_calls;
 pub mod binaries;
 pub mod capacity;
+pub mod carrier_month;
 pub mod cold_start;
 pub mod cost;
 pub mod cpu;

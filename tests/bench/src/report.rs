@@ -679,7 +679,7 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_twelve_aws_calls_two_intake_six_sender_four_status`): \
+             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_thirteen_aws_calls_two_intake_six_sender_five_status`): \
              intake — `PutItem`, the conditional put of the intent (one intent per business event), and \
              `SendMessage`; no write confirms the enqueue (the sender's claim accepts `received`; a replay or the \
              sweep re-enqueues an unclaimed intent). Sender — `UpdateItem`, the claim with a lease (at most one \
@@ -688,7 +688,9 @@ impl Report {
              `accepted` on the claim (no transaction: facts first, then the state). Status — `BatchGetItem` of the \
              `MSG#` index, `UpdateItem` of the state, then `PutItem` of its observation, decided on the state the index implies \
              (accepted with that message id, not escalated) and conditioned on it; when the intent has moved on, \
-             the refused write costs one read more.\n"
+             the refused write costs one read more; the number's last-seen carrier (`UpdateItem`) and the \
+             batch's traffic tally per minute and carrier (`UpdateItem ADD`, shared by every record of the batch) \
+             are the carrier view's.\n"
         );
         let _ =
             writeln!(out, "Their write and read units, and the cost per alert, are measured in sections 4b and 4c.\n");

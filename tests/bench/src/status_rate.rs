@@ -202,6 +202,35 @@ impl tocsin::ports::carriers::CarrierBook for CountingRegistry {
     }
 }
 
+impl tocsin::ports::carriers::CarrierTraffic for CountingRegistry {
+    async fn add_tallies(&self, tallies: &tocsin::domain::carrier_traffic::Tallies) -> PortResult<()> {
+        for _ in tallies {
+            self.0.count("UpdateItem (carrier traffic tally)");
+        }
+        Ok(())
+    }
+    async fn tallies(
+        &self,
+        _: tocsin::domain::carrier_traffic::Minute,
+        _: tocsin::domain::carrier_traffic::Minute,
+    ) -> PortResult<tocsin::domain::carrier_traffic::Tallies> {
+        self.0.count("Query (carrier traffic)");
+        Ok(Default::default())
+    }
+    async fn baseline(&self) -> PortResult<tocsin::domain::carrier_traffic::Baseline> {
+        self.0.count("GetItem (carrier traffic baseline)");
+        Ok(Default::default())
+    }
+    async fn save_baseline(
+        &self,
+        _: &tocsin::domain::carrier_traffic::Baseline,
+        _: Option<tocsin::domain::carrier_traffic::Minute>,
+    ) -> PortResult<tocsin::ports::carriers::BaselineSaved> {
+        self.0.count("PutItem (carrier traffic baseline)");
+        Ok(tocsin::ports::carriers::BaselineSaved::Saved)
+    }
+}
+
 /// One workload's result.
 #[derive(Debug, Clone)]
 pub struct Workload {
@@ -277,6 +306,7 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
             // As deployed (template.yaml's 2 s); the records are an hour old, so no record waits.
             orphan_wait: Duration::from_secs(2),
             canary_number: None,
+            delay_suspected_after: Duration::from_secs(600),
         },
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

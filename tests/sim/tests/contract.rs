@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
+use tocsin::domain::carrier_traffic::{self, Tallies, Tally, TrafficPolicy, minute_of};
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::request::{Limits, validate};
@@ -19,7 +20,7 @@ use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::storm::{DigestId, Lane};
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
-use tocsin::ports::carriers::{CarrierBook, CarrierHolds, RecentSends};
+use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
     LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, RecipientRegistry, SendBudget, SendLog,
@@ -438,6 +439,50 @@ async fn carrier_contract<R: CarrierBook + CarrierHolds>(r: &R, t0: DateTime<Utc
     out
 }
 
+/// The carrier traffic contract: tallies added (twice: a retried batch counts twice) and read
+/// back by minute range across an hour partition's edge, and the baseline saved only over the
+/// one it was read at.
+async fn traffic_contract<R: CarrierTraffic>(r: &R, t0: DateTime<Utc>) -> Vec<String> {
+    let mut out = Vec::new();
+    // The last minute of an hour and the first of the next: two partitions.
+    let edge = minute_of(t0).div_euclid(60) * 60 - 1;
+    let tally = |n: u64, slow: u64| Tally {
+        records: n,
+        delivered: n - 1,
+        failed: 1,
+        slow,
+        dwell_ms: n * 4_000,
+        slow_dwell_ms: slow * 700_000,
+    };
+    let batch: Tallies = [
+        ((edge - 1, "AT&T".to_owned()), tally(3, 0)),
+        ((edge, "AT&T".to_owned()), tally(5, 1)),
+        ((edge, "T-Mobile".to_owned()), tally(7, 0)),
+        ((edge + 1, "T-Mobile".to_owned()), tally(2, 2)),
+        ((edge + 1, "unknown".to_owned()), tally(1, 0)),
+    ]
+    .into_iter()
+    .collect();
+    out.push(line("baseline before any", r.baseline().await));
+    out.push(line("tallies before any", r.tallies(edge - 1, edge + 1).await));
+    out.push(line("add", r.add_tallies(&batch).await));
+    out.push(line("add again (a retried batch)", r.add_tallies(&batch).await));
+    out.push(line("tallies across the hour", r.tallies(edge, edge + 1).await));
+    out.push(line("tallies of one minute", r.tallies(edge - 1, edge - 1).await));
+    let policy = TrafficPolicy::new(std::time::Duration::from_secs(600));
+    let read = r.baseline().await.expect("baseline");
+    let first = carrier_traffic::fold(&read, &batch, edge, &Default::default(), &policy);
+    out.push(line("save the first", r.save_baseline(&first, read.through).await));
+    out.push(line("save another first (a concurrent sweep)", r.save_baseline(&first, None).await));
+    out.push(line("baseline", r.baseline().await));
+    let mut next = carrier_traffic::fold(&first, &batch, edge + 1, &Default::default(), &policy);
+    next.degraded_since.insert("AT&T".into(), edge + 1);
+    out.push(line("save over the first", r.save_baseline(&next, first.through).await));
+    out.push(line("save over the first again (stale)", r.save_baseline(&first, first.through).await));
+    out.push(line("baseline after", r.baseline().await));
+    out
+}
+
 /// The registry contract.
 async fn registry_contract<R: RecipientRegistry>(r: &R, t0: DateTime<Utc>) -> Vec<String> {
     let mut out = Vec::new();
@@ -508,6 +553,7 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let emulator_ledger = ledger_contract(&p.ledger, t0).await;
     let emulator_registry = registry_contract(&p.registry, t0).await;
     let emulator_carriers = carrier_contract(&p.registry, t0).await;
+    let emulator_traffic = traffic_contract(&p.registry, t0).await;
     let k = IdempotencyKey::derive("contract:queue", &intent(0, "+12065550101", t0, 10).intent.template);
     let emulator_queue = queue_contract(&p.sender.queue, &k).await;
 
@@ -516,11 +562,13 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let sim_ledger = block_on(ledger_contract(&ledger, t0));
     let sim_registry = block_on(registry_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_carriers = block_on(carrier_contract(&SimRegistry { sim: sim.clone() }, t0));
+    let sim_traffic = block_on(traffic_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_queue = block_on(queue_contract(&SimSqs::new(sim.clone()), &k));
 
     assert_same("ledger", &sim_ledger, &emulator_ledger);
     assert_same("registry", &sim_registry, &emulator_registry);
     assert_same("carriers", &sim_carriers, &emulator_carriers);
+    assert_same("carrier traffic", &sim_traffic, &emulator_traffic);
     assert_same("queues", &sim_queue, &emulator_queue);
 }
 

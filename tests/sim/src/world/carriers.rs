@@ -1,14 +1,16 @@
 //! The carrier view's stores, simulated: each number's last-seen carrier and the operators'
 //! carrier holds (recipients table), and the ledger's in-flight index, as
-//! `shared/src/adapters/carriers.rs` keeps them.
+//! `shared/src/adapters/carriers.rs` keeps them, and every application's delivery records
+//! tallied per carrier with their baseline.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::carrier::{CarrierHold, CarrierSeen, SentSms, release_line};
+use tocsin::domain::carrier_traffic::{Baseline, Minute, Tallies};
 use tocsin::ports::PortResult;
-use tocsin::ports::carriers::{CarrierBook, CarrierHolds, RecentSends, Released};
+use tocsin::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends, Released};
 
 use super::ledger::{SimLedger, ms, port};
 use super::registry::SimRegistry;
@@ -23,6 +25,11 @@ pub struct Carriers {
     pub holds: std::collections::BTreeMap<String, CarrierHold>,
     /// The audit trail: (time, carrier, line), in the table's key order.
     pub events: std::collections::BTreeMap<(DateTime<Utc>, String, String), String>,
+    /// Every application's delivery records tallied by (minute, carrier): the `TRAFFIC#<hour>`
+    /// items.
+    pub traffic: Tallies,
+    /// The traffic baseline item (`CARRIERS`/`TRAFFIC_BASELINE`).
+    pub baseline: Option<Baseline>,
 }
 
 impl CarrierBook for SimRegistry {
@@ -103,6 +110,74 @@ impl CarrierHolds for SimRegistry {
             self.sim
                 .call("DynamoDB Query (carrier holds)", OpKind::Read, move |w| {
                     w.carriers.events.iter().filter(|((_, _, c), _)| *c == carrier).map(|(_, l)| l.clone()).collect()
+                })
+                .await,
+        )
+    }
+}
+
+impl CarrierTraffic for SimRegistry {
+    /// One write per (minute, carrier), as DynamoDB's UpdateItem ADD: each lands or fails on its
+    /// own; what landed stays when a later one fails.
+    async fn add_tallies(&self, tallies: &Tallies) -> PortResult<()> {
+        let mut first_error = None;
+        for (key, t) in tallies {
+            let (key, t) = (key.clone(), *t);
+            let r = port(
+                self.sim
+                    .call("DynamoDB UpdateItem (carrier traffic tally)", OpKind::Write, move |w| {
+                        w.carriers.traffic.entry(key.clone()).or_default().add(&t);
+                    })
+                    .await,
+            );
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<Tallies> {
+        port(
+            self.sim
+                .call("DynamoDB Query (carrier traffic)", OpKind::Read, move |w| {
+                    w.carriers
+                        .traffic
+                        .range((from, String::new())..(to.saturating_add(1), String::new()))
+                        .map(|(k, t)| (k.clone(), *t))
+                        .collect()
+                })
+                .await,
+        )
+    }
+
+    async fn baseline(&self) -> PortResult<Baseline> {
+        port(
+            self.sim
+                .call("DynamoDB GetItem (carrier traffic baseline)", OpKind::Read, move |w| {
+                    w.carriers.baseline.clone().unwrap_or_default()
+                })
+                .await,
+        )
+    }
+
+    async fn save_baseline(&self, next: &Baseline, read_through: Option<Minute>) -> PortResult<BaselineSaved> {
+        let next = next.clone();
+        port(
+            self.sim
+                .call("DynamoDB PutItem (carrier traffic baseline)", OpKind::Write, move |w| {
+                    let stored = w.carriers.baseline.as_ref();
+                    let matches = match (stored, read_through) {
+                        (None, None) => true,
+                        (Some(b), Some(t)) => b.through.unwrap_or(Minute::MIN) == t,
+                        _ => false,
+                    };
+                    if matches {
+                        w.carriers.baseline = Some(next.clone());
+                        BaselineSaved::Saved
+                    } else {
+                        BaselineSaved::Stale
+                    }
                 })
                 .await,
         )
