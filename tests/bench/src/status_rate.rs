@@ -130,6 +130,50 @@ impl OpenAttempts for CountingPorts {
 }
 
 /// Storm-mode digests: this benchmark's records are single alerts, so these are never asked.
+impl tocsin::ports::DueIndex for CountingPorts {
+    fn due_shards(&self) -> Vec<String> {
+        Vec::new()
+    }
+    async fn due(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+        _: i32,
+        _: Option<String>,
+    ) -> PortResult<(Vec<IdempotencyKey>, Option<String>)> {
+        self.count("Query (due-index)");
+        Ok((Vec::new(), None))
+    }
+    async fn lease_escalation(
+        &self,
+        _: &IdempotencyKey,
+        _: &str,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> PortResult<Option<IntentRecord>> {
+        self.count("UpdateItem (escalation lease)");
+        Ok(None)
+    }
+    async fn set_next_check(
+        &self,
+        _: &IdempotencyKey,
+        _: tocsin::ports::NextCheck,
+        _: Option<tocsin::domain::State>,
+    ) -> PortResult<()> {
+        self.count("UpdateItem (next check)");
+        Ok(())
+    }
+    async fn bring_check_forward(
+        &self,
+        _: &IdempotencyKey,
+        _: DateTime<Utc>,
+        _: &[tocsin::domain::State],
+    ) -> PortResult<()> {
+        self.count("UpdateItem (next check forward)");
+        Ok(())
+    }
+}
+
 impl tocsin::ports::DigestStore for CountingPorts {
     async fn put_digest(&self, _: &tocsin::ports::DigestRecord) -> PortResult<()> {
         self.count("PutItem (digest)");
