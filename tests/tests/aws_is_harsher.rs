@@ -286,21 +286,13 @@ async fn a_key_whose_first_life_expired_but_was_not_yet_deleted_starts_a_clean_s
 
 // ------------------------------------------------------------------------- 3. throttled after the publish
 
-fn throttled() -> Fault {
-    Fault::json_error(
-        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-        "The level of configured provisioned throughput for the table was exceeded",
-        400,
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_whose_recording_is_throttled_past_the_sdk_retries_is_still_recorded_as_accepted() {
     let p = Pipeline::start_with(proxied()).await;
     let proxy = p.proxy.clone().expect("proxy");
     // The message-index write after the publish is throttled six times in a row: two whole SDK
     // calls (three attempts each) fail.
-    proxy.add_rule(Rule::times("DynamoDB_20120810.PutItem", throttled(), 6).when_body_contains("MSG#"));
+    proxy.add_rule(Rule::times("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 6).when_body_contains("MSG#"));
     let (_, body) = p.submit(&alert("throttled-after-publish", "+14155550191")).await;
     let key = key_of(&body);
     p.run_sender().await;
@@ -322,7 +314,9 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     // sender's write, and is matched to the open attempt by number and claim time.
     let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
     let proxy = p.proxy.clone().expect("proxy");
-    proxy.add_rule(Rule::sometimes("DynamoDB_20120810.PutItem", throttled(), 1.0).when_body_contains("MSG#"));
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 1.0).when_body_contains("MSG#"),
+    );
     let (_, body) = p.submit(&alert("never-recorded", "+14155550192")).await;
     let key = key_of(&body);
     let q = p.stack.queue("SendQueue").clone();
@@ -346,7 +340,8 @@ async fn published_with_its_state_write_lost(seed: u64, event_id: &str, number: 
     let p = Pipeline::start_with(Options { fault_seed: Some(seed), ..Default::default() }).await;
     let proxy = p.proxy.clone().expect("proxy");
     proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains(":sns_message_id"),
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
+            .when_body_contains(":sns_message_id"),
     );
     let (_, body) = p.submit(&alert(event_id, number)).await;
     let key = key_of(&body);
@@ -375,7 +370,8 @@ async fn a_lapsed_lease_the_sender_recorded_without_its_state_is_completed_by_th
     // The message comes round again; the sender finds the lease lapsed and records it, and its
     // state write (the only UpdateItem naming the attempt) is throttled.
     proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0).when_body_contains("vanished-attempt"),
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
+            .when_body_contains("vanished-attempt"),
     );
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
@@ -487,7 +483,9 @@ async fn a_claimed_intent_is_due_by_its_lease_end_even_when_its_indexed_check_wa
     let later = p.clock.now_utc() + Duration::minutes(10);
     p.ledger.set_next_check(&key, tocsin::ports::NextCheck::At(later), None).await.expect("next check");
     // The sender publishes, then its record never lands (as if it died there).
-    proxy.add_rule(Rule::sometimes("DynamoDB_20120810.PutItem", throttled(), 1.0).when_body_contains("MSG#"));
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 1.0).when_body_contains("MSG#"),
+    );
     let q = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&q.url, 10).await;
     p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;

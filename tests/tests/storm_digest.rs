@@ -51,6 +51,28 @@ async fn only_sms_to(p: &Pipeline, number: &str) -> (String, String) {
     (to[0].message_id.clone(), to[0].message.clone())
 }
 
+/// Three alerts to `number` go out as one digest whose publish answer is lost (every member
+/// `send_unknown`), and the carrier's SUCCESS record of that SMS is in the delivery-status logs:
+/// the members' keys and the SMS's message id.
+async fn digest_with_lost_answer(
+    p: &Pipeline,
+    proxy: &FaultProxy,
+    prefix: &str,
+    number: &str,
+) -> (Vec<IdempotencyKey>, String) {
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let keys = submit_many(p, prefix, number, 3).await;
+    p.run_sender().await;
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
+    }
+    let (id, _) = only_sms_to(p, number).await;
+    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
+    let record = sns_delivery_record(&id, number, true, "Message has been accepted by phone carrier", claimed);
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    (keys, id)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recipients_alerts_claimed_together_go_out_as_one_digest_that_every_member_records() {
     let p = Pipeline::start_with(storm_on()).await;
@@ -335,17 +357,8 @@ async fn a_digest_whose_answer_was_lost_is_reconciled_for_every_member_together(
     let p = Pipeline::start_with(storm_on()).await;
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
     let p = p.with_sns_endpoint(&proxy.endpoint()).await;
-    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
     let a = "+14155550313";
-    let keys = submit_many(&p, "lost", a, 3).await;
-    p.run_sender().await;
-    for key in &keys {
-        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
-    }
-    let (id, _) = only_sms_to(&p, a).await;
-    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
-    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
-    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "lost", a).await;
     let run = p.run_escalation().await;
     assert!(run.reconciled >= 1, "{run:?}");
     for key in &keys {
@@ -393,14 +406,6 @@ async fn with_the_budget_used_up_and_no_deadline_at_stake_the_backlog_is_not_cla
     assert_eq!(handed_back, 1, "only the batch's own alert was claimed and handed back, not the backlog");
 }
 
-fn throttled() -> Fault {
-    Fault::json_error(
-        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-        "The level of configured provisioned throughput for the table was exceeded",
-        400,
-    )
-}
-
 /// Found by the simulation (long mode, seed 10137 on the code of its day): the status function
 /// recorded a digest's delivery record on the digest, its write to one member then failed on every
 /// retry, and Lambda parked the batch. That member learnt its digest's fate only at its next check
@@ -422,7 +427,7 @@ async fn a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fat
         .expect("next check");
     // Its receipt write (and only that one) fails, on every attempt of every retry.
     proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.UpdateItem", throttled(), 1.0)
+        Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
             .when_body_contains(unreached.as_str())
             .when_body_contains("\"delivered\""),
     );
@@ -454,17 +459,8 @@ async fn a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fat
 async fn a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_write_is_slow() {
     let p = Pipeline::start_with(Options { fault_seed: Some(29), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
-    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
     let a = "+14155550316";
-    let keys = submit_many(&p, "slow-settle", a, 3).await;
-    p.run_sender().await;
-    for key in &keys {
-        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
-    }
-    let (id, _) = only_sms_to(&p, a).await;
-    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
-    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
-    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    let (keys, _) = digest_with_lost_answer(&p, &proxy, "slow-settle", a).await;
     // Only the first member is due for its search in this run; its siblings' next checks are
     // later (as in the simulation's run), so nothing but its own fan-out settles them now.
     for key in &keys[1..] {
@@ -501,11 +497,8 @@ async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() 
     use tocsin::ports::MessageIndex;
     let p = Pipeline::start_with(Options { fault_seed: Some(31), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
-    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
     let a = "+14155550317";
-    let keys = submit_many(&p, "indexed-alone", a, 3).await;
-    p.run_sender().await;
-    let (id, _) = only_sms_to(&p, a).await;
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "indexed-alone", a).await;
     // The message id as a member reconciled alone left it: tied to the first member only.
     let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
     let now = p.clock.now_utc();
@@ -521,9 +514,6 @@ async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() 
         .await
         .expect("index the message to one member");
     assert!(!p.ledger.lookup(&id).await.expect("index").expect("entry").covers(&keys[1]));
-    let claimed = p.record(&keys[1]).await.status.claimed_at.expect("claimed");
-    let record = sns_delivery_record(&id, a, true, "Message has been accepted by phone carrier", claimed);
-    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
     // Only the second member is searched for in this run.
     for key in [&keys[0], &keys[2]] {
         p.ledger

@@ -70,6 +70,14 @@ impl Fault {
             body: serde_json::json!({"__type": type_, "message": message}).to_string(),
         }
     }
+    /// DynamoDB refusing a request for the table's throughput (what a throttled write answers).
+    pub fn dynamodb_throttled() -> Fault {
+        Fault::json_error(
+            "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+            "The level of configured provisioned throughput for the table was exceeded",
+            400,
+        )
+    }
     pub fn http_status(status: u16) -> Fault {
         Fault::Respond { status, content_type: "text/plain", body: format!("fault proxy: HTTP {status}") }
     }
