@@ -49,6 +49,16 @@ async fn history(p: &Pipeline, minutes: std::ops::Range<Minute>, per_minute: imp
     p.registry.add_tallies(&t).await.expect("history arranged");
 }
 
+/// Moves the test clock (it runs on with the wall clock) to a second after a minute closes (the
+/// policy's settle time past its end): the judged minutes follow the clock, and a test that read
+/// them must not see them shift under it when the wall clock passes that point half way through
+/// (it did, now and then, and the test failed).
+fn just_after_a_minute_closes(p: &Pipeline) {
+    let target = (policy().settle + std::time::Duration::from_secs(1)).as_millis() as i64;
+    let into = p.clock.now_utc().timestamp_millis().rem_euclid(60_000);
+    p.clock.advance(Duration::milliseconds((target - into).rem_euclid(60_000)));
+}
+
 /// The escalation function's latest EMF document for `carrier`.
 fn carrier_doc(carrier: &str) -> Value {
     tocsin_tests::emitted_metrics()
@@ -62,6 +72,7 @@ fn carrier_doc(carrier: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_applications_records_alone_show_a_carrier_gone_silent_and_its_alarm_metric_says_so() {
     let p = Pipeline::start().await;
+    just_after_a_minute_closes(&p);
     // Ninety minutes of the account's traffic: SlowTel 10 records a minute, FastTel 20.
     let now = p.clock.now_utc();
     let last = policy().last_closed(now);
@@ -99,6 +110,7 @@ async fn other_applications_records_alone_show_a_carrier_gone_silent_and_its_ala
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_baseline_with_normal_variation_and_a_daily_slope_never_degrades_a_carrier() {
     let p = Pipeline::start().await;
+    just_after_a_minute_closes(&p);
     // Counts that wander ±40 % minute to minute, each carrier on its own, around a rate that
     // falls steadily to 40 % over the two hours (a steep evening: the baseline lags behind it).
     let now = p.clock.now_utc();

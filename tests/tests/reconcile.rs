@@ -1,6 +1,7 @@
 //! Reconciliation: an unknown outcome is settled from the SNS delivery-status logs — found by
 //! destination and time window with FilterLogEvents — instead of guessing or re-sending.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::Duration;
 use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
 
@@ -224,4 +225,158 @@ async fn an_operator_lists_the_candidates_and_links_one_with_an_audited_reason()
     });
     assert!(audited, "who and why are recorded");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
+
+/// Two alerts to one number, both with unknown outcomes: A's publish never reached SNS, B's did
+/// and its answer was lost. The logs hold one SMS to the number, in both attempts' windows. It is
+/// not A's to take (A was never sent), nor provably B's: neither is linked, both are left to a
+/// human with the one candidate, and an alert never sent is never called delivered — not even
+/// once the other alert has moved on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sms_another_alert_with_an_open_outcome_may_own_is_not_taken_for_an_alert_never_sent() {
+    let p = Pipeline::start().await;
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    let number = "+14155550178";
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::Reset));
+    let (_, a) = p.submit(&alert("recon-9-a", number)).await;
+    p.run_sender().await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let (_, b) = p.submit(&alert("recon-9-b", number)).await;
+    p.run_sender().await;
+    let (a, b) = (key_of(&a), key_of(&b));
+    assert_eq!(p.record(&a).await.status.state, State::SendUnknown);
+    assert_eq!(p.record(&b).await.status.state, State::SendUnknown);
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1, "only B's SMS went out");
+    let claimed = p.record(&b).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &sms[0].message_id, number, true, claimed + Duration::seconds(3)).await;
+
+    let run = p.run_escalation().await;
+    assert_eq!((run.ambiguous, run.reconciled), (2, 0), "{run:?}");
+    let ra = p.record(&a).await;
+    assert_eq!((ra.status.state, ra.status.reconcile_state), (State::SendUnknown, ReconcileState::Ambiguous));
+    assert_eq!(ra.status.sns_message_id, None, "never sent: never delivered");
+    assert_eq!(p.record(&b).await.status.reconcile_state, ReconcileState::Ambiguous);
+    let said = p.timeline(&a).await.into_iter().find_map(|o| match o.kind {
+        ObservationKind::Reconciliation { outcome, candidates, .. } if candidates.len() == 1 => Some(outcome),
+        _ => None,
+    });
+    assert!(said.is_some_and(|s| s.contains("another alert")), "the search says why it linked nothing");
+    assert_eq!(p.ledger.lookup(&sms[0].message_id).await.expect("index"), None, "the SMS is tied to no alert");
+
+    p.clock.advance(Duration::minutes(5));
+    let run = p.run_escalation().await;
+    assert_eq!(run.ambiguous + run.reconciled + run.contested, 0, "not searched again: a human decides");
+
+    // An operator resends B: its claim moves on, out of the SMS's window. A stays left to a human:
+    // what becomes of B says nothing about whose the first SMS was.
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("INTENT#{b}")))
+        .key("sk", AttributeValue::S("INTENT".into()))
+        .update_expression("SET claimed_at = :c")
+        .expression_attribute_values(":c", AttributeValue::S(tocsin::adapters::ledger::ts(p.clock.now_utc())))
+        .send()
+        .await
+        .expect("the operator's claim");
+    p.clock.advance(Duration::minutes(60));
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 0, "{run:?}");
+    assert_eq!(p.record(&a).await.status.state, State::SendUnknown, "never sent: never delivered");
+}
+
+/// B's answer was lost; A, to the same number, is claimed by a sender still at work (its lease
+/// runs). The one SMS in B's window may be A's, which A's sender may yet record: B's search links
+/// nothing and comes back later — and once A's outcome turns unknown too, a human decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sms_a_sender_still_at_work_may_own_is_searched_for_again_later() {
+    let (p, _proxy, b, id) = unknown_outcome("recon-10-b", "+14155550179").await;
+    let (_, a) = p.submit(&alert("recon-10-a", "+14155550179")).await;
+    let a = key_of(&a);
+    let now = p.clock.now_utc();
+    p.ledger.claim(&a, "in-flight", now, now + Duration::minutes(2)).await.expect("claim");
+    let claimed = p.record(&b).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, SUCCESS, &id, "+14155550179", true, claimed + Duration::seconds(3)).await;
+
+    let run = p.run_escalation().await;
+    assert_eq!((run.contested, run.reconciled, run.ambiguous), (1, 0, 0), "{run:?}");
+    let rb = p.record(&b).await;
+    assert_eq!((rb.status.state, rb.status.reconcile_state), (State::SendUnknown, ReconcileState::Pending));
+    assert!(rb.status.reconcile_next_at.is_some(), "searched again later");
+
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    for key in [&a, &b] {
+        let r = p.record(key).await;
+        assert_eq!(
+            (r.status.state, r.status.reconcile_state),
+            (State::SendUnknown, ReconcileState::Ambiguous),
+            "{key}"
+        );
+    }
+}
+
+/// An operator resends B long after its deadline and the resend's answer is lost; A, to the same
+/// number, was never sent. The resend's SMS lies in A's window, and B — its deadline long past —
+/// is no longer where the pending-index shows the number's open attempts (from the window's start
+/// on). The resend noted its own claim, so A's search still sees B and leaves the SMS to a human.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_resend_past_its_deadline_still_counts_as_another_alert_that_may_own_the_sms() {
+    use tocsin::services::operator::{ResendRequest, operator_attempt_id, resend};
+    let (p, proxy, b, _) = unknown_outcome("recon-11-b", "+14155550180").await;
+    let number = "+14155550180";
+    // Three quarters of an hour on: B's deadline (15 min) and first claim are before any window
+    // of now.
+    p.clock.advance(Duration::minutes(45));
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::Reset));
+    let (_, a) = p.submit(&alert("recon-11-a", number)).await;
+    p.run_sender().await;
+    let a = key_of(&a);
+    assert_eq!(p.record(&a).await.status.state, State::SendUnknown, "A never reached SNS");
+
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let attempt = operator_attempt_id("recon-11");
+    let req = ResendRequest {
+        key: &b,
+        operator: "arn:aws:iam::123456789012:user/on-call",
+        reason: "called: not received",
+        attempt_id: &attempt,
+        lease: std::time::Duration::from_secs(120),
+        defaults: &Default::default(),
+    };
+    let resent = resend(&p.ledger, &p.registry, &p.sender.gateway, &p.clock, req).await.expect("resent");
+    assert!(resent.recorded.is_ok(), "{resent:?}");
+    assert_eq!(p.record(&b).await.status.state, State::SendUnknown, "the resend's answer was lost");
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 2, "B's first SMS and its resend");
+    // The carrier's record of the resend, logged at this clock's time.
+    let at = p.clock.now_utc() + Duration::seconds(1);
+    let record =
+        sns_delivery_record(&sms[1].message_id, number, true, "Message has been accepted by phone carrier", at);
+    let group = p.stack.log_group(SUCCESS).to_owned();
+    let _ = p.logs.create_log_stream().log_group_name(&group).log_stream_name("resend").send().await;
+    p.logs
+        .put_log_events()
+        .log_group_name(&group)
+        .log_stream_name("resend")
+        .log_events(
+            aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                .timestamp(at.timestamp_millis())
+                .message(record)
+                .build()
+                .expect("event"),
+        )
+        .send()
+        .await
+        .expect("logged");
+
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 0, "{run:?}");
+    let ra = p.record(&a).await;
+    assert_eq!((ra.status.state, ra.status.sns_message_id), (State::SendUnknown, None), "never sent: never delivered");
+    assert_eq!(ra.status.reconcile_state, ReconcileState::Ambiguous, "left to a human");
 }

@@ -529,3 +529,59 @@ async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() 
     let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
     assert!(keys.iter().all(|k| entry.covers(k)), "indexed for the whole digest now");
 }
+
+/// Found by the simulation (long mode, seed 50776): a digest's answer was lost for all but one
+/// member, whose write recorded SNS's acceptance. The sweep reconciled another member from the
+/// logs and applied the record to every member — but the accepted member's write failed. It
+/// waits for a receipt, so no search of its own ever comes, and its next check was days away: it
+/// stayed `accepted` while its siblings were delivered. Reconciliation now records the digest's
+/// fate on the digest first, and brings every waiting member forward, as the status function
+/// does: the next sweep applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_member_a_reconciled_fan_out_did_not_reach_learns_the_fate_at_the_next_sweep() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let p = Pipeline::start_with(Options { fault_seed: Some(37), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550318";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "fan-out-missed", a).await;
+    // The third member's own write of SNS's answer landed: accepted, its next check days away.
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let now = p.clock.now_utc();
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("INTENT#{}", keys[2])))
+        .key("sk", AttributeValue::S("INTENT".into()))
+        .update_expression("SET #s = :s, sns_message_id = :m, accepted_at = :a REMOVE attempt_id, lease_until")
+        .expression_attribute_names("#s", "state")
+        .expression_attribute_values(":s", AttributeValue::S("accepted".into()))
+        .expression_attribute_values(":m", AttributeValue::S(id.clone()))
+        .expression_attribute_values(":a", AttributeValue::S(tocsin::adapters::ledger::ts(now)))
+        .send()
+        .await
+        .expect("the member's acceptance");
+    for key in &keys[1..] {
+        p.ledger
+            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::days(3)), None)
+            .await
+            .expect("next check");
+    }
+    // The fan-out's write to the accepted member fails (its receipt, to delivered).
+    // (Throttled past the SDK's retries.)
+    proxy.add_rule(
+        Rule::times("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 10)
+            .when_body_contains(keys[2].as_str())
+            .when_body_contains("delivered"),
+    );
+    let run = p.run_escalation().await;
+    assert_eq!(run.errors, 1, "the member's write failed: {run:?}");
+    proxy.clear_rules();
+    assert_eq!(p.record(&keys[0]).await.status.state, State::Delivered);
+    assert_eq!(p.record(&keys[2]).await.status.state, State::Accepted, "not reached");
+
+    p.clock.advance(Duration::minutes(2));
+    p.run_escalation().await;
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Delivered, "{key}");
+    }
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
+}

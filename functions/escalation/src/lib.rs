@@ -20,15 +20,16 @@ use tocsin::domain::carrier::{self, CarrierPolicy, SentSms};
 use tocsin::domain::carrier_traffic::{self, TrafficPolicy, TrafficVerdict};
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
-use tocsin::domain::reconcile::{ReconcileState, Verdict, Window, judge, next_attempt};
+use tocsin::domain::reconcile::{ReconcileState, Rivals, Verdict, Window, judge, next_attempt};
 use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::{Action, decide, next_check};
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Clock, Commit, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationMessage,
-    EscalationQueue, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError, SendQueue,
-    StatusPatch, Transition, TransitionOutcome, after, new_id, time_left, within,
+    EscalationQueue, IntentStore, LoggedRecord, MessageIndex, NextCheck, OpenAttempts, PortError, RecipientRegistry,
+    SearchError, SendQueue, StatusPatch, Transition, TransitionOutcome, UnsettledAttempts, after, new_id, time_left,
+    within,
 };
 use tocsin::services::receipts::{self, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -103,6 +104,9 @@ pub struct RunSummary {
     pub ambiguous: usize,
     /// Searched, nothing yet: searched again later.
     pub still_unknown: usize,
+    /// One message found, but another alert to the number with an open outcome may own it:
+    /// searched again later.
+    pub contested: usize,
     /// Searches not made because FilterLogEvents was throttled or out of time (next run).
     pub reconcile_deferred: usize,
     pub errors: usize,
@@ -133,7 +137,14 @@ pub struct Escalator<S, Q, E, L, R, C> {
 
 impl<S, Q, E, L, R, C> Escalator<S, Q, E, L, R, C>
 where
-    S: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends,
+    S: IntentStore
+        + DueIndex
+        + MessageIndex
+        + EscalationBacklog
+        + DigestStore
+        + RecentSends
+        + OpenAttempts
+        + UnsettledAttempts,
     Q: SendQueue,
     E: EscalationQueue,
     L: DeliveryLogSearch,
@@ -230,6 +241,7 @@ where
         m.count("reconciled", summary.reconciled as u64);
         m.count("reconcile_ambiguous", summary.ambiguous as u64);
         m.count("still_unknown", summary.still_unknown as u64);
+        m.count("reconcile_contested", summary.contested as u64);
         m.count("reconcile_deferred", summary.reconcile_deferred as u64);
         m.count("escalated", summary.escalated as u64);
         m.count("escalated_early", summary.escalated_early as u64);
@@ -503,6 +515,7 @@ where
                 Some(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
                 Some(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
                 Some(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
+                Some(Ok(Verdict::Contested { .. })) => summary.contested += 1,
                 Some(Err(SearchError::Throttled)) => {
                     tracing::warn!("FilterLogEvents throttled; reconciliation resumes next run");
                     summary.reconcile_deferred += 1;
@@ -587,7 +600,14 @@ where
                 records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
                 Verdict::Link { sns_message_id: message_id, records }
             }
-            None => judge(recipient, window, found, &linked_elsewhere),
+            None => {
+                let verdict = judge(recipient, window, found, &linked_elsewhere);
+                let rivals = match verdict.link_time() {
+                    Some(sent) => self.rivals(record, digest.as_ref(), sent).await?,
+                    None => Rivals::default(),
+                };
+                verdict.unless_contested(rivals)
+            }
         };
         let now = self.clock.now();
         let search = record.status.reconcile_attempts + 1;
@@ -599,6 +619,20 @@ where
                 let mut link = Link::Reconciled;
                 if let Some(digest) = digest {
                     self.store.index_digest_message(sns_message_id, &digest).await?;
+                    // The digest's fate on the digest itself first, as the status function records
+                    // it, every waiting member brought forward: a member this run does not reach
+                    // (its write fails, the run ends) learns it at the next sweep.
+                    if let Some(first) = records.iter().find(|f| f.record.status.receipt().is_some()) {
+                        for member in &digest.members {
+                            self.store.bring_check_forward(member, now, &State::AWAITING_RECEIPT).await?;
+                        }
+                        let outcome = LoggedRecord {
+                            log_event_id: first.log_event_id.clone(),
+                            timestamp_ms: first.timestamp_ms,
+                            message: first.message.clone(),
+                        };
+                        self.store.record_digest_outcome(&digest.id, &outcome).await?;
+                    }
                     members = digest.members;
                     link = Link::ReconciledDigest;
                 }
@@ -629,7 +663,11 @@ where
                     search,
                     None,
                     ReconcileState::Ambiguous,
-                    "several messages to this number in the window: a human must decide",
+                    if candidates.len() == 1 {
+                        "one message to this number in the window, but another alert to it, its outcome unknown too, may own it: a human must decide"
+                    } else {
+                        "several messages to this number in the window: a human must decide"
+                    },
                     candidates.clone(),
                     now,
                 );
@@ -639,6 +677,20 @@ where
                     candidates = candidates.len(),
                     "reconciliation ambiguous; left to a human"
                 );
+            }
+            Verdict::Contested { sns_message_id, rivals } => {
+                let next = next_attempt(record.status.reconcile_attempts, now);
+                let t = self.bookkeeping(
+                    record,
+                    search,
+                    Some(next),
+                    ReconcileState::Pending,
+                    "one message to this number in the window, but another alert to it is being sent and may own it: searched again later",
+                    vec![],
+                    now,
+                );
+                self.store.transition(t).await?;
+                tracing::info!(key = key.short(), sns_message_id = %sns_message_id, rivals, "reconciliation contested; searched again later");
             }
             Verdict::NoMatch => {
                 let next = next_attempt(record.status.reconcile_attempts, now);
@@ -694,6 +746,53 @@ where
             "digest's delivery record applied to a member it had not reached"
         );
         self.store.get(key).await
+    }
+
+    /// The other intents to the record's number that could own an SMS written at `sent`: their
+    /// outcome open too (`sending`, `send_unknown`) and their claim inside its window. This
+    /// attempt's digest siblings share its SMS and do not count — those whose current attempt is
+    /// that digest: a digest found by membership alone may never have been sent (handed back),
+    /// its members since sent in another digest, which is not this one's SMS. Until they are told
+    /// apart the SMS is not this attempt's to take — an alert whose publish never went out is
+    /// never called delivered on another alert's SMS.
+    async fn rivals(
+        &self,
+        record: &IntentRecord,
+        digest: Option<&tocsin::ports::DigestRecord>,
+        sent: DateTime<Utc>,
+    ) -> Result<Rivals, PortError> {
+        let Some(claims) = Window::claims_that_could_send(sent, self.config.reconcile_margin) else {
+            return Ok(Rivals::default());
+        };
+        let key = &record.intent.key;
+        let now = self.clock.now();
+        let sibling = |r: &IntentRecord| digest.is_some_and(|d| r.status.digest_id.as_ref() == Some(&d.id));
+        // Each rival once, and whether its sender is at work.
+        let mut rivals: BTreeMap<IdempotencyKey, bool> = BTreeMap::new();
+        let at_work =
+            |r: &IntentRecord| r.status.state == State::Sending && r.status.lease_until.is_some_and(|l| l > now);
+        for r in self.store.open_attempts_to(&record.intent.recipient, claims.from, claims.to).await? {
+            if &r.intent.key != key && !sibling(&r) {
+                rivals.insert(r.intent.key.clone(), at_work(&r));
+            }
+        }
+        // Operators' attempts in the window: a resend's own (the pending-index may not show it)
+        // while it is the intent's current attempt with its outcome open, and an attempt a resend
+        // superseded with its outcome unknown.
+        for (other, at) in self.store.unsettled_to(&record.intent.recipient, claims.from, claims.to).await? {
+            if &other == key || rivals.contains_key(&other) {
+                continue;
+            }
+            let Some(r) = self.store.get(&other).await? else { continue };
+            let current = r.status.claimed_at.map(|c| c.timestamp_millis()) == Some(at.timestamp_millis());
+            if !current {
+                rivals.insert(other, false);
+            } else if matches!(r.status.state, State::Sending | State::SendUnknown) && !sibling(&r) {
+                rivals.insert(other, at_work(&r));
+            }
+        }
+        let sending = rivals.values().filter(|w| **w).count();
+        Ok(Rivals { sending, unknown: rivals.len() - sending })
     }
 
     /// Whether `entry` ties an SMS to one member of `digest` alone whose current attempt is that

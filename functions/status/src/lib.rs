@@ -27,7 +27,7 @@ use tocsin::domain::carrier_traffic::{self, Tallies, TrafficPolicy};
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
 use tocsin::domain::phone::mask_phone_like;
 use tocsin::domain::provider::{FailureClass, classify};
-use tocsin::domain::reconcile::SKEW;
+use tocsin::domain::reconcile::Window;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierTraffic};
@@ -602,13 +602,11 @@ impl<
         let Some(at) = p.written_at else {
             return Ok(None);
         };
-        let margin = chrono::Duration::from_std(self.config.reconcile_margin).unwrap_or(chrono::Duration::zero());
-        let skew = chrono::Duration::from_std(SKEW).unwrap_or(chrono::Duration::zero());
         // The record's own timestamp is untrusted input: never let it overflow the calendar.
-        let (Some(from), Some(to)) = (at.checked_sub_signed(margin), at.checked_add_signed(skew)) else {
+        let Some(claims) = Window::claims_that_could_send(at, self.config.reconcile_margin) else {
             return Ok(None);
         };
-        let open = self.store.open_attempts_to(&destination, from, to).await?;
+        let open = self.store.open_attempts_to(&destination, claims.from, claims.to).await?;
         match open.as_slice() {
             [one] => {
                 tracing::info!(key = one.intent.key.short(), sns_message_id = %record.message_id, "orphan record matched to an open attempt");

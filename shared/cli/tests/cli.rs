@@ -663,3 +663,42 @@ async fn show_names_the_sms_settings_a_request_gave_with_the_origination_number_
     let doc = tocsin(&p, &["--json", "show", key.as_str()]).await.json();
     assert_eq!(doc["intent"]["sms"]["origination_number"], "+1******0100");
 }
+
+/// B's publish reached SNS and its answer was lost; A's, to the same number, never reached SNS.
+/// An operator resends B. B's first SMS is now tied to no alert, and lies in A's reconciliation
+/// window: the resend noted B's superseded attempt, so A's search leaves that SMS to a human
+/// instead of calling A — never sent — delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same_number() {
+    let number = "+14155550139";
+    let (p, proxy, b) = send_unknown("unsettled-b", number).await;
+    let first = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let sent_at = p.clock.now_utc();
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::Reset));
+    let (_, a) = p.submit(&alert("unsettled-a", number)).await;
+    p.run_sender().await;
+    let a = key_of(&a);
+    assert_eq!(p.record(&a).await.status.state, State::SendUnknown);
+    assert_eq!(sms_count(&p).await, 1, "A's publish never reached SNS");
+
+    p.clock.advance(chrono::Duration::minutes(5));
+    let r = tocsin(&p, &["resend", b.as_str(), "--reason", "called: not received"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(sms_count(&p).await, 2);
+    // The carrier's record of B's first SMS, stamped when SNS took it.
+    let record = tocsin_harness::events::sns_delivery_record(
+        &first,
+        number,
+        true,
+        "Message has been accepted by phone carrier",
+        sent_at + chrono::Duration::seconds(1),
+    );
+    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    p.run_status().await;
+
+    let run = p.run_escalation().await;
+    assert_eq!((run.reconciled, run.ambiguous), (0, 1), "{run:?}");
+    let ra = p.record(&a).await;
+    assert_eq!(ra.status.state, State::SendUnknown, "never sent: never delivered");
+    assert_eq!(ra.status.sns_message_id, None);
+}

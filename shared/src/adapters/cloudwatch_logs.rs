@@ -63,12 +63,14 @@ impl DeliveryLogSearch for CloudWatchLogsSearch {
                 };
                 for ev in page.events() {
                     // Filter patterns are a pre-filter; the parsed record decides.
-                    if let Ok(record) = parse_record(ev.message().unwrap_or_default()) {
+                    let message = ev.message().unwrap_or_default();
+                    if let Ok(record) = parse_record(message) {
                         out.push(Found {
                             log_group: group.clone(),
                             log_event_id: ev.event_id().unwrap_or_default().to_owned(),
                             timestamp_ms: ev.timestamp().unwrap_or_default(),
                             record,
+                            message: message.to_owned(),
                         });
                     }
                 }

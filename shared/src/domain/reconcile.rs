@@ -4,8 +4,14 @@
 //!
 //! One unambiguous message → link it (its records become observations as usual). Several
 //! messages to the same number in the window → ambiguous: the candidates are recorded and a human
-//! decides. None yet → try again later with backoff (logs can take long to appear), for as long as
-//! a delivery record may still come: the 73-hour receipt window.
+//! decides. One message, but another intent to the same number has an open outcome too and was
+//! claimed where the message could be its → not this attempt's to take: while that intent's sender
+//! is still at work (its lease runs), the search is made again later (it may yet record the
+//! message as its own); once its outcome is unknown too, the one candidate is left to a human, for
+//! good — what becomes of the other intent later (an operator resends it, its new SMS is
+//! delivered) says nothing about whose this SMS was. None yet → try again later with backoff (logs
+//! can take long to appear), for as long as a delivery record may still come: the 73-hour receipt
+//! window.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -16,8 +22,14 @@ use serde::{Deserialize, Serialize};
 use super::delivery::DeliveryRecord;
 use super::phone::PhoneNumber;
 
-/// Clock skew allowed before the claim (SNS's timestamps and ours come from different clocks).
-pub const SKEW: Duration = Duration::from_secs(60);
+/// How far SNS's clock (a record's `notification.timestamp`) and the functions' may disagree.
+/// Both are kept by AWS's time service, well under a millisecond apart; a quarter of a second is
+/// generous. An SMS stamped earlier than this before an attempt's claim went out before the claim:
+/// another alert's SMS to the same number, never this attempt's. (It was a minute; the simulation
+/// showed what that lets in: in a storm to one number, the record of another alert's SMS stamped a
+/// second before a claim whose own publish never went out was taken for it, and an alert never
+/// sent was called delivered.)
+pub const SKEW: Duration = Duration::from_millis(250);
 
 /// A delivery-status record found in the logs.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +38,8 @@ pub struct Found {
     pub log_event_id: String,
     pub timestamp_ms: i64,
     pub record: DeliveryRecord,
+    /// The log message as written (holds a phone number: stored encrypted, never logged).
+    pub message: String,
 }
 
 /// The time window of one attempt: from the claim (less the skew) to `margin` after it.
@@ -43,6 +57,13 @@ impl Window {
 
     pub fn contains(&self, t: DateTime<Utc>) -> bool {
         t >= self.from && t <= self.to
+    }
+
+    /// The claims whose attempt window holds an SMS written at `sent`: from `margin` before it to
+    /// the skew after it. `None` when the (untrusted) time is at the calendar's edge.
+    pub fn claims_that_could_send(sent: DateTime<Utc>, margin: Duration) -> Option<Window> {
+        let d = |x: Duration| chrono::Duration::from_std(x).unwrap_or(chrono::Duration::zero());
+        Some(Window { from: sent.checked_sub_signed(d(margin))?, to: sent.checked_add_signed(d(SKEW))? })
     }
 }
 
@@ -63,7 +84,50 @@ pub enum Verdict {
     },
     /// Several messages match: change nothing, list them for a human.
     Ambiguous(Vec<Candidate>),
+    /// One message matches, but `rivals` other intents to the number were claimed where it could
+    /// be theirs, and at least one's sender is still at work: change nothing, search again later.
+    Contested {
+        sns_message_id: String,
+        rivals: usize,
+    },
     NoMatch,
+}
+
+/// The other intents to a number that could own a found SMS: their outcomes open too and their
+/// claims inside its window (see [`Window::claims_that_could_send`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rivals {
+    /// Still `sending` with a running lease: their senders may yet record the SMS as theirs.
+    pub sending: usize,
+    /// Their outcome unknown too (`send_unknown`, or a lease run out).
+    pub unknown: usize,
+}
+
+impl Verdict {
+    /// The verdict once the other intents that could own a linked message are known. A link no
+    /// rival could own stands; one a sender at work could own waits; one an unknown outcome could
+    /// own is ambiguous, its one candidate left to a human.
+    pub fn unless_contested(self, rivals: Rivals) -> Verdict {
+        match self {
+            Verdict::Link { sns_message_id, .. } if rivals.sending > 0 => {
+                Verdict::Contested { sns_message_id, rivals: rivals.sending + rivals.unknown }
+            }
+            Verdict::Link { sns_message_id, records } if rivals.unknown > 0 => Verdict::Ambiguous(vec![Candidate {
+                sns_message_id,
+                first_seen: records.iter().filter_map(record_time).min().unwrap_or_default(),
+                statuses: records.iter().map(|f| f.record.status.as_str().to_owned()).collect(),
+            }]),
+            v => v,
+        }
+    }
+
+    /// When the message a link would take was first written, if it is a link.
+    pub fn link_time(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Verdict::Link { records, .. } => records.iter().filter_map(record_time).min(),
+            _ => None,
+        }
+    }
 }
 
 fn record_time(f: &Found) -> Option<DateTime<Utc>> {
@@ -141,6 +205,7 @@ mod tests {
             log_event_id: id.into(),
             timestamp_ms: 0,
             record: parse_record(&raw).expect("record"),
+            message: raw,
         }
     }
 
@@ -207,6 +272,41 @@ mod tests {
             &linked,
         );
         assert!(matches!(v, Verdict::Link { ref sns_message_id, .. } if sns_message_id == "m1"), "{v:?}");
+    }
+
+    #[test]
+    fn a_link_another_open_attempt_could_own_waits_for_its_sender_or_is_left_to_a_human() {
+        let link = judge(
+            &number(),
+            window(),
+            vec![found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000")],
+            &HashSet::new(),
+        );
+        assert_eq!(link.link_time(), Some(at("2026-11-29T12:00:02Z")));
+        assert!(matches!(link.clone().unless_contested(Rivals::default()), Verdict::Link { .. }));
+        let at_work = Rivals { sending: 1, unknown: 1 };
+        assert_eq!(
+            link.clone().unless_contested(at_work),
+            Verdict::Contested { sns_message_id: "m1".into(), rivals: 2 }
+        );
+        let unknown = Rivals { sending: 0, unknown: 1 };
+        assert!(
+            matches!(link.unless_contested(unknown), Verdict::Ambiguous(ref c) if c.len() == 1 && c[0].sns_message_id == "m1")
+        );
+        assert_eq!(Verdict::NoMatch.unless_contested(at_work), Verdict::NoMatch);
+    }
+
+    #[test]
+    fn an_sms_stamped_before_the_claim_by_more_than_the_skew_is_not_the_attempts() {
+        let v = judge(
+            &number(),
+            window(),
+            vec![found("1", "m1", "+14155550100", "2026-11-29 11:59:59.000")],
+            &HashSet::new(),
+        );
+        assert_eq!(v, Verdict::NoMatch);
+        let claims = Window::claims_that_could_send(at("2026-11-29T12:00:02Z"), Duration::from_secs(900));
+        assert_eq!(claims, Some(Window { from: at("2026-11-29T11:45:02Z"), to: at("2026-11-29T12:00:02.250Z") }));
     }
 
     #[test]

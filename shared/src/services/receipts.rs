@@ -151,7 +151,9 @@ impl Basis {
 }
 
 /// How far SNS's clock (a record's `notification.timestamp`) and the functions' may disagree.
-const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(1);
+fn clock_skew() -> chrono::Duration {
+    chrono::Duration::from_std(crate::domain::reconcile::SKEW).unwrap_or(chrono::Duration::zero())
+}
 
 #[allow(clippy::too_many_arguments)]
 async fn apply_observation<S: IntentStore>(
@@ -187,7 +189,7 @@ async fn apply_observation<S: IntentStore>(
         // attempt's whose outcome was never recorded (its state write lost, then the intent
         // resent by an operator), not the current attempt's.
         let before_this_claim = sending
-            && record.timestamp.zip(basis.claimed_at).is_some_and(|(sent, claimed)| sent + CLOCK_SKEW < claimed);
+            && record.timestamp.zip(basis.claimed_at).is_some_and(|(sent, claimed)| sent + clock_skew() < claimed);
         let earlier_attempt = before_this_claim
             || match basis.sns_message_id.as_deref() {
                 Some(id) if sending => id == record.message_id,

@@ -56,6 +56,9 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             }
             v(Invariant::Explained, key, format!("attempt {attempt} claimed it; no observation says how it ended"));
         }
+        if truth.sms.is_empty() && s.state == State::Delivered {
+            v(Invariant::NoFalseDelivery, key, "delivered, yet no SMS carried it".into());
+        }
         if !truth.sms.is_empty() && (NOT_SENT.contains(&s.state) || s.state == State::Sending) {
             v(Invariant::SentRemembered, key, format!("an SMS went out, the ledger says {}", s.state));
         }

@@ -49,6 +49,9 @@ pub enum Invariant {
     Suppression,
     /// A sent SMS is never forgotten: the ledger never says "not sent" for an alert an SMS covered.
     SentRemembered,
+    /// The ledger says delivered only for an alert an SMS carried: a record of another SMS is
+    /// never taken for its own.
+    NoFalseDelivery,
     /// Every item expires.
     Expires,
 }

@@ -732,6 +732,7 @@ impl Driver {
             .into_iter()
             .take(3)
             .filter_map(|k| tocsin::domain::IdempotencyKey::parse(k).ok())
+            .chain(asked_stories(w))
             .flat_map(|k| story_of(w, &k))
             .collect();
         Report {
@@ -758,6 +759,14 @@ pub fn run(s: &Scenario) -> Report {
     static QUIET: std::sync::Once = std::sync::Once::new();
     QUIET.call_once(tocsin::telemetry::discard_metrics);
     Driver::new(s).run(s)
+}
+
+/// The alerts whose stories `TOCSIN_SIM_STORIES` asks for besides the first violation's: short
+/// keys (or their prefixes), comma-separated — the other alerts a failing run's story points at.
+fn asked_stories(w: &World) -> Vec<tocsin::domain::IdempotencyKey> {
+    let Ok(asked) = std::env::var("TOCSIN_SIM_STORIES") else { return Vec::new() };
+    let prefixes: Vec<&str> = asked.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    w.oracle.intents.keys().filter(|k| prefixes.iter().any(|p| k.short().starts_with(p))).cloned().collect()
 }
 
 /// An alert's story as the world saw it: every state the ledger held, every observation, the

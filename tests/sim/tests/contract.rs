@@ -23,8 +23,8 @@ use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
-    LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, RecipientRegistry, SendBudget, SendLog,
-    SendQueue, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
+    LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortResult, RecipientRegistry, SendBudget,
+    SendLog, SendQueue, StatusPatch, SuppressionEvidence, Transition, UnsettledAttempts, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -44,6 +44,7 @@ trait Ledger:
     + EscalationBacklog
     + OpenAttempts
     + RecentSends
+    + UnsettledAttempts
 {
 }
 impl<T> Ledger for T where
@@ -56,6 +57,7 @@ impl<T> Ledger for T where
         + EscalationBacklog
         + OpenAttempts
         + RecentSends
+        + UnsettledAttempts
 {
 }
 
@@ -335,6 +337,19 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
             .map(|v| v.iter().map(|r| r.status.attempt_id.clone()).collect::<Vec<_>>()),
     ));
     out.push(line("open attempts to b, later window", l.open_attempts_to(&to_b, m(20), m(30)).await.map(|v| v.len())));
+
+    // Attempts an operator superseded with their outcome unknown, by recipient and claim time.
+    out.push(line("note unsettled 1 to b", l.note_unsettled(&to_b, &key(1), m(5), m(5 + 73 * 3600)).await));
+    out.push(line("note it again", l.note_unsettled(&to_b, &key(1), m(5), m(5 + 73 * 3600)).await));
+    out.push(line("note unsettled 2 to b, later", l.note_unsettled(&to_b, &key(2), m(40), m(40 + 73 * 3600)).await));
+    let unsettled = |v: PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>>| {
+        v.map(|v| {
+            v.iter().map(|(k, at)| ((0..6).find(|n| key(*n) == *k), (*at - t0).num_seconds())).collect::<Vec<_>>()
+        })
+    };
+    out.push(line("unsettled to b", unsettled(l.unsettled_to(&to_b, m(0), m(60)).await)));
+    out.push(line("unsettled to b, a window around the first", unsettled(l.unsettled_to(&to_b, m(5), m(39)).await)));
+    out.push(line("unsettled to a", unsettled(l.unsettled_to(&to_a, m(0), m(60)).await)));
 
     // The message index and orphans.
     out.push(line("lookup msg-0", l.lookup("msg-0").await));

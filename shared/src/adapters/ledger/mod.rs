@@ -36,6 +36,7 @@ mod open_attempts;
 mod pages;
 mod send_budget;
 mod transitions;
+mod unsettled;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -74,6 +75,11 @@ pub const OPEN_ESCALATIONS: &str = "esc#open";
 /// The list-index partition of one recipient's storm-mode digests, by creation time.
 pub fn digests_partition(recipient: &PhoneNumber) -> String {
     format!("dig#{}", recipient.expose())
+}
+
+/// The list-index partition of one recipient's unsettled attempts, by claim time.
+pub fn unsettled_partition(recipient: &PhoneNumber) -> String {
+    format!("uns#{}", recipient.expose())
 }
 
 /// The list-index partition of intents created on `day` whose due shard is `n`.

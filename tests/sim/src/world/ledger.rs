@@ -19,11 +19,11 @@ use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
     IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget,
-    SendLog, Transition, TransitionOutcome,
+    SendLog, Transition, TransitionOutcome, UnsettledAttempts,
 };
 
 use super::gsi::Gsi;
-use crate::exec::{Millis, OpKind, Sim, to_ms};
+use crate::exec::{Millis, OpKind, Sim, to_ms, to_time};
 use crate::world::World;
 
 /// The adapter's partitions of the due-index (`TOCSIN_DUE_SHARDS` in the template), plus the
@@ -122,6 +122,10 @@ pub struct Ledger {
     pub list_index: Gsi<(Millis, IdempotencyKey), IdempotencyKey>,
     /// The list-index's digest partitions (`dig#<e164>`, by creation time).
     pub digest_index: Gsi<(String, Millis, DigestId), DigestId>,
+    /// Unsettled attempts (`UNSETTLED#<key>#<claim>`), with their expiry.
+    pub unsettled: BTreeMap<(IdempotencyKey, Millis), i64>,
+    /// The list-index's unsettled-attempt partitions (`uns#<e164>`, by claim time).
+    pub unsettled_index: Gsi<(String, Millis, IdempotencyKey), (IdempotencyKey, Millis)>,
 }
 
 /// A transaction's cancellation reasons, as the adapter reads them.
@@ -790,6 +794,52 @@ impl Backlog for SimLedger {
             self.sim
                 .call("DynamoDB Query (pending-index)", OpKind::Read, move |w| {
                     w.ledger_pending(&recipient, due_after, false, limit.max(1))
+                })
+                .await,
+        )
+    }
+}
+
+impl UnsettledAttempts for SimLedger {
+    async fn note_unsettled(
+        &self,
+        recipient: &PhoneNumber,
+        key: &IdempotencyKey,
+        claimed_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> PortResult<()> {
+        let (r, key, at) = (recipient.expose().to_owned(), key.clone(), to_ms(ms(claimed_at)));
+        port(
+            self.sim
+                .call("DynamoDB PutItem (unsettled attempt)", OpKind::Write, move |w| {
+                    let (now, lag) = (w.now, w.gsi_lag());
+                    let base = (key.clone(), at);
+                    w.ledger.unsettled_index.write(&base, Some((r.clone(), at, key.clone())), now, lag);
+                    w.ledger.unsettled.insert(base, until.timestamp());
+                })
+                .await,
+        )
+    }
+
+    async fn unsettled_to(
+        &self,
+        recipient: &PhoneNumber,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
+        let r = recipient.expose().to_owned();
+        let (from, to) = (to_ms(ms(from)), to_ms(ms(to)));
+        port(
+            self.sim
+                .call("DynamoDB Query (list-index, unsettled attempts)", OpKind::Read, move |w| {
+                    let clock = w.now;
+                    let start = (r.clone(), from, min_key());
+                    w.ledger
+                        .unsettled_index
+                        .range_from(clock, &start)
+                        .take_while(|((who, at, _), _)| *who == r && *at <= to)
+                        .map(|(_, (key, at))| (key.clone(), to_time(*at)))
+                        .collect()
                 })
                 .await,
         )

@@ -149,6 +149,7 @@ impl DeliveryLogSearch for SimLogs {
                         log_event_id: e.id,
                         timestamp_ms: e.timestamp,
                         record,
+                        message: e.message,
                     });
                 }
             }
