@@ -829,8 +829,9 @@ fn the_canary_is_a_scheduled_alert_whose_missing_delivery_pages() {
     }
 }
 
-#[test]
-fn the_dashboard_draws_the_paging_line_on_the_metric_the_escalation_age_alarm_reads() {
+/// The dashboard's body as CloudWatch reads it: `${EscalationAgeAlarmSeconds}` as 300, every
+/// other substitution (and every dynamic label) as `x`.
+fn dashboard() -> Value {
     let t = translated();
     let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"].as_str().expect("body");
     let body = body.replace("${EscalationAgeAlarmSeconds}", "300").replace("${!", "${");
@@ -845,7 +846,68 @@ fn the_dashboard_draws_the_paging_line_on_the_metric_the_escalation_age_alarm_re
             }
         })
         .collect::<String>();
-    let dashboard: Value = serde_json::from_str(&body).expect("the dashboard is JSON");
+    serde_json::from_str(&body).expect("the dashboard is JSON")
+}
+
+/// The per-carrier widgets of the escalation function's metrics: metric name → the widget whose
+/// SEARCH draws it (one series per carrier).
+fn per_carrier_widgets(dashboard: &Value) -> BTreeMap<String, Value> {
+    let prefix = "SEARCH('{tocsin,carrier,function} function=\"escalation\" MetricName=\"";
+    let mut out = BTreeMap::new();
+    for w in dashboard["widgets"].as_array().expect("widgets") {
+        for row in w["properties"]["metrics"].as_array().into_iter().flatten() {
+            let expression = row[0]["expression"].as_str().unwrap_or_default();
+            if let Some(name) = expression.strip_prefix(prefix).and_then(|r| r.split_once('"')).map(|(n, _)| n) {
+                assert!(out.insert(name.to_owned(), w.clone()).is_none(), "{name} drawn twice");
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_draws_each_carriers_account_traffic_verdict_in_the_row_under_its_sms_in_flight() {
+    let d = dashboard();
+    let carrier = per_carrier_widgets(&d);
+    let emitted = emf_metrics_emitted_by("escalation");
+    for name in carrier.keys() {
+        assert!(emitted.contains(name), "the dashboard draws {name}, which the sweep never emits");
+    }
+    let at = |w: &Value, k: &str| w[k].as_u64().unwrap_or_else(|| panic!("{k} of {w}"));
+    let in_flight = &carrier["carrier_in_flight"];
+    let row_under = at(in_flight, "y") + at(in_flight, "height");
+    let mut xs = Vec::new();
+    for name in ["carrier_traffic_observed", "carrier_traffic_expected", "carrier_traffic_degraded"] {
+        let w = carrier.get(name).unwrap_or_else(|| panic!("a per-carrier widget for {name}"));
+        assert_eq!(at(w, "y"), row_under, "{name}: the row under the SMS in flight");
+        let p = &w["properties"];
+        assert_eq!(p["period"], 60, "{name}: one point per sweep");
+        assert_eq!(p["metrics"][0][0]["label"], "x", "{name}: one series per carrier, labelled by it");
+        xs.push((at(w, "x"), at(w, "width")));
+    }
+    xs.sort_unstable();
+    assert_eq!(xs.iter().map(|(_, w)| w).sum::<u64>(), 24, "the three fill the row: {xs:?}");
+    assert!(xs.windows(2).all(|p| p[0].0 + p[0].1 <= p[1].0), "side by side: {xs:?}");
+    let degraded = &carrier["carrier_traffic_degraded"]["properties"];
+    assert_eq!(degraded["annotations"]["horizontal"][0]["value"], 1, "where carrier-delayed pages");
+    // No widget hides another.
+    let boxes: Vec<(u64, u64, u64, u64)> = d["widgets"]
+        .as_array()
+        .expect("widgets")
+        .iter()
+        .map(|w| (at(w, "x"), at(w, "y"), at(w, "width"), at(w, "height")))
+        .collect();
+    for (i, a) in boxes.iter().enumerate() {
+        for b in &boxes[i + 1..] {
+            let apart = a.0 + a.2 <= b.0 || b.0 + b.2 <= a.0 || a.1 + a.3 <= b.1 || b.1 + b.3 <= a.1;
+            assert!(apart, "widgets overlap: {a:?} {b:?}");
+        }
+    }
+}
+
+#[test]
+fn the_dashboard_draws_the_paging_line_on_the_metric_the_escalation_age_alarm_reads() {
+    let dashboard = dashboard();
     let age = &alarm("EscalationAgeAlarm")["Properties"];
     let paging: Vec<&Value> = dashboard["widgets"]
         .as_array()

@@ -97,7 +97,9 @@ pub enum Command {
         reason: Option<String>,
     },
     /// Each carrier's health from tocsin's SMS of the last 3 hours (in flight, delayed share,
-    /// degraded or held); `carriers hold NAME --reason … [--for 2h]` escalates every new alert to
+    /// degraded or held) and from every application's delivery records in the account against
+    /// the carrier's rolling baseline (usual share and rate, on time / expected, the traffic
+    /// verdict and since when); `carriers hold NAME --reason … [--for 2h]` escalates every new alert to
     /// the carrier's numbers at once while its SMS still goes out (audited, time-bounded);
     /// `carriers release NAME --reason …` ends it.
     #[command(args_conflicts_with_subcommands = true)]

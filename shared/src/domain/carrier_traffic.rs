@@ -160,11 +160,16 @@ impl TrafficPolicy {
         self.last_closed(now) - self.window_minutes.max(1)
     }
 
+    /// The closed minutes [`judge`] looks at `now` (`from..=to`): all a read-only view needs.
+    pub fn judged_minutes(&self, now: DateTime<Utc>) -> (Minute, Minute) {
+        let last = self.last_closed(now);
+        (last - self.window_minutes.max(1) + 1, last)
+    }
+
     /// The minutes the sweep reads at `now` for a baseline folded through `through`: the ones
     /// not folded yet (at most `max_catch_up`) and the judged window.
     pub fn minutes_to_read(&self, now: DateTime<Utc>, through: Option<Minute>) -> (Minute, Minute) {
-        let last = self.last_closed(now);
-        let window_from = last - self.window_minutes.max(1) + 1;
+        let (window_from, last) = self.judged_minutes(now);
         let floor = self.fold_through(now) - self.max_catch_up + 1;
         let fold_from = through.map_or(floor, |t| (t + 1).max(floor));
         (window_from.min(fold_from), last)
@@ -753,6 +758,22 @@ mod tests {
         );
         assert_eq!(t[&(m, super::super::carrier::UNKNOWN.to_owned())].records, 1);
         assert_eq!(t.len(), 2, "the two-hour-old and the unstamped records are not tallied");
+    }
+
+    #[test]
+    fn a_read_only_view_reads_exactly_the_minutes_the_judge_looks_at() {
+        let now = t0() + chrono::Duration::seconds(20);
+        let (from, to) = policy().judged_minutes(now);
+        assert_eq!((to, to - from + 1), (policy().last_closed(now), policy().window_minutes));
+        let (read_from, read_to) = policy().minutes_to_read(now, None);
+        assert!(read_from <= from && read_to == to, "the sweep reads the judged minutes too");
+        // A tally outside them changes no verdict.
+        let b = warmed(&[("A", 20, 0), ("B", 20, 0)], now);
+        let mut t = Tallies::new();
+        traffic(&mut t, from, to + 1, &[("A", 20, 0), ("B", 20, 0)]);
+        let (inside, _) = judge(&b, &t, now, &policy());
+        traffic(&mut t, from - 5, from, &[("A", 500, 500)]);
+        assert_eq!(judge(&b, &t, now, &policy()).0, inside);
     }
 
     #[test]
