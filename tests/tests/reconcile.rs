@@ -380,3 +380,25 @@ async fn an_operators_resend_past_its_deadline_still_counts_as_another_alert_tha
     assert_eq!((ra.status.state, ra.status.sns_message_id), (State::SendUnknown, None), "never sent: never delivered");
     assert_eq!(ra.status.reconcile_state, ReconcileState::Ambiguous, "left to a human");
 }
+
+/// A young record whose message id is in no index, and one open attempt to its number in its
+/// window (A's) — but an operator's resend of B to the same number was claimed there too (past
+/// B's deadline, so the pending-index does not show it) and its MessageId write was lost. The
+/// record may be B's: the status function keeps it as an orphan instead of matching it to A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_an_operators_attempt_could_own_is_not_matched_to_the_one_open_attempt() {
+    use tocsin::ports::UnsettledAttempts;
+    let p = Pipeline::start().await;
+    let number = "+14155550181";
+    let (_, a) = p.submit(&alert("recon-12-a", number)).await;
+    let (_, b) = p.submit(&alert("recon-12-b", number)).await;
+    let (a, b) = (key_of(&a), key_of(&b));
+    let now = p.clock.now_utc();
+    p.ledger.claim(&a, "in-flight", now, now + Duration::minutes(2)).await.expect("claim");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("valid");
+    p.ledger.note_unsettled(&phone, &b, now, now + Duration::hours(73)).await.expect("the resend's note");
+    carrier_writes(&p, SUCCESS, "msg-of-the-resend", number, true, now + Duration::seconds(1)).await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(1, 0)]);
+    assert_eq!(p.record(&a).await.status.state, State::Sending, "not A's to take");
+}

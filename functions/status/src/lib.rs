@@ -33,7 +33,7 @@ use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierTraffic};
 use tocsin::ports::{
     Clock, DigestStore, DueIndex, IndexEntries, IndexEntry, IntentStore, LoggedRecord, MessageIndex, OpenAttempts,
-    OrphanRecord, PortError, RecipientRegistry, after, before,
+    OrphanRecord, PortError, RecipientRegistry, UnsettledAttempts, after, before,
 };
 use tocsin::services::receipts::{self, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
@@ -145,7 +145,7 @@ struct Parsed {
 type Processed = (Result<EventOutcome, PortError>, bool);
 
 impl<
-    S: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex,
+    S: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex + UnsettledAttempts,
     R: RecipientRegistry + CarrierBook + CarrierTraffic,
     C: Clock,
 > StatusHandler<S, R, C>
@@ -608,6 +608,19 @@ impl<
         };
         let open = self.store.open_attempts_to(&destination, claims.from, claims.to).await?;
         match open.as_slice() {
+            // An operator's attempt in the window (a resend past its deadline, which the
+            // pending-index no longer shows) could own the record as well: not this function's to
+            // decide; the sweep's reconciliation leaves it to a human.
+            [one]
+                if self
+                    .store
+                    .unsettled_to(&destination, claims.from, claims.to)
+                    .await?
+                    .iter()
+                    .any(|(key, _)| key != &one.intent.key) =>
+            {
+                Ok(None)
+            }
             [one] => {
                 tracing::info!(key = one.intent.key.short(), sns_message_id = %record.message_id, "orphan record matched to an open attempt");
                 Ok(Some((one.intent.key.clone(), one.intent.recipient.clone())))

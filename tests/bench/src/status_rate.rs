@@ -129,6 +129,30 @@ impl OpenAttempts for CountingPorts {
     }
 }
 
+/// Operators' attempts: asked only when an orphan has exactly one open attempt (never here).
+impl tocsin::ports::UnsettledAttempts for CountingPorts {
+    async fn note_unsettled(
+        &self,
+        _: &PhoneNumber,
+        _: &IdempotencyKey,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> PortResult<()> {
+        self.count("PutItem (unsettled attempt)");
+        Ok(())
+    }
+
+    async fn unsettled_to(
+        &self,
+        _: &PhoneNumber,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
+        self.count("Query (list-index, unsettled attempts)");
+        Ok(Vec::new())
+    }
+}
+
 /// Storm-mode digests: this benchmark's records are single alerts, so these are never asked.
 impl tocsin::ports::DueIndex for CountingPorts {
     fn due_shards(&self) -> Vec<String> {
