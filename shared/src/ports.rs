@@ -290,6 +290,11 @@ pub trait MessageIndex: Send + Sync {
     /// Looks many message ids up at once (the store splits them into as few calls as it can).
     /// An id in no index is absent from the answer; an unreadable entry fails that id alone.
     fn lookup_many(&self, sns_message_ids: &[String]) -> impl Future<Output = PortResult<IndexEntries>> + Send;
+    /// The records kept as orphans under one message id, strongly consistent: a record that
+    /// overtook the sender's MessageId write (it reached the status function first, too old to be
+    /// waited for) is found here by the intent it belongs to. Expired items DynamoDB has not yet
+    /// deleted may be among them (a record is a fact whatever its item's age).
+    fn orphans_of(&self, sns_message_id: &str) -> impl Future<Output = PortResult<Vec<OrphanRecord>>> + Send;
 }
 
 /// Message id → the intent(s) it belongs to, as [`MessageIndex::lookup_many`] finds them.

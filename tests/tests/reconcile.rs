@@ -402,3 +402,41 @@ async fn an_orphan_an_operators_attempt_could_own_is_not_matched_to_the_one_open
     assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(1, 0)]);
     assert_eq!(p.record(&a).await.status.state, State::Sending, "not A's to take");
 }
+
+/// The sweep's search finds a permanent failure for an unknown outcome, and the state write lands
+/// with its answer lost (every SDK attempt's): the intent is `failed`, so it has left
+/// `send_unknown` and no later search tries the record again. The number is suppressed all the
+/// same: the registry is written before the state, not after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconciled_permanent_failure_suppresses_the_number_even_when_the_state_writes_answer_is_lost() {
+    use tocsin::ports::RecipientRegistry;
+    let number = "+14155550178";
+    let p = Pipeline::start_with(tocsin_tests::Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+        fault_seed: Some(16),
+        ..Default::default()
+    })
+    .await;
+    let proxy = p.proxy.clone().expect("proxy");
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("recon-lost-state", number)).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let id = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    carrier_writes(&p, FAILURE, &id, number, false, claimed + Duration::seconds(3)).await;
+
+    // Each of the SDK's three attempts is applied (or refused as applied) and its answer lost.
+    proxy
+        .add_rule(Rule::times("DynamoDB_20120810.UpdateItem", Fault::DropResponse, 3).when_body_contains("\"failed\""));
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 0, "the run saw its write fail: {run:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Failed, "the write landed");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("valid");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "suppressed before the state write");
+    // Nothing tries the record again: the intent is final.
+    p.clock.advance(Duration::minutes(2));
+    let later = p.run_escalation().await;
+    assert_eq!((later.reconciled, later.still_unknown), (0, 0), "{later:?}");
+}

@@ -454,3 +454,53 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
     assert_eq!(receipts, 1, "stored once however often delivered");
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
 }
+
+/// A record that overtakes the sender's MessageId write by more than `TOCSIN_ORPHAN_WAIT` (the
+/// write was slow: throttled, retried) finds no index entry and is kept as an orphan. The sweep
+/// reads the orphans of a silent accepted alert back before it suspects a delay: the alert is
+/// failed as its record says — not escalated as carrier-silent — and the dead number suppressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_overtook_the_senders_message_id_write_is_applied_by_the_next_sweep() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let p = Pipeline::start().await;
+    let number = "+14155550148";
+    let (key, id) = sent(&p, "overtaken-1", number).await;
+    // The MessageId write has not landed yet when the record is read: its index item is away.
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let table = p.stack.table("LedgerTable");
+    let index_item = ddb
+        .delete_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(format!("MSG#{id}")))
+        .key("sk", AttributeValue::S("MSG".into()))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .attributes
+        .expect("the sender indexed its message id");
+    let s = feed(&p, FAILURE_GROUP, &[line("9301", record(&p, &id, number, false, "Phone number is opted out"))]).await;
+    assert_eq!((s.orphaned, s.failed, s.suppressed), (1, 0, 0), "{s:?}");
+    ddb.put_item().table_name(table).set_item(Some(index_item)).send().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+
+    // The alert's first check: no receipt after `delay_suspected_after` (10 minutes).
+    p.clock.advance(Duration::minutes(11));
+    let sweep = p.run_escalation().await;
+    assert_eq!(sweep.delay_suspected, 0, "{sweep:?}");
+    let after = p.record(&key).await;
+    assert_eq!(after.status.state, State::Failed, "{:?}", after.status);
+    let escalation = after.status.escalation.expect("a failed alert is escalated at once");
+    assert!(!escalation.reason.contains("silent"), "{}", escalation.reason);
+    let phone = PhoneNumber::parse(number).expect("valid");
+    let sup = p.registry.suppression(&phone).await.expect("registry").expect("the dead number is suppressed");
+    assert_eq!(sup.reason, "Phone number is opted out");
+    // Applied once: the next sweeps find it stored already.
+    let applied = |t: &[tocsin::domain::observation::Observation]| {
+        t.iter().filter(|o| matches!(o.kind, ObservationKind::DeliveryStatus { .. })).count()
+    };
+    assert_eq!(applied(&p.timeline(&key).await), 1);
+    p.clock.advance(Duration::minutes(1));
+    p.run_escalation().await;
+    assert_eq!(applied(&p.timeline(&key).await), 1);
+}

@@ -383,6 +383,9 @@ where
         if let Some(current) = self.digest_fate(&record, now).await? {
             record = current;
         }
+        if let Some(current) = self.orphaned_fate(&record, now).await? {
+            record = current;
+        }
         let mut escalation_pending = false;
         for action in decide(&record, now, &self.config.sweep) {
             match action {
@@ -589,11 +592,11 @@ where
         }
         let verdict = match sibling {
             // The digest's SMS is known: its records, or, with none yet, what SNS answered.
-            Some(message_id) => {
+            Some((message_id, accepted_at)) => {
                 let mut records: Vec<_> = found.into_iter().filter(|f| f.record.message_id == message_id).collect();
                 if records.is_empty() {
                     if let Some(d) = &digest {
-                        self.accepted_as_sibling(record, d, &message_id).await?;
+                        self.accepted_as_sibling(record, d, &message_id, accepted_at).await?;
                     }
                     return Ok(Some(Verdict::Link { sns_message_id: message_id, records }));
                 }
@@ -748,6 +751,55 @@ where
         self.store.get(key).await
     }
 
+    /// An accepted intent still waiting for its delivery record, whose record overtook the
+    /// sender's MessageId write: the status function saw it first, too old to wait for
+    /// (`TOCSIN_ORPHAN_WAIT`), found no index entry, and kept it as an orphan under the message
+    /// id. It is applied here — before a delay is suspected or the alert escalated as silent — so
+    /// the alert says what its record says and a dead number is suppressed. One read per due,
+    /// silent accepted intent (nearly always empty). Returns the intent as it is then.
+    async fn orphaned_fate(
+        &self,
+        record: &IntentRecord,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IntentRecord>, PortError> {
+        let s = &record.status;
+        if !matches!(s.state, State::Accepted | State::DelaySuspected) {
+            return Ok(None);
+        }
+        let Some(message_id) = s.sns_message_id.as_deref() else { return Ok(None) };
+        let orphans = self.store.orphans_of(message_id).await?;
+        let key = &record.intent.key;
+        let mut applied = 0usize;
+        for orphan in &orphans {
+            let Ok(delivery) = tocsin::domain::delivery::parse_record(&orphan.message) else { continue };
+            if delivery.message_id != message_id {
+                continue;
+            }
+            let event = LogEvent { id: &orphan.log_event_id, timestamp_ms: orphan.received_at.timestamp_millis() };
+            receipts::apply(
+                &self.store,
+                &self.registry,
+                key,
+                &record.intent.recipient,
+                event,
+                &delivery,
+                Link::Indexed,
+                now,
+            )
+            .await?;
+            applied += 1;
+        }
+        if applied == 0 {
+            return Ok(None);
+        }
+        tracing::info!(
+            key = key.short(),
+            records = applied,
+            "delivery records that overtook the sender's MessageId write applied"
+        );
+        self.store.get(key).await
+    }
+
     /// The other intents to the record's number that could own an SMS written at `sent`: their
     /// outcome open too (`sending`, `send_unknown`) and their claim inside its window. This
     /// attempt's digest siblings share its SMS and do not count — those whose current attempt is
@@ -811,12 +863,13 @@ where
     }
 
     /// The message id of a digest's SMS as a sibling member recorded it (what SNS answered for
-    /// the one SMS they all share), for a member whose own record of it never landed.
+    /// the one SMS they all share), and when SNS accepted it, for a member whose own record of it
+    /// never landed.
     async fn sibling_knows(
         &self,
         record: &IntentRecord,
         digest: &tocsin::ports::DigestRecord,
-    ) -> Result<Option<String>, PortError> {
+    ) -> Result<Option<(String, Option<DateTime<Utc>>)>, PortError> {
         let key = &record.intent.key;
         for sibling in digest.members.iter().filter(|m| *m != key) {
             let Some(s) = self.store.get(sibling).await? else { continue };
@@ -827,20 +880,22 @@ where
             // (an operator may have resent the sibling alone since).
             let Some(message_id) = s.status.sns_message_id else { continue };
             if self.store.lookup(&message_id).await?.is_some_and(|e| e.digest.is_some_and(|(id, _)| id == digest.id)) {
-                return Ok(Some(message_id));
+                return Ok(Some((message_id, s.status.accepted_at)));
             }
         }
         Ok(None)
     }
 
     /// A digest member whose own record of the SMS never landed, whose sibling recorded that SNS
-    /// accepted it (message `message_id`) and for which no delivery record has come yet: accepted,
-    /// like its siblings — the same SMS.
+    /// accepted it (message `message_id`, at `accepted_at`) and for which no delivery record has
+    /// come yet: accepted, like its siblings — the same SMS, accepted when they say, so the
+    /// member's receipt clock (delay suspected, expired unknown) is theirs, not the search's.
     async fn accepted_as_sibling(
         &self,
         record: &IntentRecord,
         digest: &tocsin::ports::DigestRecord,
         message_id: &str,
+        accepted_at: Option<DateTime<Utc>>,
     ) -> Result<(), PortError> {
         let key = &record.intent.key;
         {
@@ -848,7 +903,7 @@ where
             self.store.index_digest_message(message_id, digest).await?;
             let mut after = record.clone();
             after.status.state = State::Accepted;
-            after.status.accepted_at = Some(now);
+            after.status.accepted_at = Some(accepted_at.unwrap_or(now));
             let next = self.next_check_from(&after, now);
             let t = Transition {
                 key: key.clone(),

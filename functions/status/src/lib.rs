@@ -118,14 +118,7 @@ pub struct StatusHandler<S, R, C> {
 /// Records looked up together: one BatchGetItem call (DynamoDB's limit is 100 keys).
 pub const LOOKUP_CHUNK: usize = 100;
 
-/// How long a record that matched no intent is kept (the ORPHAN item's TTL). Nearly all of them
-/// are other applications' SMS (the delivery-status log groups are the account's), and each holds
-/// someone's phone number, so not the intents' 30 days. Six hours is ample for what an orphan is
-/// for: a record that overtook the sender's MessageId write is matched within seconds, a crashed
-/// sender's is found by the sweep's reconciliation within minutes (it searches the log groups
-/// themselves, not the orphans), and an operator investigating a missing receipt the same shift
-/// still finds it.
-pub const ORPHAN_RETENTION: chrono::Duration = chrono::Duration::hours(6);
+pub use tocsin::domain::delivery::ORPHAN_RETENTION;
 
 /// Open-index queries one invocation may spend on records that matched no index entry even after
 /// the wait. Each is one Query; this caps what a burst of other applications' SMS can cost.

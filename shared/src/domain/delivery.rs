@@ -13,6 +13,15 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 
 use super::state::Receipt;
 
+/// How long a record that matched no intent is kept (the ORPHAN item's TTL). Nearly all of them
+/// are other applications' SMS (the delivery-status log groups are the account's), and each holds
+/// someone's phone number, so not the intents' 30 days. Six hours is ample for what an orphan is
+/// for: a record that overtook the sender's MessageId write is read back by the sweep at its
+/// intent's first check (minutes later), a crashed sender's is found by the sweep's reconciliation
+/// within minutes (it searches the log groups themselves, not the orphans), and an operator
+/// investigating a missing receipt the same shift still finds it.
+pub const ORPHAN_RETENTION: chrono::Duration = chrono::Duration::hours(6);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum DeliveryStatus {
     Success,

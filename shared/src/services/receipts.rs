@@ -72,9 +72,11 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     let classification = (record.status.receipt() == Some(crate::domain::state::Receipt::Failed))
         .then(|| classify(record.provider_response.as_deref()));
     let class = classification.map(|c| c.class);
-    let applied = apply_observation(store, key, recipient, event.clone(), record, class, link, now).await?;
-    // Suppression runs even when the observation was stored before (a retry after a crash
-    // between the two writes): the registry write is idempotent.
+    // The number first: the record proves it unusable whatever becomes of the state write. Were
+    // it second, a state write that landed with its answer lost would leave the number enabled
+    // for good whenever nothing retries the record — the sweep's reconciliation does not: the
+    // intent it searched for has left `send_unknown`. The registry write is idempotent, so a
+    // retried record (a redelivered batch) suppresses again harmlessly.
     let mut suppressed = false;
     if class == Some(FailureClass::PermanentRecipient) {
         let evidence = SuppressionEvidence {
@@ -88,6 +90,7 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
         suppressed = true;
         tracing::warn!(recipient = %recipient, key = key.short(), reason = record.provider_response.as_deref().unwrap_or(""), "recipient suppressed");
     }
+    let applied = apply_observation(store, key, recipient, event.clone(), record, class, link, now).await?;
     Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
 }
 

@@ -115,6 +115,10 @@ impl MessageIndex for CountingPorts {
             })
             .collect())
     }
+    async fn orphans_of(&self, _: &str) -> PortResult<Vec<OrphanRecord>> {
+        self.count("Query (orphans)");
+        Ok(Vec::new())
+    }
 }
 
 impl OpenAttempts for CountingPorts {

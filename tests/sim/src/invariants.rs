@@ -94,7 +94,10 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             })
             .filter_map(|k| world.ledger.intents.get(k).map(|i| (k, i.record.status.state)))
             .collect();
-        if members.windows(2).any(|w| w[0].1 != w[1].1) {
+        // `accepted` and `delay_suspected` are one fate (SNS took the SMS, no record yet): a member
+        // settled later than its siblings is suspected of a delay at its own next check.
+        let fate = |s: State| if s == State::DelaySuspected { State::Accepted } else { s };
+        if members.windows(2).any(|w| fate(w[0].1) != fate(w[1].1)) {
             let states: Vec<String> = members.iter().map(|(k, s)| format!("{} {s}", k.short())).collect();
             out.push(Violation {
                 at: now,
@@ -149,25 +152,62 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
     out
 }
 
+/// Whether a delivery-status record is a permanent failure of its recipient (the kind that
+/// suppresses the number).
+fn permanent_failure(message: &str) -> Option<tocsin::domain::delivery::DeliveryRecord> {
+    if !message.contains("FAILURE") {
+        return None;
+    }
+    let r = tocsin::domain::delivery::parse_record(message).ok()?;
+    let permanent = r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
+        && classify(r.provider_response.as_deref()).class == FailureClass::PermanentRecipient;
+    permanent.then_some(r)
+}
+
+/// Whether the registry holds `number` as unusable (suppressed, or re-enabled and waiting for
+/// its opt-out check).
+fn held_unusable(world: &World, number: &str) -> bool {
+    world.registry.numbers.get(number).is_some_and(|n| n.suppressed || n.needs_opt_out_check)
+}
+
 /// After a status invocation that succeeded: every permanent failure among its records that
-/// belongs to an intent has suppressed its number.
-pub fn suppressed_at_once(world: &World, records: &[String]) -> Vec<Violation> {
+/// belonged to an intent when the invocation began has suppressed its number. (A record whose
+/// message id the sender indexed only after that may have been kept as an orphan: the sweep owes
+/// it, [`orphans_applied`].)
+pub fn suppressed_at_once(world: &World, records: &[String], started: Millis) -> Vec<Violation> {
     let mut out = Vec::new();
-    for message in records.iter().filter(|m| m.contains("FAILURE")) {
-        let Ok(r) = tocsin::domain::delivery::parse_record(message) else { continue };
-        let permanent = r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
-            && classify(r.provider_response.as_deref()).class == FailureClass::PermanentRecipient;
-        let ours = world.ledger.messages.contains_key(&r.message_id);
+    for r in records.iter().filter_map(|m| permanent_failure(m)) {
+        let indexed = world.ledger.messages.get(&r.message_id);
+        let ours = indexed.is_some_and(|m| m.written < started);
         let Some(destination) = r.destination.as_deref() else { continue };
-        if permanent
-            && ours
-            && !world.registry.numbers.get(destination).is_some_and(|n| n.suppressed || n.needs_opt_out_check)
-        {
+        if ours && !held_unusable(world, destination) {
             out.push(Violation {
                 at: world.now,
                 invariant: Invariant::Suppression,
-                key: world.ledger.messages.get(&r.message_id).map(|m| m.entry.key.to_string()),
+                key: indexed.map(|m| m.entry.key.to_string()),
                 detail: "a permanent failure was applied and its number is not suppressed".into(),
+            });
+        }
+    }
+    out
+}
+
+/// At quiescence: a permanent failure kept as an orphan (it overtook the sender's MessageId
+/// write) whose message id is now an intent's has suppressed its number all the same — the sweep
+/// looks orphans of a silent accepted intent up before it suspects a delay or escalates.
+pub fn orphans_applied(world: &World) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((message_id, _), orphan) in &world.ledger.orphans {
+        let Some(r) = permanent_failure(&orphan.message) else { continue };
+        let Some(indexed) = world.ledger.messages.get(message_id) else { continue };
+        let Some(destination) = r.destination.as_deref() else { continue };
+        if !held_unusable(world, destination) && !world.oracle.ever_suppressed.contains(destination) {
+            out.push(Violation {
+                at: world.now,
+                invariant: Invariant::Suppression,
+                key: Some(indexed.entry.key.to_string()),
+                detail: "a permanent failure kept as an orphan belongs to an intent and never suppressed its number"
+                    .into(),
             });
         }
     }

@@ -44,8 +44,9 @@ pub enum Invariant {
     NothingStuck,
     /// Nothing is lost between the ledger and the queue: a queued intent has a message.
     NothingLost,
-    /// A permanent failure suppresses the number before its status invocation ends; nothing is
-    /// sent to a number suppressed before the attempt began.
+    /// A permanent failure suppresses the number before its status invocation ends (by the next
+    /// sweep when the record overtook the sender's MessageId write and was kept as an orphan);
+    /// nothing is sent to a number suppressed before the attempt began.
     Suppression,
     /// A sent SMS is never forgotten: the ledger never says "not sent" for an alert an SMS covered.
     SentRemembered,
@@ -99,6 +100,8 @@ pub struct Oracle {
     /// The digests whose SMS went out: their members, by ref.
     pub sent_digests: BTreeMap<String, Vec<IdempotencyKey>>,
     pub suppressed: BTreeMap<String, Millis>,
+    /// Every number suppressed at some point (a re-enable takes it out of `suppressed` only).
+    pub ever_suppressed: std::collections::BTreeSet<String>,
     pub violations: Vec<Violation>,
     pub sms_sent: u64,
     pub escalations_sent: u64,
@@ -287,6 +290,7 @@ impl Oracle {
 
     pub fn suppressed(&mut self, now: Millis, number: &PhoneNumber, _evidence: &SuppressionEvidence) {
         self.suppressed.entry(number.expose().to_owned()).or_insert(now);
+        self.ever_suppressed.insert(number.expose().to_owned());
     }
 
     pub fn re_enabled(&mut self, _now: Millis, number: &PhoneNumber) {

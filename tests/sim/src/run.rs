@@ -140,7 +140,7 @@ enum Done {
 enum Meta {
     Intake { request: usize },
     Sender { slot: usize, receipts: Vec<String> },
-    Status { batch: u64 },
+    Status { batch: u64, started: Millis },
     Escalation,
     Operator,
 }
@@ -510,7 +510,7 @@ impl Driver {
         self.spawn(
             fut,
             self.deployment.timeouts.status,
-            Meta::Status { batch },
+            Meta::Status { batch, started: self.sim.now() },
             format!("status batch {batch} of {n}"),
         );
     }
@@ -618,7 +618,7 @@ impl Driver {
                 self.busy[slot] = false;
                 self.poll_later(now);
             }
-            (Meta::Status { batch }, outcome) => {
+            (Meta::Status { batch, started }, outcome) => {
                 let ok = matches!(outcome, Some(Done::Status(true)));
                 let mut st = self.sim.lock();
                 let retries = self.deployment.status_retries;
@@ -630,7 +630,7 @@ impl Driver {
                         .get(&batch)
                         .map(|b| b.events.iter().map(|e| e.message.clone()).collect())
                         .unwrap_or_default();
-                    let found = invariants::suppressed_at_once(&st.world, &messages);
+                    let found = invariants::suppressed_at_once(&st.world, &messages, started);
                     st.world.oracle.violations.extend(found);
                     let p = st.world.faults.batch_twice;
                     if st.world.chance(p) {
@@ -724,6 +724,7 @@ impl Driver {
         let w = &st.world;
         let mut violations = w.oracle.violations.clone();
         violations.extend(invariants::at_quiescence(w));
+        violations.extend(invariants::orphans_applied(w));
         let ops = w.coverage.ops.values().sum();
         let trace = self.first_violation_trace.clone().unwrap_or_else(|| self.trace_lines());
         let mut keys: Vec<&str> = violations.iter().filter_map(|v| v.key.as_deref()).collect();

@@ -363,7 +363,11 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         expires_at: m(70 + 6 * 3600),
     };
     out.push(line("keep orphans", l.keep_orphans(&[orphan.clone(), orphan.clone()]).await));
-    out.push(line("keep orphans again", l.keep_orphans(&[orphan]).await));
+    let second = OrphanRecord { log_event_id: "e2".into(), ..orphan.clone() };
+    out.push(line("keep orphans again, and a second record", l.keep_orphans(&[orphan, second]).await));
+    let orphans = |v: PortResult<Vec<OrphanRecord>>| v.map(|v| v.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>());
+    out.push(line("orphans of msg-f", orphans(l.orphans_of("msg-f").await)));
+    out.push(line("orphans of msg-0", orphans(l.orphans_of("msg-0").await)));
     let found = l.lookup_many(&["msg-0".into(), "msg-f".into(), "msg-0".into()]).await.expect("lookup");
     let found: BTreeMap<String, String> = found.into_iter().map(|(k, v)| (k, format!("{v:?}"))).collect();
     out.push(line("lookup many", found));

@@ -123,3 +123,27 @@ fn an_alert_never_sent_is_never_called_delivered_on_another_alerts_sms() {
 fn a_digest_member_a_reconciled_fan_out_missed_still_learns_its_fate() {
     green(&[50776], 330);
 }
+
+/// Found by the long mode (seeds 81868, 82175): a permanent failure overtook the sender's slow
+/// MessageId write by more than `TOCSIN_ORPHAN_WAIT` and was kept as an orphan that nothing read
+/// back — the alert was escalated as carrier-silent instead of failed and the dead number never
+/// suppressed. The sweep now reads a silent accepted intent's orphans back and applies them before
+/// it suspects a delay (`orphaned_fate`). Both seeds fail the quiescence check
+/// (`invariants::orphans_applied`) without it. Emulator test:
+/// `a_record_that_overtook_the_senders_message_id_write_is_applied_by_the_next_sweep`.
+#[test]
+fn a_record_that_overtook_the_senders_write_still_suppresses_the_dead_number() {
+    green(&[81868, 82175], 330);
+}
+
+/// Found by the long mode once the quiescence check above was added (seeds 90558, 90891, 91043):
+/// the sweep's reconciliation applied a permanent failure to an unknown outcome, and the registry
+/// write that came after the state write failed, or the state write's answer was lost. The intent
+/// had left `send_unknown`, so no later search tried the record again, and the dead number stayed
+/// enabled. A record's suppression now comes before its state write (`services/receipts.rs`).
+/// Emulator test:
+/// `a_reconciled_permanent_failure_suppresses_the_number_even_when_the_state_writes_answer_is_lost`.
+#[test]
+fn a_reconciled_permanent_failure_suppresses_the_number_whatever_becomes_of_the_state_write() {
+    green(&[90558, 90891, 91043], 330);
+}

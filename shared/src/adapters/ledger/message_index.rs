@@ -1,12 +1,12 @@
 //! `MessageIndex`: SNS message id → intent (`MSG#<id>` items), one at a time or a status batch at
-//! once, and the orphaned delivery records kept beside it. Written by transitions and digests too.
+//! once, and the orphaned delivery records kept beside it (and read back by message id). Written by transitions and digests too.
 
 use std::collections::HashMap;
 
 use super::DynamoLedger;
 use super::digests::members_of;
-use super::items::{Item, get_s, n, s, ts, unavailable};
-use super::pages::BATCH_WRITE_ITEMS;
+use super::items::{Item, get_s, get_time, n, s, ts, unavailable};
+use super::pages::{BATCH_WRITE_ITEMS, Upto, query_pages};
 use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber};
 use crate::ports::{IndexEntry, MessageIndex, OrphanRecord, PortError, PortResult};
@@ -58,6 +58,46 @@ impl MessageIndex for DynamoLedger {
     async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<crate::ports::IndexEntries> {
         self.batch_lookup(sns_message_ids).await
     }
+
+    /// One Query on `ORPHAN#<id>` (nearly always empty: one read unit).
+    async fn orphans_of(&self, sns_message_id: &str) -> PortResult<Vec<OrphanRecord>> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(format!("ORPHAN#{sns_message_id}")))
+            .consistent_read(true);
+        let mut out = Vec::new();
+        query_pages(query, "DynamoDB Query (orphans)", Upto::All, |item| {
+            out.push(orphan_record(sns_message_id, item)?);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+}
+
+/// One `ORPHAN#` item read back.
+fn orphan_record(id: &str, item: &Item) -> PortResult<OrphanRecord> {
+    let corrupt = |m: &str| PortError::Corrupt { what: format!("ORPHAN#{id}"), message: m.to_owned() };
+    let log_event_id = get_s(item, "sk").and_then(|sk| sk.strip_prefix("LOG#")).ok_or_else(|| corrupt("bad sk"))?;
+    let message = get_s(item, "message").ok_or_else(|| corrupt("no message"))?;
+    let received_at = get_time(item, "received_at").ok_or_else(|| corrupt("bad received_at"))?;
+    let expires_at = item
+        .get("expires_at")
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse::<i64>().ok())
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .ok_or_else(|| corrupt("bad expires_at"))?;
+    Ok(OrphanRecord {
+        log_event_id: log_event_id.to_owned(),
+        sns_message_id: id.to_owned(),
+        log_group: get_s(item, "log_group").unwrap_or_default().to_owned(),
+        message: message.to_owned(),
+        received_at,
+        expires_at,
+    })
 }
 
 // ---- The message index, many ids at a time (status looks a whole batch of records up at once) ----

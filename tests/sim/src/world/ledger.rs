@@ -92,6 +92,9 @@ pub struct ObsItem {
 pub struct MsgItem {
     pub entry: IndexEntry,
     pub expires_at: i64,
+    /// When the entry was written (simulated time): the oracle's "did the status function have a
+    /// chance to read it".
+    pub written: Millis,
 }
 
 #[derive(Debug, Clone)]
@@ -270,7 +273,8 @@ impl World {
     fn write_message_index(&mut self, t: &Transition) {
         if let Some((mid, recipient)) = &t.index_message {
             let entry = IndexEntry::single(t.key.clone(), recipient.clone());
-            self.ledger.messages.insert(mid.clone(), MsgItem { entry, expires_at: retain_until(t).timestamp() });
+            let item = MsgItem { entry, expires_at: retain_until(t).timestamp(), written: self.now };
+            self.ledger.messages.insert(mid.clone(), item);
         }
     }
 
@@ -674,6 +678,22 @@ impl MessageIndex for SimLedger {
         Ok(())
     }
 
+    async fn orphans_of(&self, sns_message_id: &str) -> PortResult<Vec<OrphanRecord>> {
+        let id = sns_message_id.to_owned();
+        port(
+            self.sim
+                .call("DynamoDB Query (orphans)", OpKind::Read, move |w| {
+                    w.ledger
+                        .orphans
+                        .range((id.clone(), String::new())..)
+                        .take_while(|((mid, _), _)| *mid == id)
+                        .map(|(_, o)| o.clone())
+                        .collect()
+                })
+                .await,
+        )
+    }
+
     async fn lookup_many(&self, sns_message_ids: &[String]) -> PortResult<IndexEntries> {
         let mut unique: Vec<String> = sns_message_ids.to_vec();
         unique.sort_unstable();
@@ -945,7 +965,8 @@ impl DigestStore for SimLedger {
                         recipient: d.recipient.clone(),
                         digest: Some((d.id.clone(), d.members.clone())),
                     };
-                    w.ledger.messages.insert(id.clone(), MsgItem { entry, expires_at: d.expires_at.timestamp() });
+                    let item = MsgItem { entry, expires_at: d.expires_at.timestamp(), written: w.now };
+                    w.ledger.messages.insert(id.clone(), item);
                 })
                 .await,
         )
