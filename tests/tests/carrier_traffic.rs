@@ -7,7 +7,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use tocsin::domain::State;
-use tocsin::domain::carrier_traffic::{Minute, Tallies, Tally, TrafficPolicy, minute_of, start_of};
+use tocsin::domain::carrier_traffic::{CountryTallies, Minute, Tally, TrafficPolicy, minute_of, start_of};
 use tocsin::ports::carriers::CarrierTraffic;
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
 use tocsin_harness::fault_proxy::{Fault, Rule};
@@ -36,12 +36,12 @@ fn foreign(n: usize, carrier: &str, at: DateTime<Utc>) -> LogLine {
 /// What the harness arranges as the account's past traffic: `per_minute(m, carrier)` records
 /// for every minute of `minutes` (as the status function would have tallied them).
 async fn history(p: &Pipeline, minutes: std::ops::Range<Minute>, per_minute: impl Fn(Minute, &str) -> u64) {
-    let mut t = Tallies::new();
+    let mut t = CountryTallies::new();
     for m in minutes {
         for carrier in ["SlowTel", "FastTel"] {
             let n = per_minute(m, carrier);
             t.insert(
-                (m, carrier.to_owned()),
+                (m, carrier.to_owned(), "US".to_owned()),
                 Tally { records: n, delivered: n, dwell_ms: n * 3_000, ..Default::default() },
             );
         }
@@ -105,6 +105,45 @@ async fn other_applications_records_alone_show_a_carrier_gone_silent_and_its_ala
     assert_eq!((fast["carrier_degraded"].as_f64(), fast["carrier_traffic_degraded"].as_f64()), (Some(0.0), Some(0.0)));
     let metrics = tocsin_tests::emitted_metrics();
     assert!(!metrics.contains("+1206555"), "no number in the metrics");
+}
+
+/// One carrier name can be several countries' networks (a group's operators), and an incident is
+/// often one country's: the status function keeps each record's country (from its MCC) beside its
+/// carrier, so `tocsin carriers` can say where. The detector judges the carrier whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_function_tallies_every_record_by_carrier_and_country() {
+    let p = Pipeline::start().await;
+    let m = minute_of(p.clock.now_utc()) - 1;
+    let with_mcc = |n: usize, mcc: Option<u32>| {
+        let mut line = foreign(n, "GroupTel", start_of(m) + Duration::seconds(10));
+        let mut rec: Value = serde_json::from_str(&line.message).expect("json");
+        match mcc {
+            Some(code) => rec["delivery"]["mcc"] = json!(code),
+            None => {
+                rec["delivery"].as_object_mut().expect("delivery").remove("mcc");
+            }
+        }
+        line.message = rec.to_string();
+        line
+    };
+    let lines = vec![
+        with_mcc(1, Some(310)),
+        with_mcc(2, Some(311)),
+        with_mcc(3, Some(310)),
+        with_mcc(4, Some(262)),
+        with_mcc(5, Some(262)),
+        with_mcc(6, None),
+    ];
+    let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
+    let s = p.status.handle(logs_envelope(&logs_payload(&group, "DATA_MESSAGE", &lines))).await.expect("handled");
+    assert_eq!(s.orphaned, 6, "{s:?}");
+    p.assert_iam_allowed();
+    let stored = p.registry.tallies(m, m).await.expect("tallies");
+    let records = |country: &str| stored.get(&(m, "GroupTel".to_owned(), country.to_owned())).map(|t| t.records);
+    assert_eq!((records("US"), records("DE"), records("unknown")), (Some(3), Some(2), Some(1)), "{stored:?}");
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    let whole = tocsin::domain::carrier_traffic::per_carrier(&stored);
+    assert_eq!(whole[&(m, "GroupTel".to_owned())].records, 6, "judged whole");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

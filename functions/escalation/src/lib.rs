@@ -357,7 +357,8 @@ where
         let policy = TrafficPolicy::new(self.config.sweep.delay_suspected_after);
         let baseline = self.registry.baseline().await?;
         let (from, to) = policy.minutes_to_read(now, baseline.through);
-        let tallies = self.registry.tallies(from, to).await?;
+        // Judged per carrier, its countries summed (the view lists them).
+        let tallies = carrier_traffic::per_carrier(&self.registry.tallies(from, to).await?);
         let (verdicts, since) = carrier_traffic::judge(&baseline, &tallies, now, &policy);
         let through = policy.fold_through(now);
         let mut next =

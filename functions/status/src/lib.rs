@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tocsin::config::StatusConfig;
 use tocsin::domain::carrier::CarrierSeen;
-use tocsin::domain::carrier_traffic::{self, Tallies, TrafficPolicy};
+use tocsin::domain::carrier_traffic::{self, CountryTallies, TrafficPolicy};
 use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc, parse_record};
 use tocsin::domain::phone::mask_phone_like;
 use tocsin::domain::provider::{FailureClass, classify};
@@ -378,9 +378,9 @@ impl<
         out
     }
 
-    /// The chunk's records tallied by minute and carrier: counts and dwell times only, never a
-    /// number or a text ([`carrier_traffic::tally`]).
-    fn traffic_tallies(&self, parsed: &[Parsed]) -> Tallies {
+    /// The chunk's records tallied by minute, carrier and country: counts and dwell times only,
+    /// never a number or a text ([`carrier_traffic::tally`]).
+    fn traffic_tallies(&self, parsed: &[Parsed]) -> CountryTallies {
         let policy = TrafficPolicy::new(self.config.delay_suspected_after);
         carrier_traffic::tally(parsed.iter().map(|p| (&p.record, p.written_at)), self.clock.now(), &policy)
     }
@@ -390,7 +390,7 @@ impl<
     /// delivery record — the traffic signal is a statistic, the receipts are facts. (A batch
     /// Lambda retries for another reason counts its records again: the detector judges ratios
     /// against the other carriers, which the retry inflates alike.)
-    async fn add_traffic(&self, tallies: &Tallies) {
+    async fn add_traffic(&self, tallies: &CountryTallies) {
         if tallies.is_empty() {
             return;
         }

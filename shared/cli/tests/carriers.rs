@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use common::{Run, aws_env, tocsin_with};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::carrier::CarrierSeen;
-use tocsin::domain::carrier_traffic::{self, Baseline, Minute, Tallies, Tally, TrafficPolicy};
+use tocsin::domain::carrier_traffic::{self, Baseline, CountryTallies, Minute, Tallies, Tally, TrafficPolicy};
 use tocsin::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic};
 use tocsin_tests::{Pipeline, alert, key_of};
 
@@ -82,6 +82,18 @@ fn steady(t: &mut Tallies, minutes: std::ops::RangeInclusive<Minute>, carriers: 
     }
 }
 
+/// As [`steady`], as the status function stores it: each carrier's records in one country.
+fn steady_in(t: &mut CountryTallies, minutes: std::ops::RangeInclusive<Minute>, carriers: &[(&str, &str, u64)]) {
+    for m in minutes {
+        for (carrier, country, n) in carriers {
+            t.insert(
+                (m, (*carrier).to_owned(), (*country).to_owned()),
+                Tally { records: *n, delivered: *n, dwell_ms: n * 3_000, ..Default::default() },
+            );
+        }
+    }
+}
+
 /// A baseline folded (by the sweep's own fold) from twelve hours of `carriers`' steady traffic,
 /// through the minute the sweep would have folded by `now`.
 fn warmed(carriers: &[(&str, u64)], now: DateTime<Utc>) -> Baseline {
@@ -120,9 +132,10 @@ async fn carriers_shows_a_carrier_the_account_wide_traffic_calls_degraded_beside
     let last = policy.last_closed(now);
     let baseline = warmed(&[("SlowTel", 10), ("FastTel", 20)], now);
     assert_eq!(p.registry.save_baseline(&baseline, None).await.expect("saved"), BaselineSaved::Saved);
-    let mut recent = Tallies::new();
-    steady(&mut recent, last - 20..=last + 2, &[("FastTel", 20)]);
-    steady(&mut recent, last - 20..=last - 6, &[("SlowTel", 10)]);
+    // SlowTel's name covers two countries' networks: 8 of its 10 records a minute are in the US.
+    let mut recent = CountryTallies::new();
+    steady_in(&mut recent, last - 20..=last + 2, &[("FastTel", "US", 20)]);
+    steady_in(&mut recent, last - 20..=last - 6, &[("SlowTel", "US", 8), ("SlowTel", "DE", 2)]);
     p.registry.add_tallies(&recent).await.expect("tallied");
 
     let r = tocsin(&p, &["--json", "carriers"]).await;
@@ -145,6 +158,19 @@ async fn carriers_shows_a_carrier_the_account_wide_traffic_calls_degraded_beside
     assert!((usual["share_percent"].as_f64().unwrap_or(0.0) - 33.3).abs() < 0.5, "a third of the records: {slow}");
     assert!((usual["records_per_minute"].as_f64().unwrap_or(0.0) - 10.0).abs() < 0.5, "{slow}");
     assert_eq!(usual["late_percent"], 0.0, "{slow}");
+    let countries: Vec<(String, u64)> = slow["countries"]
+        .as_array()
+        .expect("countries")
+        .iter()
+        .map(|c| (c["country"].as_str().unwrap_or_default().to_owned(), c["records"].as_u64().unwrap_or(0)))
+        .collect();
+    match countries.as_slice() {
+        [(us, u), (de, d)] => {
+            assert_eq!((us.as_str(), de.as_str()), ("US", "DE"), "busiest first: {slow}");
+            assert!(*d > 0 && *u == 4 * d, "the judged window's records by country: {slow}");
+        }
+        other => panic!("two countries: {other:?}"),
+    }
     let fast = of("FastTel");
     assert_eq!((&fast["degraded"], &fast["in_flight"]), (&false.into(), &0.into()), "{fast}");
     assert_eq!(fast["traffic_verdict"]["judged"], true, "{fast}");
@@ -153,7 +179,7 @@ async fn carriers_shows_a_carrier_the_account_wide_traffic_calls_degraded_beside
     let r = tocsin(&p, &["carriers"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     let row = r.stdout.lines().find(|l| l.contains("SlowTel")).unwrap_or_default();
-    for cell in ["33.3% of records, 10/min, 0% late", "DEGRADED (silent) since", "DEGRADED"] {
+    for cell in ["33.3% of records, 10/min, 0% late", "US ", ", DE ", "DEGRADED (silent) since", "DEGRADED"] {
         assert!(row.contains(cell), "{cell:?} in {row:?}\n{}", r.stdout);
     }
     assert!(r.stdout.lines().any(|l| l.starts_with("carrier SlowTel delayed: ")), "the traffic's own words: {r:?}");

@@ -6,7 +6,7 @@
 //! | last-seen carrier | `RCPT#<e164>` | `CARRIER` (expires [`CARRIER_RETENTION`] after the record) |
 //! | carrier hold | `CARRIERS` | `HOLD#<carrier>` (expires a day after its end) |
 //! | hold audit event | `CARRIERS` | `EVENT#<time>#<hold\|release>#<carrier>` |
-//! | traffic tally (every application's records, counts only) | `TRAFFIC#<yyyy-mm-ddThh>` | `<yyyy-mm-ddThh:mm>#<carrier>` (expires [`TALLY_RETENTION`] after its minute) |
+//! | traffic tally (every application's records, counts only) | `TRAFFIC#<yyyy-mm-ddThh>` | `<yyyy-mm-ddThh:mm>#<carrier>#<country>` (expires [`TALLY_RETENTION`] after its minute) |
 //! | traffic baseline | `CARRIERS` | `TRAFFIC_BASELINE` (`through`: the last minute folded; expires [`BASELINE_RETENTION`] after it) |
 //!
 //! The ledger's intent item carries `inflight_pk`/`inflight_at` (the keys of the sparse
@@ -26,7 +26,7 @@ use super::describe;
 use super::ledger::{DynamoLedger, ts};
 use super::registry::{DynamoRegistry, HISTORY_RETENTION};
 use crate::domain::carrier::{CarrierHold, CarrierSeen, SentSms, release_line};
-use crate::domain::carrier_traffic::{Baseline, Minute, Tallies, Tally, start_of};
+use crate::domain::carrier_traffic::{Baseline, CountryTallies, Minute, Tally, start_of};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends, Released};
 use crate::ports::{PortError, PortResult};
@@ -347,15 +347,16 @@ fn get_n(item: &Item, name: &str) -> Option<u64> {
 }
 
 impl DynamoRegistry {
-    async fn add_tally(&self, minute: Minute, carrier: &str, t: &Tally) -> PortResult<()> {
+    async fn add_tally(&self, minute: Minute, carrier: &str, country: &str, t: &Tally) -> PortResult<()> {
         let n = |v: u64| AttributeValue::N(v.to_string());
         self.client()
             .update_item()
             .table_name(self.table())
             .key("pk", s(tally_pk(minute)))
-            .key("sk", s(format!("{}#{carrier}", minute_stamp(minute))))
+            // The country last: it never holds a `#` (ISO code, MCC or "unknown"), the carrier may.
+            .key("sk", s(format!("{}#{carrier}#{country}", minute_stamp(minute))))
             // Names, not words: several are DynamoDB reserved words (`minute`, `records`).
-            .update_expression("ADD #r :r, #d :d, #f :f, #s :s, #w :w, #sw :sw SET #c = :c, #m = :m, #x = :x")
+            .update_expression("ADD #r :r, #d :d, #f :f, #s :s, #w :w, #sw :sw SET #c = :c, #k = :k, #m = :m, #x = :x")
             .expression_attribute_names("#r", "records")
             .expression_attribute_names("#d", "delivered")
             .expression_attribute_names("#f", "failed")
@@ -363,6 +364,7 @@ impl DynamoRegistry {
             .expression_attribute_names("#w", "dwell_ms")
             .expression_attribute_names("#sw", "slow_dwell_ms")
             .expression_attribute_names("#c", "carrier")
+            .expression_attribute_names("#k", "country")
             .expression_attribute_names("#m", "minute")
             .expression_attribute_names("#x", "expires_at")
             .expression_attribute_values(":r", n(t.records))
@@ -372,6 +374,7 @@ impl DynamoRegistry {
             .expression_attribute_values(":w", n(t.dwell_ms))
             .expression_attribute_values(":sw", n(t.slow_dwell_ms))
             .expression_attribute_values(":c", s(carrier))
+            .expression_attribute_values(":k", s(country))
             .expression_attribute_values(":m", AttributeValue::N(minute.to_string()))
             .expression_attribute_values(":x", epoch(start_of(minute) + TALLY_RETENTION))
             .send()
@@ -382,13 +385,13 @@ impl DynamoRegistry {
 }
 
 impl CarrierTraffic for DynamoRegistry {
-    async fn add_tallies(&self, tallies: &Tallies) -> PortResult<()> {
+    async fn add_tallies(&self, tallies: &CountryTallies) -> PortResult<()> {
         use futures::StreamExt;
         let writes: Vec<_> = tallies
             .iter()
-            .map(|((minute, carrier), t)| {
-                let (minute, carrier, t) = (*minute, carrier.clone(), *t);
-                async move { self.add_tally(minute, &carrier, &t).await }
+            .map(|((minute, carrier, country), t)| {
+                let (minute, t) = (*minute, *t);
+                async move { self.add_tally(minute, carrier, country, &t).await }
             })
             .collect();
         let results: Vec<PortResult<()>> =
@@ -404,8 +407,8 @@ impl CarrierTraffic for DynamoRegistry {
         }
     }
 
-    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<Tallies> {
-        let mut out = Tallies::new();
+    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<CountryTallies> {
+        let mut out = CountryTallies::new();
         let mut hour_first = from;
         while hour_first <= to {
             // The minutes of this hour partition within from..=to.
@@ -442,7 +445,9 @@ impl CarrierTraffic for DynamoRegistry {
                         dwell_ms: get_n(item, "dwell_ms").unwrap_or(0),
                         slow_dwell_ms: get_n(item, "slow_dwell_ms").unwrap_or(0),
                     };
-                    out.entry((minute, carrier.to_owned())).or_default().add(&t);
+                    // Tallies written before countries were kept have none.
+                    let country = get_s(item, "country").unwrap_or(crate::domain::carrier::UNKNOWN);
+                    out.entry((minute, carrier.to_owned(), country.to_owned())).or_default().add(&t);
                 }
                 match resp.last_evaluated_key() {
                     Some(k) if !k.is_empty() => start = Some(k.clone()),

@@ -31,8 +31,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::carrier::{CarrierHealth, slice_of};
-use super::delivery::{DeliveryRecord, DeliveryStatus};
+use super::carrier::{CarrierHealth, UNKNOWN, slice_of};
+use super::delivery::{DeliveryRecord, DeliveryStatus, country_of_mcc};
 
 /// Minutes since the Unix epoch: the tallies' time key.
 pub type Minute = i64;
@@ -78,8 +78,49 @@ impl Tally {
     }
 }
 
-/// Tallies by (minute, carrier).
+/// Tallies by (minute, carrier): what the detector judges.
 pub type Tallies = BTreeMap<(Minute, String), Tally>;
+
+/// Tallies by (minute, carrier, country): what is stored. One carrier name can be several
+/// networks (a group's operators in different countries), and an incident is often one country's:
+/// the country is kept beside the carrier so the view can say where, while the detector judges
+/// each carrier's sum ([`per_carrier`]).
+pub type CountryTallies = BTreeMap<(Minute, String, String), Tally>;
+
+/// The country a record was delivered in, from its mobile country code: ISO 3166 where the MCC
+/// is known ([`country_of_mcc`]), the MCC itself where not, [`UNKNOWN`] when the record carries
+/// none or one that is no MCC (three digits).
+pub fn country_slice(mcc: Option<&str>) -> String {
+    match mcc.map(str::trim) {
+        Some(m) if m.len() == 3 && m.bytes().all(|b| b.is_ascii_digit()) => country_of_mcc(m).to_owned(),
+        _ => UNKNOWN.to_owned(),
+    }
+}
+
+/// The detector's view: each carrier's tallies summed over its countries.
+pub fn per_carrier(tallies: &CountryTallies) -> Tallies {
+    let mut out = Tallies::new();
+    for ((minute, carrier, _), t) in tallies {
+        out.entry((*minute, carrier.clone())).or_default().add(t);
+    }
+    out
+}
+
+/// Each carrier's countries over all the minutes of `tallies`, busiest first.
+pub fn countries_of(tallies: &CountryTallies) -> BTreeMap<String, Vec<(String, Tally)>> {
+    let mut sums: BTreeMap<(String, String), Tally> = BTreeMap::new();
+    for ((_, carrier, country), t) in tallies {
+        sums.entry((carrier.clone(), country.clone())).or_default().add(t);
+    }
+    let mut out: BTreeMap<String, Vec<(String, Tally)>> = BTreeMap::new();
+    for ((carrier, country), t) in sums {
+        out.entry(carrier).or_default().push((country, t));
+    }
+    for countries in out.values_mut() {
+        countries.sort_by(|a, b| b.1.records.cmp(&a.1.records).then_with(|| a.0.cmp(&b.0)));
+    }
+    out
+}
 
 /// The traffic detector's thresholds. Fixed, with their reasons (as [`super::carrier::CarrierPolicy`]):
 /// they say what "degraded" means.
@@ -182,15 +223,16 @@ pub fn tally<'a>(
     records: impl IntoIterator<Item = (&'a DeliveryRecord, Option<DateTime<Utc>>)>,
     now: DateTime<Utc>,
     policy: &TrafficPolicy,
-) -> Tallies {
+) -> CountryTallies {
     let oldest = now - chrono::Duration::from_std(policy.horizon).unwrap_or_default();
     // A record stamped a little ahead of this clock is clock skew; far ahead is not believed.
     let newest = now + chrono::Duration::minutes(5);
     let slow_ms = u64::try_from(policy.slow_after.as_millis()).unwrap_or(u64::MAX);
-    let mut out = Tallies::new();
+    let mut out = CountryTallies::new();
     for (r, at) in records {
         let Some(at) = at.filter(|at| *at >= oldest && *at <= newest) else { continue };
-        let t = out.entry((minute_of(at), slice_of(r.carrier.as_deref()))).or_default();
+        let key = (minute_of(at), slice_of(r.carrier.as_deref()), country_slice(r.mcc.as_deref()));
+        let t = out.entry(key).or_default();
         t.records += 1;
         match r.status {
             DeliveryStatus::Success => t.delivered += 1,
@@ -720,15 +762,15 @@ mod tests {
     }
 
     #[test]
-    fn records_are_tallied_by_minute_and_carrier_with_counts_and_dwell_only() {
-        let rec = |carrier: Option<&str>, status: DeliveryStatus, dwell: u64| DeliveryRecord {
+    fn records_are_tallied_by_minute_carrier_and_country_with_counts_and_dwell_only() {
+        let rec = |carrier: Option<&str>, mcc: Option<&str>, status: DeliveryStatus, dwell: u64| DeliveryRecord {
             message_id: "m".into(),
             status,
             timestamp: None,
             destination: Some("+14155550100".into()),
             provider_response: None,
             carrier: carrier.map(str::to_owned),
-            mcc: None,
+            mcc: mcc.map(str::to_owned),
             mnc: None,
             parts: None,
             price_usd: None,
@@ -736,15 +778,20 @@ mod tests {
             dwell_until_ack_ms: None,
             sms_type: None,
         };
-        let a = rec(Some("Tel"), DeliveryStatus::Success, 1_000);
-        let b = rec(Some("Tel"), DeliveryStatus::Failure, 700_000);
-        let c = rec(None, DeliveryStatus::Success, 2_000);
+        let a = rec(Some("Tel"), Some("310"), DeliveryStatus::Success, 1_000);
+        let b = rec(Some("Tel"), Some("310"), DeliveryStatus::Failure, 700_000);
+        let c = rec(None, None, DeliveryStatus::Success, 2_000);
+        // One group's name, two countries' networks.
+        let d = rec(Some("Tel"), Some("262"), DeliveryStatus::Success, 3_000);
+        let e = rec(Some("Tel"), Some("99x"), DeliveryStatus::Success, 3_000);
         let now = t0();
         let t = tally(
             [
                 (&a, Some(now)),
                 (&b, Some(now)),
                 (&c, Some(now)),
+                (&d, Some(now)),
+                (&e, Some(now)),
                 (&a, Some(now - chrono::Duration::hours(2))),
                 (&a, None),
             ],
@@ -752,12 +799,22 @@ mod tests {
             &policy(),
         );
         let m = minute_of(now);
+        let key = |carrier: &str, country: &str| (m, carrier.to_owned(), country.to_owned());
         assert_eq!(
-            t[&(m, "Tel".to_owned())],
+            t[&key("Tel", "US")],
             Tally { records: 2, delivered: 1, failed: 1, slow: 1, dwell_ms: 701_000, slow_dwell_ms: 700_000 }
         );
-        assert_eq!(t[&(m, super::super::carrier::UNKNOWN.to_owned())].records, 1);
-        assert_eq!(t.len(), 2, "the two-hour-old and the unstamped records are not tallied");
+        assert_eq!(t[&key("Tel", "DE")].records, 1);
+        assert_eq!(t[&key("Tel", UNKNOWN)].records, 1, "no three-digit MCC: the country is unknown");
+        assert_eq!(t[&key(UNKNOWN, UNKNOWN)].records, 1);
+        assert_eq!(t.len(), 4, "the two-hour-old and the unstamped records are not tallied");
+        // The detector judges each carrier whole; the view lists its countries, busiest first.
+        let carriers = per_carrier(&t);
+        assert_eq!(carriers[&(m, "Tel".to_owned())].records, 4);
+        assert_eq!(carriers.len(), 2);
+        let countries: Vec<(String, u64)> =
+            countries_of(&t)["Tel"].iter().map(|(c, t)| (c.clone(), t.records)).collect();
+        assert_eq!(countries, [("US".to_owned(), 2), ("DE".to_owned(), 1), (UNKNOWN.to_owned(), 1)]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::PortResult;
 use crate::domain::PhoneNumber;
 use crate::domain::carrier::{CarrierHold, CarrierSeen, SentSms};
-use crate::domain::carrier_traffic::{Baseline, Minute, Tallies};
+use crate::domain::carrier_traffic::{Baseline, CountryTallies, Minute};
 
 /// The carrier each recipient was last seen on, from its delivery records.
 pub trait CarrierBook: Send + Sync {
@@ -75,15 +75,15 @@ pub enum BaselineSaved {
     Stale,
 }
 
-/// Every application's delivery records, tallied per minute and carrier (counts and dwell times,
-/// never a number or a text), and the rolling per-carrier baseline folded from them
+/// Every application's delivery records, tallied per minute, carrier and country (counts and
+/// dwell times, never a number or a text), and the rolling per-carrier baseline folded from them
 /// ([`crate::domain::carrier_traffic`]).
 pub trait CarrierTraffic: Send + Sync {
-    /// Adds `tallies` to the stored ones, one atomic increment per (minute, carrier). Not
-    /// idempotent: a batch delivered twice counts twice (the detector's ratios tolerate it).
-    fn add_tallies(&self, tallies: &Tallies) -> impl Future<Output = PortResult<()>> + Send;
+    /// Adds `tallies` to the stored ones, one atomic increment per (minute, carrier, country).
+    /// Not idempotent: a batch delivered twice counts twice (the detector's ratios tolerate it).
+    fn add_tallies(&self, tallies: &CountryTallies) -> impl Future<Output = PortResult<()>> + Send;
     /// The tallies of the minutes `from..=to`.
-    fn tallies(&self, from: Minute, to: Minute) -> impl Future<Output = PortResult<Tallies>> + Send;
+    fn tallies(&self, from: Minute, to: Minute) -> impl Future<Output = PortResult<CountryTallies>> + Send;
     /// The baseline as last saved (an empty one before the first save).
     fn baseline(&self) -> impl Future<Output = PortResult<Baseline>> + Send;
     /// Saves `next` if the stored baseline is still the one folded through `read_through` (what

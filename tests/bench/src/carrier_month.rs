@@ -280,7 +280,8 @@ pub fn run(incident: Incident, tocsin_per_day: u64, foreign_per_day: u64, seed: 
                 (record(CARRIERS[s.carrier].0, s.failed, s.dwell_ms), at(s.written_ms))
             })
             .collect();
-        for (k, t) in carrier_traffic::tally(records.iter().map(|(r, w)| (r, Some(*w))), now, &traffic_policy) {
+        let tallied = carrier_traffic::tally(records.iter().map(|(r, w)| (r, Some(*w))), now, &traffic_policy);
+        for (k, t) in carrier_traffic::per_carrier(&tallied) {
             stored.entry(k).or_default().add(&t);
         }
         // The sweep: traffic verdicts, baseline folded once, in-flight health, merge, classify.

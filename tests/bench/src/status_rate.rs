@@ -275,7 +275,7 @@ impl tocsin::ports::carriers::CarrierBook for CountingRegistry {
 }
 
 impl tocsin::ports::carriers::CarrierTraffic for CountingRegistry {
-    async fn add_tallies(&self, tallies: &tocsin::domain::carrier_traffic::Tallies) -> PortResult<()> {
+    async fn add_tallies(&self, tallies: &tocsin::domain::carrier_traffic::CountryTallies) -> PortResult<()> {
         for _ in tallies {
             self.0.count("UpdateItem (carrier traffic tally)");
         }
@@ -285,7 +285,7 @@ impl tocsin::ports::carriers::CarrierTraffic for CountingRegistry {
         &self,
         _: tocsin::domain::carrier_traffic::Minute,
         _: tocsin::domain::carrier_traffic::Minute,
-    ) -> PortResult<tocsin::domain::carrier_traffic::Tallies> {
+    ) -> PortResult<tocsin::domain::carrier_traffic::CountryTallies> {
         self.0.count("Query (carrier traffic)");
         Ok(Default::default())
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
-use tocsin::domain::carrier_traffic::{self, Tallies, Tally, TrafficPolicy, minute_of};
+use tocsin::domain::carrier_traffic::{self, CountryTallies, Tally, TrafficPolicy, minute_of};
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::request::{Limits, validate};
@@ -473,15 +473,20 @@ async fn traffic_contract<R: CarrierTraffic>(r: &R, t0: DateTime<Utc>) -> Vec<St
         dwell_ms: n * 4_000,
         slow_dwell_ms: slow * 700_000,
     };
-    let batch: Tallies = [
-        ((edge - 1, "AT&T".to_owned()), tally(3, 0)),
-        ((edge, "AT&T".to_owned()), tally(5, 1)),
-        ((edge, "T-Mobile".to_owned()), tally(7, 0)),
-        ((edge + 1, "T-Mobile".to_owned()), tally(2, 2)),
-        ((edge + 1, "unknown".to_owned()), tally(1, 0)),
+    let key = |minute: i64, carrier: &str, country: &str| (minute, carrier.to_owned(), country.to_owned());
+    let batch: CountryTallies = [
+        (key(edge - 1, "AT&T", "US"), tally(3, 0)),
+        (key(edge, "AT&T", "US"), tally(5, 1)),
+        (key(edge, "T-Mobile", "US"), tally(7, 0)),
+        // One name, two countries' networks; a carrier name may hold the separator.
+        (key(edge, "T-Mobile", "DE"), tally(4, 0)),
+        (key(edge, "A#B", "NL"), tally(2, 0)),
+        (key(edge + 1, "T-Mobile", "US"), tally(2, 2)),
+        (key(edge + 1, "unknown", "unknown"), tally(1, 0)),
     ]
     .into_iter()
     .collect();
+    let batch_per_carrier = carrier_traffic::per_carrier(&batch);
     out.push(line("baseline before any", r.baseline().await));
     out.push(line("tallies before any", r.tallies(edge - 1, edge + 1).await));
     out.push(line("add", r.add_tallies(&batch).await));
@@ -490,11 +495,11 @@ async fn traffic_contract<R: CarrierTraffic>(r: &R, t0: DateTime<Utc>) -> Vec<St
     out.push(line("tallies of one minute", r.tallies(edge - 1, edge - 1).await));
     let policy = TrafficPolicy::new(std::time::Duration::from_secs(600));
     let read = r.baseline().await.expect("baseline");
-    let first = carrier_traffic::fold(&read, &batch, edge, &Default::default(), &policy);
+    let first = carrier_traffic::fold(&read, &batch_per_carrier, edge, &Default::default(), &policy);
     out.push(line("save the first", r.save_baseline(&first, read.through).await));
     out.push(line("save another first (a concurrent sweep)", r.save_baseline(&first, None).await));
     out.push(line("baseline", r.baseline().await));
-    let mut next = carrier_traffic::fold(&first, &batch, edge + 1, &Default::default(), &policy);
+    let mut next = carrier_traffic::fold(&first, &batch_per_carrier, edge + 1, &Default::default(), &policy);
     next.degraded_since.insert("AT&T".into(), edge + 1);
     out.push(line("save over the first", r.save_baseline(&next, first.through).await));
     out.push(line("save over the first again (stale)", r.save_baseline(&first, first.through).await));

@@ -47,6 +47,21 @@ struct CarrierView {
     /// What the traffic says about it now, as the sweep judges it (none: no baseline and no
     /// records of it in the judged window, or the traffic could not be read).
     traffic_verdict: Option<TrafficVerdict>,
+    /// Its records in the judged window by country (one name can be several countries'
+    /// networks, and an incident is often one country's), busiest first.
+    countries: Vec<CountryTraffic>,
+}
+
+/// One carrier's records in one country over the judged window (every application's).
+#[derive(Debug, Clone, Serialize)]
+struct CountryTraffic {
+    /// ISO 3166 code from the records' MCC; the MCC where it is not in tocsin's table; `unknown`.
+    country: String,
+    records: u64,
+    delivered: u64,
+    failed: u64,
+    /// Records over the delay line.
+    late: u64,
 }
 
 /// One carrier's baseline in words: its share of every application's delivery records in the
@@ -88,11 +103,13 @@ struct TrafficView {
     warmup_minutes: u64,
 }
 
-/// The traffic signal as read: the baseline (if readable) and the verdicts (if judged).
+/// The traffic signal as read: the baseline (if readable), the verdicts (if judged) and each
+/// carrier's countries in the judged window.
 struct Traffic {
     view: TrafficView,
     baseline: Option<Baseline>,
     verdicts: BTreeMap<String, TrafficVerdict>,
+    countries: BTreeMap<String, Vec<CountryTraffic>>,
 }
 
 /// Reads the baseline and the judged window's tallies and judges them as the sweep does. A
@@ -111,7 +128,7 @@ async fn read_traffic(ctx: &Context, now: DateTime<Utc>, policy: &TrafficPolicy)
     let unreadable = |status, e: PortError, mut view: TrafficView| {
         view.status = status;
         view.error = Some(e.to_string());
-        Traffic { view, baseline: None, verdicts: BTreeMap::new() }
+        Traffic { view, baseline: None, verdicts: BTreeMap::new(), countries: BTreeMap::new() }
     };
     let baseline = match ctx.registry.baseline().await {
         Ok(b) => b,
@@ -128,11 +145,27 @@ async fn read_traffic(ctx: &Context, now: DateTime<Utc>, policy: &TrafficPolicy)
             return t;
         }
     };
-    let (verdicts, _) = carrier_traffic::judge(&baseline, &tallies, now, policy);
+    let countries = carrier_traffic::countries_of(&tallies)
+        .into_iter()
+        .map(|(carrier, list)| {
+            let list = list
+                .into_iter()
+                .map(|(country, t)| CountryTraffic {
+                    country,
+                    records: t.records,
+                    delivered: t.delivered,
+                    failed: t.failed,
+                    late: t.slow,
+                })
+                .collect();
+            (carrier, list)
+        })
+        .collect();
+    let (verdicts, _) = carrier_traffic::judge(&baseline, &carrier_traffic::per_carrier(&tallies), now, policy);
     if baseline.minutes >= policy.warmup_minutes {
         view.status = TrafficStatus::Judged;
     }
-    Traffic { view, baseline: Some(baseline), verdicts }
+    Traffic { view, baseline: Some(baseline), verdicts, countries }
 }
 
 fn usual(baseline: &Baseline, name: &str, policy: &TrafficPolicy) -> Option<UsualTraffic> {
@@ -163,6 +196,26 @@ fn observed_cell(v: Option<&TrafficVerdict>) -> String {
         Some(v) => format!("{} records, not judged", v.window_records),
         None => "—".to_owned(),
     }
+}
+
+/// "US 120 (3 late), DE 4, +2 more": the judged window's records by country, busiest first.
+fn countries_cell(countries: &[CountryTraffic]) -> String {
+    const SHOWN: usize = 3;
+    if countries.is_empty() {
+        return "—".to_owned();
+    }
+    let mut cell: Vec<String> = countries
+        .iter()
+        .take(SHOWN)
+        .map(|c| match c.late {
+            0 => format!("{} {}", c.country, c.records),
+            late => format!("{} {} ({late} late)", c.country, c.records),
+        })
+        .collect();
+    if countries.len() > SHOWN {
+        cell.push(format!("+{} more", countries.len() - SHOWN));
+    }
+    cell.join(", ")
 }
 
 fn signal_word(s: Option<Signal>) -> &'static str {
@@ -262,6 +315,7 @@ pub async fn show(ctx: &Context, delayed_after: Duration) -> CliResult<()> {
             held_until: holds.iter().find(|x| x.carrier == h.carrier).map(|x| x.until),
             usual: traffic.baseline.as_ref().and_then(|b| usual(b, &h.carrier, &traffic_policy)),
             traffic_verdict: traffic.verdicts.get(&h.carrier).cloned(),
+            countries: traffic.countries.get(&h.carrier).cloned().unwrap_or_default(),
             health: h,
         })
         .collect();
@@ -281,6 +335,7 @@ pub async fn show(ctx: &Context, delayed_after: Duration) -> CliResult<()> {
             "p95 delay",
             "usual (all apps)",
             "on time / expected",
+            "countries (all apps)",
             "traffic",
             "state",
         ]);
@@ -299,6 +354,7 @@ pub async fn show(ctx: &Context, delayed_after: Duration) -> CliResult<()> {
                 format!("{} min", h.p95_delay_s.div_ceil(60)),
                 usual_cell(v.usual.as_ref()),
                 observed_cell(v.traffic_verdict.as_ref()),
+                countries_cell(&v.countries),
                 traffic_cell(v.traffic_verdict.as_ref(), traffic.view.status),
                 state,
             ]);

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::carrier::{CarrierHold, CarrierSeen, SentSms, release_line};
-use tocsin::domain::carrier_traffic::{Baseline, Minute, Tallies};
+use tocsin::domain::carrier_traffic::{Baseline, CountryTallies, Minute};
 use tocsin::ports::PortResult;
 use tocsin::ports::carriers::{BaselineSaved, CarrierBook, CarrierHolds, CarrierTraffic, RecentSends, Released};
 
@@ -27,7 +27,7 @@ pub struct Carriers {
     pub events: std::collections::BTreeMap<(DateTime<Utc>, String, String), String>,
     /// Every application's delivery records tallied by (minute, carrier): the `TRAFFIC#<hour>`
     /// items.
-    pub traffic: Tallies,
+    pub traffic: CountryTallies,
     /// The traffic baseline item (`CARRIERS`/`TRAFFIC_BASELINE`).
     pub baseline: Option<Baseline>,
 }
@@ -117,9 +117,9 @@ impl CarrierHolds for SimRegistry {
 }
 
 impl CarrierTraffic for SimRegistry {
-    /// One write per (minute, carrier), as DynamoDB's UpdateItem ADD: each lands or fails on its
+    /// One write per (minute, carrier, country), as DynamoDB's UpdateItem ADD: each lands or fails on its
     /// own; what landed stays when a later one fails.
-    async fn add_tallies(&self, tallies: &Tallies) -> PortResult<()> {
+    async fn add_tallies(&self, tallies: &CountryTallies) -> PortResult<()> {
         let mut first_error = None;
         for (key, t) in tallies {
             let (key, t) = (key.clone(), *t);
@@ -137,13 +137,15 @@ impl CarrierTraffic for SimRegistry {
         first_error.map_or(Ok(()), Err)
     }
 
-    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<Tallies> {
+    async fn tallies(&self, from: Minute, to: Minute) -> PortResult<CountryTallies> {
         port(
             self.sim
                 .call("DynamoDB Query (carrier traffic)", OpKind::Read, move |w| {
                     w.carriers
                         .traffic
-                        .range((from, String::new())..(to.saturating_add(1), String::new()))
+                        .range(
+                            (from, String::new(), String::new())..(to.saturating_add(1), String::new(), String::new()),
+                        )
                         .map(|(k, t)| (k.clone(), *t))
                         .collect()
                 })
