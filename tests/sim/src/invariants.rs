@@ -16,6 +16,15 @@ const NOT_SENT: [State; 4] = [State::Received, State::Queued, State::Stale, Stat
 /// a run, with margin for retries of a failed run).
 const ESCALATION_GRACE_MS: Millis = 10 * 60_000;
 
+/// By when the sweep must have escalated an alert past `deadline`: the grace, or — when faults
+/// failed the sweeps of those minutes — the end of the second sweep that started after the
+/// deadline and ran clean (the sweep escalates at its first run that completes the intent's
+/// write; a minute of schedule is not a run that could act).
+fn escalation_owed_by(world: &World, deadline: Millis) -> Millis {
+    let second_clean = world.oracle.clean_sweeps.iter().filter(|(started, _)| *started >= deadline).nth(1);
+    (deadline + ESCALATION_GRACE_MS).max(second_clean.map_or(Millis::MAX, |(_, ended)| *ended))
+}
+
 pub fn at_quiescence(world: &World) -> Vec<Violation> {
     let mut out = Vec::new();
     let now = world.now;
@@ -32,7 +41,7 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             v(Invariant::NothingStuck, key, "sending forever (escalated, but no attempt's outcome is recorded)".into());
         }
         // Delivered before the sweep could escalate it: nothing to escalate any more.
-        let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= truth.deadline + ESCALATION_GRACE_MS);
+        let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= escalation_owed_by(world, truth.deadline));
         if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS && truth.escalations.is_empty() {
             let ledger = if s.state == State::Delivered { "delivered after its deadline" } else { s.state.as_str() };
             v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated"));

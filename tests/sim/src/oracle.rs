@@ -100,6 +100,10 @@ pub struct Oracle {
     /// The digests whose SMS went out: their members, by ref.
     pub sent_digests: BTreeMap<String, Vec<IdempotencyKey>>,
     pub suppressed: BTreeMap<String, Millis>,
+    /// The sweeps that ran clean (complete, no intent's work failed): when each started and
+    /// returned. The escalation of an alert past its deadline is owed by the second of them to
+    /// start after it (a fault plan can fail every sweep for many minutes).
+    pub clean_sweeps: Vec<(Millis, Millis)>,
     /// Every number suppressed at some point (a re-enable takes it out of `suppressed` only).
     pub ever_suppressed: std::collections::BTreeSet<String>,
     pub violations: Vec<Violation>,

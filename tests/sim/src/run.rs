@@ -133,7 +133,8 @@ enum Done {
     Intake(Submitted),
     Sender(SqsBatchResponse),
     Status(bool),
-    Escalation,
+    /// Whether the run was clean: complete, with no intent's work failed.
+    Escalation(bool),
     Operator,
 }
 
@@ -141,7 +142,7 @@ enum Meta {
     Intake { request: usize },
     Sender { slot: usize, receipts: Vec<String> },
     Status { batch: u64, started: Millis },
-    Escalation,
+    Escalation { started: Millis },
     Operator,
 }
 
@@ -585,10 +586,10 @@ impl Driver {
         let timeout = self.deployment.timeouts.escalation;
         let stop_at = self.deadline(timeout.saturating_sub(self.deployment.escalation.safety_margin));
         let fut = Box::pin(async move {
-            let _ = h.run(stop_at).await;
-            Done::Escalation
+            let clean = h.run(stop_at).await.is_ok_and(|s| s.complete && s.errors == 0);
+            Done::Escalation(clean)
         });
-        self.spawn(fut, timeout, Meta::Escalation, "sweep".into());
+        self.spawn(fut, timeout, Meta::Escalation { started: self.sim.now() }, "sweep".into());
     }
 
     fn on_done(&mut self, id: TaskId, done: Option<Done>) {
@@ -653,7 +654,10 @@ impl Driver {
                     }
                 }
             }
-            (Meta::Escalation | Meta::Operator, _) => {}
+            (Meta::Escalation { started }, Some(Done::Escalation(true))) => {
+                self.sim.lock().world.oracle.clean_sweeps.push((started, now));
+            }
+            (Meta::Escalation { .. } | Meta::Operator, _) => {}
         }
     }
 
