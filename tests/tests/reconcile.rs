@@ -201,7 +201,7 @@ async fn an_operator_lists_the_candidates_and_links_one_with_an_audited_reason()
     carrier_writes(&p, SUCCESS, "look-alike", "+14155550178", true, claimed + Duration::seconds(30)).await;
     assert_eq!(p.run_escalation().await.ambiguous, 1);
     let margin = p.escalation.config.reconcile_margin;
-    let listed = candidates(&p.ledger, &p.escalation.logs, &key, margin).await.expect("candidates");
+    let listed = candidates(&p.ledger, &p.escalation.logs, &key, margin, p.clock.now_utc()).await.expect("candidates");
     assert_eq!(listed.len(), 2);
     let refused =
         link(&p.ledger, &p.registry, &p.escalation.logs, &key, &id, "alice@ops", " ", margin, p.clock.now_utc()).await;
@@ -439,4 +439,36 @@ async fn a_reconciled_permanent_failure_suppresses_the_number_even_when_the_stat
     p.clock.advance(Duration::minutes(2));
     let later = p.run_escalation().await;
     assert_eq!((later.reconciled, later.still_unknown), (0, 0), "{later:?}");
+}
+
+/// A delivery record is logged when the carrier's receipt comes — up to 72 hours after the SMS —
+/// and its log event carries that time; only the record's own timestamp says when SNS sent it. An
+/// unknown outcome whose record was logged after its search window (the claim + 15 minutes) is
+/// still settled: the logs are searched until now, and the record's own time is held to the
+/// window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_logged_long_after_its_sms_still_settles_an_unknown_outcome() {
+    let number = "+14155550176";
+    let p = Pipeline::start().await;
+    // The handlers' clock runs 40 minutes behind the emulator's, which stamps a log event with
+    // the wall clock when it is written: the SMS goes out 40 minutes before its record is logged.
+    p.clock.advance(Duration::minutes(-40));
+    let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
+    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("recon-late-log", number)).await;
+    p.run_sender().await;
+    let key = key_of(&body);
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let id = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    // SNS sent it 3 s after the claim; the receipt is logged now, 40 minutes later.
+    carrier_writes(&p, SUCCESS, &id, number, true, claimed + Duration::seconds(3)).await;
+    p.clock.advance(Duration::minutes(40));
+
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered, "{:?}", r.status);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
 }

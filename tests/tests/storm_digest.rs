@@ -585,3 +585,47 @@ async fn a_digest_member_a_reconciled_fan_out_did_not_reach_learns_the_fate_at_t
     }
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
+
+/// Found by the simulation (long mode, seed 101905): a digest's publish answer was lost and so
+/// were the members' own writes of which digest they were in. A sibling's reconciliation linked
+/// the SMS and indexed it for the whole digest; a member it did not reach searched on its own and
+/// found the same SMS — but its siblings, `send_unknown` and naming no digest, looked like other
+/// alerts that might own it, and it was left to a human while its siblings were delivered. An SMS
+/// the index already ties to the intent (its digest's entry names it) is its own: no rival counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its_siblings_say() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tocsin::ports::{DigestStore, MessageIndex};
+    let p = Pipeline::start_with(Options { fault_seed: Some(32), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550318";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "indexed-digest", a).await;
+    let digest_id = p.record(&keys[0]).await.status.digest_id.expect("the digest");
+    let digest = p.ledger.get_digest(&digest_id).await.expect("digest").expect("recorded");
+    // The members' writes naming their digest never landed.
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    for key in &keys {
+        ddb.update_item()
+            .table_name(p.stack.table("LedgerTable"))
+            .key("pk", AttributeValue::S(format!("INTENT#{}", key.as_str())))
+            .key("sk", AttributeValue::S("INTENT".into()))
+            .update_expression("REMOVE digest_id")
+            .send()
+            .await
+            .expect("digest_id removed");
+    }
+    // A sibling's reconciliation indexed the SMS for the whole digest.
+    p.ledger.index_digest_message(&id, &digest).await.expect("indexed");
+    let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
+    assert!(keys.iter().all(|k| entry.covers(k)));
+    let now = p.clock.now_utc();
+    for key in &keys[1..] {
+        p.ledger
+            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::hours(1)), None)
+            .await
+            .expect("next check");
+    }
+    let run = p.run_escalation().await;
+    assert_eq!((run.reconciled, run.ambiguous), (1, 0), "{run:?}");
+    assert_eq!(p.record(&keys[0]).await.status.state, State::Delivered);
+}

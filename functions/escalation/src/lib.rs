@@ -569,26 +569,34 @@ where
             Some(d) => self.sibling_knows(record, d).await?,
             None => None,
         };
-        let Some(found) =
-            within(&self.clock, search_until, self.logs.records_to(recipient, window, SEARCH_MAX_RECORDS))
-                .await
-                .transpose()?
+        let Some(found) = within(
+            &self.clock,
+            search_until,
+            self.logs.records_to(recipient, window.logged_by(self.clock.now()), SEARCH_MAX_RECORDS),
+        )
+        .await
+        .transpose()?
         else {
             return Ok(None);
         };
         // Messages already tied to other intents (the same number alerted twice) do not count.
         let mut linked_elsewhere = HashSet::new();
+        // Messages the index already ties to this intent (its digest's entry names it).
+        let mut indexed_to_it = HashSet::new();
         // In order: the lookups are the same whichever run makes them.
         let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
             // A digest's SMS covering this intent is its own; so is one tied alone to a sibling
             // whose current attempt is this same digest (a member reconciled before the digest
             // could be found). A sibling's SMS of another digest or attempt is not.
-            if let Some(entry) = self.store.lookup(&id).await?
-                && !entry.covers(key)
-                && !self.tied_to_a_sibling_alone(&entry, digest.as_ref()).await?
-            {
-                linked_elsewhere.insert(id);
+            match self.store.lookup(&id).await? {
+                Some(entry) if entry.covers(key) => {
+                    indexed_to_it.insert(id);
+                }
+                Some(entry) if !self.tied_to_a_sibling_alone(&entry, digest.as_ref()).await? => {
+                    linked_elsewhere.insert(id);
+                }
+                _ => {}
             }
         }
         let verdict = match sibling {
@@ -606,9 +614,14 @@ where
             }
             None => {
                 let verdict = judge(recipient, window, found, &linked_elsewhere);
+                // An SMS the index already ties to this intent (its digest's entry, written by the
+                // sender or by a sibling's reconciliation, names it) is its own: no other alert
+                // can own it, whatever a sibling whose own write was lost still says.
+                let own =
+                    matches!(&verdict, Verdict::Link { sns_message_id, .. } if indexed_to_it.contains(sns_message_id));
                 let rivals = match verdict.link_time() {
-                    Some(sent) => self.rivals(record, digest.as_ref(), sent).await?,
-                    None => Rivals::default(),
+                    Some(sent) if !own => self.rivals(record, digest.as_ref(), sent).await?,
+                    _ => Rivals::default(),
                 };
                 verdict.unless_contested(rivals)
             }

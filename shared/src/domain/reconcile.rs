@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::delivery::DeliveryRecord;
 use super::phone::PhoneNumber;
+use super::sweep::RECEIPT_WINDOW;
 
 /// How far SNS's clock (a record's `notification.timestamp`) and the functions' may disagree.
 /// Both are kept by AWS's time service, well under a millisecond apart; a quarter of a second is
@@ -57,6 +58,22 @@ impl Window {
 
     pub fn contains(&self, t: DateTime<Utc>) -> bool {
         t >= self.from && t <= self.to
+    }
+
+    /// When the records of SMS sent in this window may have been *logged*: a delivery record is
+    /// written to the log group when the carrier's receipt comes, up to 72 hours after the SMS, and
+    /// its log event carries that time — only its own `notification.timestamp` says when SNS sent
+    /// it. So the logs are searched from the window's start until `now` (at most the receipt window
+    /// after it), and each record's own time is then held to the window itself ([`judge`]).
+    pub fn logged_by(&self, now: DateTime<Utc>) -> Window {
+        let receipts_end = self.from + chrono::Duration::from_std(RECEIPT_WINDOW).unwrap_or(chrono::Duration::zero());
+        Window { from: self.from, to: self.to.max(now.min(receipts_end)) }
+    }
+
+    /// Whether a found record's own time (when SNS sent it; the log event's time when it carries
+    /// none) is in the window.
+    pub fn holds(&self, f: &Found) -> bool {
+        record_time(f).is_some_and(|t| self.contains(t))
     }
 
     /// The claims whose attempt window holds an SMS written at `sent`: from `margin` before it to
@@ -145,7 +162,7 @@ pub fn judge(
     let mut by_message: BTreeMap<String, Vec<Found>> = BTreeMap::new();
     for f in found {
         let to_recipient = f.record.destination.as_deref() == Some(recipient.expose());
-        let in_window = record_time(&f).is_some_and(|t| window.contains(t));
+        let in_window = window.holds(&f);
         if to_recipient && in_window && !linked_elsewhere.contains(&f.record.message_id) {
             by_message.entry(f.record.message_id.clone()).or_default().push(f);
         }

@@ -53,12 +53,14 @@ pub struct CandidateRecord {
     pub linked_to: Option<IdempotencyKey>,
 }
 
-/// The records to the intent's recipient in its attempt's window (`margin` after the claim).
+/// The records to the intent's recipient of SMS sent in its attempt's window (`margin` after the
+/// claim), logged by `now` (a late receipt is logged long after the window).
 pub async fn candidates<S: IntentStore + MessageIndex, L: DeliveryLogSearch>(
     store: &S,
     logs: &L,
     key: &IdempotencyKey,
     margin: Duration,
+    now: DateTime<Utc>,
 ) -> Result<Vec<CandidateRecord>, ManualError> {
     let record = store.get(key).await?.ok_or_else(|| ManualError::NotFound(key.to_string()))?;
     if !matches!(record.status.state, State::SendUnknown | State::Sending) {
@@ -66,11 +68,12 @@ pub async fn candidates<S: IntentStore + MessageIndex, L: DeliveryLogSearch>(
     }
     let claimed = record.status.claimed_at.ok_or(ManualError::NeverClaimed)?;
     let window = Window::of_attempt(claimed, margin);
-    let found = logs.records_to(&record.intent.recipient, window, 200).await?;
+    let found = logs.records_to(&record.intent.recipient, window.logged_by(now), 200).await?;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for f in found {
         if f.record.destination.as_deref() != Some(record.intent.recipient.expose())
+            || !window.holds(&f)
             || !seen.insert(f.log_event_id.clone())
         {
             continue;
@@ -99,7 +102,7 @@ pub async fn link<S: IntentStore + MessageIndex, R: RecipientRegistry, L: Delive
     if reason.trim().is_empty() {
         return Err(ManualError::NoReason);
     }
-    let all = candidates(store, logs, key, margin).await?;
+    let all = candidates(store, logs, key, margin, now).await?;
     let mine: Vec<&CandidateRecord> = all.iter().filter(|c| c.found.record.message_id == message_id).collect();
     if mine.is_empty() {
         return Err(ManualError::NoSuchCandidate(message_id.to_owned()));

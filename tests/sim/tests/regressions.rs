@@ -147,3 +147,17 @@ fn a_record_that_overtook_the_senders_write_still_suppresses_the_dead_number() {
 fn a_reconciled_permanent_failure_suppresses_the_number_whatever_becomes_of_the_state_write() {
     green(&[90558, 90891, 91043], 330);
 }
+
+/// Found by the long mode (seed 101905): a digest's publish answer was lost and so were its
+/// members' writes; its delivery record was logged half an hour after the SMS (a late receipt).
+/// The sweep searched only the log events of the attempt's 15-minute window — a record is logged
+/// when the carrier's receipt comes, up to 72 hours later — so it found nothing; it now searches
+/// the logs until now and holds each record's own time to the window. Then one member, whose
+/// siblings named no digest, was left to a human although the message index already tied the SMS
+/// to it; such an SMS is now its own. Emulator tests:
+/// `a_record_logged_long_after_its_sms_still_settles_an_unknown_outcome`,
+/// `a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its_siblings_say`.
+#[test]
+fn a_late_logged_record_of_a_digest_reaches_every_member() {
+    green(&[101905], 330);
+}

@@ -80,7 +80,9 @@ pub async fn run(
             key.short()
         ));
     }
-    let found = candidates(&ctx.ledger, &logs, &key, margin).await.map_err(manual("searching the delivery logs"))?;
+    let found = candidates(&ctx.ledger, &logs, &key, margin, chrono::Utc::now())
+        .await
+        .map_err(manual("searching the delivery logs"))?;
     let views: Vec<CandidateView> = found
         .iter()
         .map(|c| CandidateView {
