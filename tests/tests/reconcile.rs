@@ -21,6 +21,13 @@ async fn unknown_outcome(event: &str, number: &str) -> (Pipeline, FaultProxy, Id
     let p = Pipeline::start().await;
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
     let p = p.with_sns_endpoint(&proxy.endpoint()).await;
+    let (key, id) = answer_lost(&p, &proxy, event, number).await;
+    (p, proxy, key, id)
+}
+
+/// Submits and sends an alert whose publish answer `proxy` drops: `send_unknown`, its SMS the
+/// only one sent. Returns its key and SNS message id.
+async fn answer_lost(p: &Pipeline, proxy: &FaultProxy, event: &str, number: &str) -> (IdempotencyKey, String) {
     proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
     let (_, body) = p.submit(&alert(event, number)).await;
     p.run_sender().await;
@@ -28,8 +35,7 @@ async fn unknown_outcome(event: &str, number: &str) -> (Pipeline, FaultProxy, Id
     assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
     let sms = p.emulator.sent_sms().await.expect("sms");
     assert_eq!(sms.len(), 1);
-    let id = sms[0].message_id.clone();
-    (p, proxy, key, id)
+    (key, sms[0].message_id.clone())
 }
 
 async fn carrier_writes(
@@ -418,12 +424,7 @@ async fn a_reconciled_permanent_failure_suppresses_the_number_even_when_the_stat
     })
     .await;
     let proxy = p.proxy.clone().expect("proxy");
-    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
-    let (_, body) = p.submit(&alert("recon-lost-state", number)).await;
-    p.run_sender().await;
-    let key = key_of(&body);
-    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
-    let id = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let (key, id) = answer_lost(&p, &proxy, "recon-lost-state", number).await;
     let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
     carrier_writes(&p, FAILURE, &id, number, false, claimed + Duration::seconds(3)).await;
 
@@ -455,12 +456,7 @@ async fn a_record_logged_long_after_its_sms_still_settles_an_unknown_outcome() {
     p.clock.advance(Duration::minutes(-40));
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
     let p = p.with_sns_endpoint(&proxy.endpoint()).await;
-    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
-    let (_, body) = p.submit(&alert("recon-late-log", number)).await;
-    p.run_sender().await;
-    let key = key_of(&body);
-    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
-    let id = p.emulator.sent_sms().await.expect("sms")[0].message_id.clone();
+    let (key, id) = answer_lost(&p, &proxy, "recon-late-log", number).await;
     let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
     // SNS sent it 3 s after the claim; the receipt is logged now, 40 minutes later.
     carrier_writes(&p, SUCCESS, &id, number, true, claimed + Duration::seconds(3)).await;

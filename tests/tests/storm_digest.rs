@@ -73,6 +73,14 @@ async fn digest_with_lost_answer(
     (keys, id)
 }
 
+/// Moves the sweep's next look at each of `keys` `later` from now: only the others are due.
+async fn check_later<'a>(p: &Pipeline, keys: impl IntoIterator<Item = &'a IdempotencyKey>, later: Duration) {
+    let at = p.clock.now_utc() + later;
+    for key in keys {
+        p.ledger.set_next_check(key, tocsin::ports::NextCheck::At(at), None).await.expect("next check");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recipients_alerts_claimed_together_go_out_as_one_digest_that_every_member_records() {
     let p = Pipeline::start_with(storm_on()).await;
@@ -421,10 +429,7 @@ async fn a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fat
     let (id, _) = only_sms_to(&p, a).await;
     let unreached = keys[2].clone();
     // It waits with its next check days away, as a member escalated already does.
-    p.ledger
-        .set_next_check(&unreached, tocsin::ports::NextCheck::At(p.clock.now_utc() + Duration::days(3)), None)
-        .await
-        .expect("next check");
+    check_later(&p, [&unreached], Duration::days(3)).await;
     // Its receipt write (and only that one) fails, on every attempt of every retry.
     proxy.add_rule(
         Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
@@ -463,12 +468,7 @@ async fn a_digest_reconciled_from_the_logs_settles_every_member_even_when_a_writ
     let (keys, _) = digest_with_lost_answer(&p, &proxy, "slow-settle", a).await;
     // Only the first member is due for its search in this run; its siblings' next checks are
     // later (as in the simulation's run), so nothing but its own fan-out settles them now.
-    for key in &keys[1..] {
-        p.ledger
-            .set_next_check(key, tocsin::ports::NextCheck::At(p.clock.now_utc() + Duration::hours(1)), None)
-            .await
-            .expect("next check");
-    }
+    check_later(&p, &keys[1..], Duration::hours(1)).await;
     // The first member's receipt write takes longer than the search's time limit (5 s).
     proxy.add_rule(
         Rule::once("DynamoDB_20120810.UpdateItem", Fault::Delay(std::time::Duration::from_secs(6)))
@@ -515,12 +515,7 @@ async fn a_digests_sms_indexed_to_one_member_alone_still_settles_its_siblings() 
         .expect("index the message to one member");
     assert!(!p.ledger.lookup(&id).await.expect("index").expect("entry").covers(&keys[1]));
     // Only the second member is searched for in this run.
-    for key in [&keys[0], &keys[2]] {
-        p.ledger
-            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::hours(1)), None)
-            .await
-            .expect("next check");
-    }
+    check_later(&p, [&keys[0], &keys[2]], Duration::hours(1)).await;
     let run = p.run_escalation().await;
     assert_eq!(run.reconciled, 1, "{run:?}");
     for key in &keys {
@@ -559,12 +554,7 @@ async fn a_digest_member_a_reconciled_fan_out_did_not_reach_learns_the_fate_at_t
         .send()
         .await
         .expect("the member's acceptance");
-    for key in &keys[1..] {
-        p.ledger
-            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::days(3)), None)
-            .await
-            .expect("next check");
-    }
+    check_later(&p, &keys[1..], Duration::days(3)).await;
     // The fan-out's write to the accepted member fails (its receipt, to delivered).
     // (Throttled past the SDK's retries.)
     proxy.add_rule(
@@ -618,13 +608,7 @@ async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its
     p.ledger.index_digest_message(&id, &digest).await.expect("indexed");
     let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
     assert!(keys.iter().all(|k| entry.covers(k)));
-    let now = p.clock.now_utc();
-    for key in &keys[1..] {
-        p.ledger
-            .set_next_check(key, tocsin::ports::NextCheck::At(now + Duration::hours(1)), None)
-            .await
-            .expect("next check");
-    }
+    check_later(&p, &keys[1..], Duration::hours(1)).await;
     let run = p.run_escalation().await;
     assert_eq!((run.reconciled, run.ambiguous), (1, 0), "{run:?}");
     assert_eq!(p.record(&keys[0]).await.status.state, State::Delivered);
