@@ -1,0 +1,192 @@
+//! Reconciling unknown outcomes: the delivery-status logs searched for each, within the run's time,
+//! and what was found judged (link, ambiguous, contested, nothing yet). [`crate::settling`] writes it.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tocsin::domain::intent::IntentRecord;
+use tocsin::domain::reconcile::{Rivals, Verdict, Window, judge};
+use tocsin::ports::{DeliveryLogSearch, Entropy, EscalationQueue, SearchError, SendQueue, after, time_left, within};
+
+use crate::{Escalator, RunSummary, SweepClock, SweepRegistry, SweepStore};
+
+/// The longest one log search may take; a slow search never holds up the next run's escalations.
+const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Records read per search at most (two log groups, a narrow window, one number).
+const SEARCH_MAX_RECORDS: usize = 200;
+
+impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: SweepRegistry, C: SweepClock>
+    Escalator<S, Q, E, L, R, C>
+{
+    /// Searches the delivery-status logs for each unknown outcome, within the time budget. A
+    /// throttled search stops the searching for this run (the rest stays due for the next run).
+    pub(crate) async fn reconcile(&self, records: Vec<IntentRecord>, stop_at: DateTime<Utc>, summary: &mut RunSummary) {
+        let mut left = records.into_iter();
+        for record in left.by_ref() {
+            let remaining = time_left(&self.clock, stop_at);
+            if remaining.is_zero() {
+                summary.reconcile_deferred += 1;
+                break;
+            }
+            let until = after(self.clock.now(), remaining.min(SEARCH_TIMEOUT));
+            match self.reconcile_one(&record, until).await.transpose() {
+                Some(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
+                Some(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
+                Some(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
+                Some(Ok(Verdict::Contested { .. })) => summary.contested += 1,
+                Some(Err(SearchError::Throttled)) => {
+                    tracing::warn!("FilterLogEvents throttled; reconciliation resumes next run");
+                    summary.reconcile_deferred += 1;
+                    break;
+                }
+                Some(Err(SearchError::Failed(e))) => {
+                    summary.errors += 1;
+                    tracing::warn!(key = record.intent.key.short(), error = %e, "reconciliation failed; retried next run");
+                }
+                None => {
+                    summary.reconcile_deferred += 1;
+                    tracing::warn!(key = record.intent.key.short(), "log search too slow; retried next run");
+                }
+            }
+        }
+        summary.reconcile_deferred += left.count();
+    }
+
+    /// Searches for one unknown outcome and settles what the search found. Only the search is
+    /// bounded by `search_until` (`None` when it ran out): once records are found, their writes
+    /// run to the end, so a digest's members are never settled half way by a timeout.
+    pub(crate) async fn reconcile_one(
+        &self,
+        record: &IntentRecord,
+        search_until: DateTime<Utc>,
+    ) -> Result<Option<Verdict>, SearchError> {
+        let key = &record.intent.key;
+        let recipient = &record.intent.recipient;
+        let Some(claimed_at) = record.status.claimed_at else { return Ok(Some(Verdict::NoMatch)) };
+        let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
+        // A storm-mode digest's SMS is every member's. Its members learn what SNS answered each
+        // with a write of their own; a member whose write never landed learns it from a sibling's.
+        let digest = match &record.status.digest_id {
+            Some(digest_id) => self.store.get_digest(digest_id).await?,
+            // Its sender ended before recording which digest its SMS was: the digest recorded for
+            // this recipient in the attempt's window that holds it.
+            None => self
+                .store
+                .digests_to(recipient, window.from, window.to)
+                .await?
+                .into_iter()
+                .find(|d| d.members.contains(key)),
+        }
+        // Only the current attempt's digest (an operator may have resent the member alone since).
+        .filter(|d| window.contains(d.created_at));
+        let sibling = match &digest {
+            Some(d) => self.sibling_knows(record, d).await?,
+            None => None,
+        };
+        let Some(found) = within(
+            &self.clock,
+            search_until,
+            self.logs.records_to(recipient, window.logged_by(self.clock.now()), SEARCH_MAX_RECORDS),
+        )
+        .await
+        .transpose()?
+        else {
+            return Ok(None);
+        };
+        // Messages already tied to other intents (the same number alerted twice) do not count.
+        let mut linked_elsewhere = HashSet::new();
+        // Messages the index already ties to this intent (its digest's entry names it).
+        let mut indexed_to_it = HashSet::new();
+        // In order: the lookups are the same whichever run makes them.
+        let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
+        for id in ids {
+            // A digest's SMS covering this intent is its own; so is one tied alone to a sibling
+            // whose current attempt is this same digest (a member reconciled before the digest
+            // could be found). A sibling's SMS of another digest or attempt is not.
+            match self.store.lookup(&id).await? {
+                Some(entry) if entry.covers(key) => {
+                    indexed_to_it.insert(id);
+                }
+                Some(entry) if !self.tied_to_a_sibling_alone(&entry, digest.as_ref()).await? => {
+                    linked_elsewhere.insert(id);
+                }
+                _ => {}
+            }
+        }
+        let verdict = match sibling {
+            // The digest's SMS is known: its records, or, with none yet, what SNS answered.
+            Some((message_id, accepted_at)) => {
+                let mut records: Vec<_> = found.into_iter().filter(|f| f.record.message_id == message_id).collect();
+                if records.is_empty() {
+                    if let Some(d) = &digest {
+                        self.accepted_as_sibling(record, d, &message_id, accepted_at).await?;
+                    }
+                    return Ok(Some(Verdict::Link { sns_message_id: message_id, records }));
+                }
+                records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
+                Verdict::Link { sns_message_id: message_id, records }
+            }
+            None => {
+                let verdict = judge(recipient, window, found, &linked_elsewhere);
+                // An SMS the index already ties to this intent (its digest's entry, written by the
+                // sender or by a sibling's reconciliation, names it) is its own: no other alert
+                // can own it, whatever a sibling whose own write was lost still says.
+                let own =
+                    matches!(&verdict, Verdict::Link { sns_message_id, .. } if indexed_to_it.contains(sns_message_id));
+                let rivals = match verdict.link_time() {
+                    Some(sent) if !own => self.rivals(record, digest.as_ref(), sent).await?,
+                    _ => Rivals::default(),
+                };
+                verdict.unless_contested(rivals)
+            }
+        };
+        self.settle(record, &verdict, digest).await?;
+        Ok(Some(verdict))
+    }
+}
+
+/// Puts `items` in a random order drawn from `entropy` (Fisher–Yates).
+pub(crate) fn shuffle<T, E: Entropy + ?Sized>(items: &mut [T], entropy: &E) {
+    for i in (1..items.len()).rev() {
+        let j = usize::try_from(entropy.next_u64() % (i as u64 + 1)).unwrap_or(0);
+        items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::shuffle;
+    use tocsin::ports::Entropy;
+
+    /// SplitMix64 over a counter: a deterministic stand-in for the system's randomness.
+    struct Counter(AtomicU64);
+
+    impl Entropy for Counter {
+        fn next_u64(&self) -> u64 {
+            let mut z = self.0.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+    }
+
+    /// A run stops searching at its first throttled search: whatever order the due-index gives,
+    /// each unknown outcome must come first in some run, or one listed last is never searched.
+    #[test]
+    fn every_unknown_outcome_is_searched_first_in_some_run_whatever_the_index_order() {
+        let entropy = Counter(AtomicU64::new(7));
+        let mut first = [false; 10];
+        for _ in 0..100 {
+            let mut due: Vec<usize> = (0..10).collect();
+            shuffle(&mut due, &entropy);
+            first[due[0]] = true;
+            let mut sorted = due.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..10).collect::<Vec<_>>(), "a permutation: nothing lost, nothing twice");
+        }
+        assert!(first.iter().all(|f| *f), "every one came first at least once: {first:?}");
+    }
+}

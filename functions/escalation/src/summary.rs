@@ -1,0 +1,88 @@
+//! What one sweep did: the counts of a run, summed from each intent's sweep, and published as
+//! the escalation function's metrics. Knows no ports.
+
+use serde::Serialize;
+use tocsin::telemetry::{Metrics, Unit};
+
+#[derive(Debug, Default, Serialize, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub read: usize,
+    pub escalated: usize,
+    pub escalation_lease_held_elsewhere: usize,
+    /// Due in the (lagging) index, but not escalatable when the lease read the intent.
+    pub escalation_not_needed: usize,
+    pub delay_suspected: usize,
+    pub expired_unknown: usize,
+    pub lease_expired_unknown: usize,
+    pub re_enqueued: usize,
+    /// Unknown outcomes settled from the delivery-status logs.
+    pub reconciled: usize,
+    /// Several candidate messages: left to a human.
+    pub ambiguous: usize,
+    /// Searched, nothing yet: searched again later.
+    pub still_unknown: usize,
+    /// One message found, but another alert to the number with an open outcome may own it:
+    /// searched again later.
+    pub contested: usize,
+    /// Searches not made because FilterLogEvents was throttled or out of time (next run).
+    pub reconcile_deferred: usize,
+    pub errors: usize,
+    /// Escalated before their deadline because their carrier is degraded or held (counted in
+    /// `escalated` too).
+    pub escalated_early: usize,
+    /// Carriers degraded at this run ([`tocsin::domain::carrier`]).
+    pub carriers_degraded: usize,
+    /// Seconds the oldest unacknowledged escalation has waited (0: none), after this run's
+    /// escalations; `None` when the list could not be read. Emitted every run as
+    /// `oldest_unacknowledged_escalation_s`, the metric of the escalation-unacknowledged alarm:
+    /// read from the ledger, so looking at the queue never hides an escalation from it, and an
+    /// idle queue's paused SQS metrics do not matter.
+    pub oldest_unacknowledged_s: Option<u64>,
+    /// False when the run stopped at its time budget with due intents left for the next run.
+    pub complete: bool,
+}
+
+impl RunSummary {
+    /// Adds the counts of one intent's sweep.
+    pub(crate) fn absorb(&mut self, o: &RunSummary) {
+        self.escalated += o.escalated;
+        self.escalation_lease_held_elsewhere += o.escalation_lease_held_elsewhere;
+        self.escalation_not_needed += o.escalation_not_needed;
+        self.delay_suspected += o.delay_suspected;
+        self.expired_unknown += o.expired_unknown;
+        self.lease_expired_unknown += o.lease_expired_unknown;
+        self.re_enqueued += o.re_enqueued;
+        self.reconciled += o.reconciled;
+        self.ambiguous += o.ambiguous;
+        self.still_unknown += o.still_unknown;
+        self.reconcile_deferred += o.reconcile_deferred;
+        self.escalated_early += o.escalated_early;
+        self.errors += o.errors;
+    }
+
+    /// Publishes the run's counts as the escalation function's metrics (EMF), its duration
+    /// `took_ms`.
+    pub(crate) fn publish(&self, took_ms: i64) {
+        let mut m = Metrics::new("escalation");
+        if let Some(age) = self.oldest_unacknowledged_s {
+            m.add("oldest_unacknowledged_escalation_s", age as f64, Unit::Seconds);
+        }
+        m.count("reconciled", self.reconciled as u64);
+        m.count("reconcile_ambiguous", self.ambiguous as u64);
+        m.count("still_unknown", self.still_unknown as u64);
+        m.count("reconcile_contested", self.contested as u64);
+        m.count("reconcile_deferred", self.reconcile_deferred as u64);
+        m.count("escalated", self.escalated as u64);
+        m.count("escalated_early", self.escalated_early as u64);
+        m.count("delay_suspected", self.delay_suspected as u64);
+        m.count("expired_unknown", self.expired_unknown as u64);
+        m.count("lease_expired_unknown", self.lease_expired_unknown as u64);
+        m.count("re_enqueued", self.re_enqueued as u64);
+        m.count("due_read", self.read as u64);
+        m.count("sweep_errors", self.errors as u64);
+        m.count("incomplete_run", u64::from(!self.complete));
+        m.add("run_duration_ms", took_ms as f64, Unit::Milliseconds);
+        m.flush();
+    }
+}
