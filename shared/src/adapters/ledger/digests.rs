@@ -6,8 +6,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, get_s, get_time, get_u32, n, s, ts, unavailable};
-use super::pages::{Upto, query_pages};
-use super::{DynamoLedger, LIST_INDEX, digests_partition};
+use super::{DynamoLedger, digests_partition};
 use crate::domain::storm::DigestId;
 use crate::domain::{IdempotencyKey, PhoneNumber};
 use crate::ports::{DigestRecord, DigestStore, PortError, PortResult};
@@ -74,17 +73,9 @@ impl DigestStore for DynamoLedger {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> PortResult<Vec<DigestRecord>> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(LIST_INDEX)
-            .key_condition_expression("list_pk = :p AND list_sk BETWEEN :from AND :to")
-            .expression_attribute_values(":p", s(digests_partition(recipient)))
-            .expression_attribute_values(":from", s(ts(from)))
-            .expression_attribute_values(":to", s(ts(to)));
         let mut ids = Vec::new();
-        query_pages(query, "DynamoDB Query (list-index, digests)", Upto::All, |item| {
+        let what = "DynamoDB Query (list-index, digests)";
+        self.list_range(digests_partition(recipient), from, to, what, |item| {
             if let Some(id) = get_s(item, "pk").and_then(|pk| pk.strip_prefix("DIGEST#")).and_then(DigestId::parse) {
                 ids.push(id);
             }

@@ -1,9 +1,9 @@
-//! The operator listings on the list-index: intents by creation day, and the list-index reader
-//! shared with the open escalations. Reads only; writes nothing.
+//! The operator listings on the list-index: intents by creation day, and the list-index readers
+//! shared with the open escalations, the digests and the unsettled attempts. Reads only; writes nothing.
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::items::{Item, get_s, get_time, s};
+use super::items::{Item, get_s, get_time, s, ts};
 use super::pages::{Upto, query_pages};
 use super::{DynamoLedger, LIST_INDEX, LIST_SHARDS, OPEN_ESCALATIONS, created_partition};
 use crate::domain::IdempotencyKey;
@@ -71,5 +71,27 @@ impl DynamoLedger {
         .await?;
         out.truncate(limit);
         Ok(out)
+    }
+
+    /// Every list-index entry of `partition` whose `list_sk` time lies in [`from`, `to`], each
+    /// handed to `take` (`what` names the listing in errors).
+    pub(super) async fn list_range(
+        &self,
+        partition: String,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        what: &'static str,
+        take: impl FnMut(&Item) -> PortResult<()>,
+    ) -> PortResult<()> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(LIST_INDEX)
+            .key_condition_expression("list_pk = :p AND list_sk BETWEEN :from AND :to")
+            .expression_attribute_values(":p", s(partition))
+            .expression_attribute_values(":from", s(ts(from)))
+            .expression_attribute_values(":to", s(ts(to)));
+        query_pages(query, what, Upto::All, take).await
     }
 }

@@ -5,8 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::items::{get_s, n, s, ts, unavailable};
-use super::pages::{Upto, query_pages};
-use super::{DynamoLedger, LIST_INDEX, unsettled_partition};
+use super::{DynamoLedger, unsettled_partition};
 use crate::domain::{IdempotencyKey, PhoneNumber};
 use crate::ports::{PortError, PortResult, UnsettledAttempts};
 
@@ -51,17 +50,9 @@ impl UnsettledAttempts for DynamoLedger {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(LIST_INDEX)
-            .key_condition_expression("list_pk = :p AND list_sk BETWEEN :from AND :to")
-            .expression_attribute_values(":p", s(unsettled_partition(recipient)))
-            .expression_attribute_values(":from", s(ts(from)))
-            .expression_attribute_values(":to", s(ts(to)));
         let mut out = Vec::new();
-        query_pages(query, "DynamoDB Query (list-index, unsettled attempts)", Upto::All, |item| {
+        let what = "DynamoDB Query (list-index, unsettled attempts)";
+        self.list_range(unsettled_partition(recipient), from, to, what, |item| {
             let pk = get_s(item, "pk").unwrap_or_default();
             let found = parse_pk(pk).ok_or_else(|| PortError::Corrupt {
                 what: pk.to_owned(),

@@ -85,7 +85,7 @@ impl<K: Ord + Clone, B: Ord + Clone> Gsi<K, B> {
     }
 
     /// The view as a query at `now` reads it, from `from` on, in index order.
-    pub fn range_from(&mut self, now: Millis, from: &K) -> impl Iterator<Item = (&K, &B)> {
+    pub fn range_from<'a>(&'a mut self, now: Millis, from: &K) -> impl Iterator<Item = (&'a K, &'a B)> + use<'a, K, B> {
         self.catch_up(now);
         self.view.range(from.clone()..)
     }
@@ -96,5 +96,24 @@ impl<K: Ord + Clone, B: Ord + Clone> Gsi<K, B> {
 
     pub fn is_empty(&self) -> bool {
         self.view.is_empty()
+    }
+}
+
+/// A list-index partition per recipient, sorted by a time: `(recipient, time, base key)`.
+impl<X: Ord + Clone, B: Ord + Clone> Gsi<(String, Millis, X), B> {
+    /// The base items of `who`'s partition with times in [`from`, `to`], as the list-index query
+    /// `list_pk = :p AND list_sk BETWEEN :from AND :to` at `now` reads them (`min`: the least
+    /// base key, where the range starts).
+    pub fn between<'a>(
+        &'a mut self,
+        now: Millis,
+        who: &str,
+        from: Millis,
+        to: Millis,
+        min: X,
+    ) -> impl Iterator<Item = &'a B> + use<'a, X, B> {
+        let who = who.to_owned();
+        let start = (who.clone(), from, min);
+        self.range_from(now, &start).take_while(move |((w, at, _), _)| *w == who && *at <= to).map(|(_, b)| b)
     }
 }

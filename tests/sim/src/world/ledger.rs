@@ -853,12 +853,10 @@ impl UnsettledAttempts for SimLedger {
             self.sim
                 .call("DynamoDB Query (list-index, unsettled attempts)", OpKind::Read, move |w| {
                     let clock = w.now;
-                    let start = (r.clone(), from, min_key());
                     w.ledger
                         .unsettled_index
-                        .range_from(clock, &start)
-                        .take_while(|((who, at, _), _)| *who == r && *at <= to)
-                        .map(|(_, (key, at))| (key.clone(), to_time(*at)))
+                        .between(clock, &r, from, to, min_key())
+                        .map(|(key, at)| (key.clone(), to_time(*at)))
                         .collect()
                 })
                 .await,
@@ -1017,14 +1015,7 @@ impl SimLedger {
             self.sim
                 .call("DynamoDB Query (list-index, digests)", OpKind::Read, move |w| {
                     let clock = w.now;
-                    let start = (r.clone(), from, min_digest());
-                    w.ledger
-                        .digest_index
-                        .range_from(clock, &start)
-                        .take_while(|((who, at, _), _)| *who == r && *at <= to)
-                        .filter(|((_, at, _), _)| *at >= from)
-                        .map(|(_, id)| id.clone())
-                        .collect::<Vec<_>>()
+                    w.ledger.digest_index.between(clock, &r, from, to, min_digest()).cloned().collect::<Vec<_>>()
                 })
                 .await,
         )?;
