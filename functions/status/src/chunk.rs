@@ -1,0 +1,112 @@
+//! One chunk of log events (up to 100): parsed, looked up in one call, then each record sent on
+//! its way — applied, waited for, or kept as an orphan. Writes nothing itself.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aws_lambda_events::cloudwatch_logs::LogEntry;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tocsin::domain::delivery::{DeliveryRecord, parse_record};
+use tocsin::domain::provider::{FailureClass, classify};
+use tocsin::ports::{Clock, IndexEntries, IndexEntry, PortError};
+
+use crate::{CONCURRENCY, EventOutcome, Parsed, Processed, StatusHandler, StatusRegistry, StatusStore};
+
+impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
+    /// One chunk of log events: parsed, looked up in one call, then applied, waited for, or kept.
+    pub(crate) async fn process_chunk(
+        &self,
+        log_group: &str,
+        entries: Vec<LogEntry>,
+        wait_horizon: DateTime<Utc>,
+        budget: &AtomicUsize,
+        spend_exhausted: &AtomicUsize,
+    ) -> Vec<Processed> {
+        let mut out: Vec<Processed> = Vec::with_capacity(entries.len());
+        let mut parsed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match parse_record(&entry.message) {
+                Ok(record) => {
+                    let written_at =
+                        record.timestamp.or_else(|| chrono::DateTime::from_timestamp_millis(entry.timestamp));
+                    parsed.push(Parsed { entry, record, written_at })
+                }
+                Err(e) => {
+                    // Never log the message: it holds a phone number.
+                    tracing::warn!(log_event_id = %entry.id, error = %e, "unparseable delivery record skipped");
+                    out.push((Ok(EventOutcome::Unparseable), false));
+                }
+            }
+        }
+        if parsed.is_empty() {
+            return out;
+        }
+        // Any application's record counts: the limit is the account's, so a foreign SMS refused
+        // for it means tocsin's are refused too.
+        let refused_for_spend = parsed.iter().filter(|p| says_spend_exhausted(&p.record)).count();
+        spend_exhausted.fetch_add(refused_for_spend, Ordering::Relaxed);
+        // Every record's carrier, minute, outcome and dwell — tocsin's and other applications' —
+        // for the carrier view's traffic signal; written alongside the receipts, best effort.
+        let traffic = self.traffic_tallies(&parsed);
+        let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
+        let index = match self.store.lookup_many(&ids).await {
+            Ok(index) => index,
+            Err(e) => {
+                out.extend(parsed.iter().map(|_| (Err(copy_error(&e)), false)));
+                return out;
+            }
+        };
+        let now = self.clock.now();
+        let wait = chrono::Duration::from_std(self.config.orphan_wait).unwrap_or(chrono::Duration::zero());
+        let (mut indexed, mut young, mut old) = (Vec::new(), Vec::new(), Vec::new());
+        for p in parsed {
+            // `get`, not `remove`: one batch can carry the same message id twice (a redelivery).
+            match entry_of(&index, &p.record.message_id) {
+                Some(entry) => indexed.push((p, entry)),
+                // Younger than the wait (or stamped in the future): it may be ahead of the sender.
+                None if p.written_at.is_none_or(|at| now.signed_duration_since(at) < wait) => young.push(p),
+                None => old.push(p),
+            }
+        }
+        let old: Vec<&Parsed> = old.iter().collect();
+        let (applied, waited, orphaned, ()) = futures::join!(
+            futures::stream::iter(indexed)
+                .map(|(p, entry)| async move {
+                    match entry {
+                        Ok(entry) => self.apply_indexed(&p, entry).await,
+                        Err(e) => (Err(e), false),
+                    }
+                })
+                .buffer_unordered(CONCURRENCY)
+                .collect::<Vec<_>>(),
+            self.settle_young(log_group, young, wait_horizon, budget),
+            self.orphans(log_group, &old),
+            self.add_traffic(&traffic),
+        );
+        out.extend(applied);
+        out.extend(waited);
+        out.extend(orphaned);
+        out
+    }
+}
+
+pub(crate) fn entry_of(index: &IndexEntries, message_id: &str) -> Option<Result<IndexEntry, PortError>> {
+    index.get(message_id).map(|e| match e {
+        Ok(found) => Ok(found.clone()),
+        Err(err) => Err(copy_error(err)),
+    })
+}
+
+/// The same failure, for every record of a chunk whose shared lookup failed.
+pub(crate) fn copy_error(e: &PortError) -> PortError {
+    match e {
+        PortError::Unavailable { operation, message } => PortError::Unavailable { operation, message: message.clone() },
+        PortError::Corrupt { what, message } => PortError::Corrupt { what: what.clone(), message: message.clone() },
+    }
+}
+
+/// A failure record whose provider response says the account's SMS spend limit is used up.
+pub(crate) fn says_spend_exhausted(r: &DeliveryRecord) -> bool {
+    r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
+        && classify(r.provider_response.as_deref()).class == FailureClass::AccountLimit
+}

@@ -1,0 +1,34 @@
+//! The carrier traffic signal: every record of a chunk, tocsin's or another application's, tallied
+//! by minute, carrier and country (counts and dwell times only). Best effort; never fails a batch.
+
+use tocsin::domain::carrier_traffic::{self, CountryTallies, TrafficPolicy};
+use tocsin::ports::Clock;
+use tocsin::telemetry::Metrics;
+
+use crate::{Parsed, StatusHandler, StatusRegistry, StatusStore};
+
+impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
+    /// The chunk's records tallied by minute, carrier and country: counts and dwell times only,
+    /// never a number or a text ([`carrier_traffic::tally`]).
+    pub(crate) fn traffic_tallies(&self, parsed: &[Parsed]) -> CountryTallies {
+        let policy = TrafficPolicy::new(self.config.delay_suspected_after);
+        carrier_traffic::tally(parsed.iter().map(|p| (&p.record, p.written_at)), self.clock.now(), &policy)
+    }
+
+    /// Adds the chunk's tallies to the carrier view's traffic. Best effort: a failed write is
+    /// logged and counted (`traffic_tally_failed`) and never fails the batch nor holds up a
+    /// delivery record — the traffic signal is a statistic, the receipts are facts. (A batch
+    /// Lambda retries for another reason counts its records again: the detector judges ratios
+    /// against the other carriers, which the retry inflates alike.)
+    pub(crate) async fn add_traffic(&self, tallies: &CountryTallies) {
+        if tallies.is_empty() {
+            return;
+        }
+        if let Err(e) = self.registry.add_tallies(tallies).await {
+            tracing::warn!(error = %e, tallies = tallies.len(), "carrier traffic not tallied for this chunk");
+            let mut m = Metrics::new("status");
+            m.count("traffic_tally_failed", tallies.len() as u64);
+            m.flush();
+        }
+    }
+}
