@@ -22,6 +22,9 @@ use super::state::Receipt;
 /// investigating a missing receipt the same shift still finds it.
 pub const ORPHAN_RETENTION: chrono::Duration = chrono::Duration::hours(6);
 
+/// The carriers' receipt window: a delivery record can arrive up to 72 h late; one hour of margin.
+pub const RECEIPT_WINDOW: std::time::Duration = std::time::Duration::from_secs(73 * 3600);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum DeliveryStatus {
     Success,

@@ -20,8 +20,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::delivery::DeliveryRecord;
+use super::delivery::RECEIPT_WINDOW;
 use super::phone::PhoneNumber;
-use super::sweep::RECEIPT_WINDOW;
 
 /// How far SNS's clock (a record's `notification.timestamp`) and the functions' may disagree.
 /// Both are kept by AWS's time service, well under a millisecond apart; a quarter of a second is

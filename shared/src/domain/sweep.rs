@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::delivery::RECEIPT_WINDOW;
 use super::intent::{IntentRecord, Status};
 use super::reconcile::ReconcileState;
 use super::state::State;
-
-/// The carriers' receipt window: a delivery record can arrive up to 72 h late; one hour of margin.
-pub const RECEIPT_WINDOW: Duration = Duration::from_secs(73 * 3600);
 
 #[derive(Debug, Clone)]
 pub struct SweepPolicy {

@@ -227,7 +227,7 @@ where
     }
     for at in attempts {
         store
-            .note_unsettled(&record.intent.recipient, key, at, after(at, crate::domain::sweep::RECEIPT_WINDOW))
+            .note_unsettled(&record.intent.recipient, key, at, after(at, crate::domain::delivery::RECEIPT_WINDOW))
             .await
             .map_err(port("noting the attempt for reconciliation"))?;
     }
