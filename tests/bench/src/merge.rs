@@ -1,6 +1,8 @@
 //! A partial run (`TOCSIN_BENCH_SECTIONS`) rewrites BENCHMARKS.md without losing the sections it
 //! did not measure: each `## ` section the new render left without a table is taken from the
-//! previous file, and the summary keeps the previous rows of measurements not re-run.
+//! previous file, and the summary keeps the previous rows of measurements not re-run. Any run,
+//! partial or full, keeps the sections this command does not write at all (the simulation's long
+//! runs, written by hand; the carrier month, written by `--bin carriers`).
 
 fn blocks(text: &str) -> (String, Vec<(String, String)>) {
     let mut preamble = String::new();
@@ -78,6 +80,22 @@ pub fn merge(old: &str, new: &str, note: &str) -> String {
             out.push_str(body);
         }
     }
+    carry_over(old, out)
+}
+
+/// `new` followed by the sections of `old` whose heading `new` does not have, in their order.
+pub fn carry_over(old: &str, new: String) -> String {
+    let (_, new_blocks) = blocks(&new);
+    let (_, old_blocks) = blocks(old);
+    let mut out = new;
+    for (heading, body) in &old_blocks {
+        if !new_blocks.iter().any(|(h, _)| h == heading) {
+            if !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+            out.push_str(body);
+        }
+    }
     out
 }
 
@@ -94,5 +112,19 @@ mod tests {
         assert!(m.contains("| 3 |") && !m.contains("| 2 |\n"), "{m}");
         assert!(m.contains("| 1. a | x | old | met |") && m.contains("| 2. b | x | new | met |"), "{m}");
         assert!(m.contains("> note") && !m.contains("method only"), "{m}");
+    }
+
+    #[test]
+    fn sections_this_command_does_not_write_are_kept_after_its_own() {
+        let old =
+            "# B\n\n## 1. A\n\n| a |\n|---|\n| 1 |\n\n## 10. Sim\n\nlong runs\n\n## 11. Month\n\n| m |\n|---|\n| 9 |\n";
+        let new = "# B\n\n## 1. A\n\n| a |\n|---|\n| 2 |\n".to_owned();
+        let kept = carry_over(old, new);
+        assert_eq!(
+            kept,
+            "# B\n\n## 1. A\n\n| a |\n|---|\n| 2 |\n\n## 10. Sim\n\nlong runs\n\n## 11. Month\n\n| m |\n|---|\n| 9 |\n"
+        );
+        let merged = merge(old, "# B\n\n## 1. A\n\nmethod only\n", "");
+        assert!(merged.contains("| 1 |") && merged.contains("long runs") && merged.contains("| 9 |"), "{merged}");
     }
 }

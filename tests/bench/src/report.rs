@@ -87,7 +87,7 @@ impl Report {
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
              `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,idle,rss,sweep,sweeprate,statusrate,storm,stormmode`; all by default; \
-             sections not run keep their text from the previous BENCHMARKS.md), \
+             sections not run keep their text from the previous BENCHMARKS.md; sections 10 and 11, which other commands write, are always kept), \
              `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_STORM_SEED` (the storm-mode simulation's workload seed, default 2026), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
              run, default 120), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
              `TOCSIN_BENCH_STATUS_TIMEOUT` (seconds for the ~1 MB status event, default 240), `TOCSIN_BENCH_SKIP_BUILD`, \

@@ -45,6 +45,10 @@ fn write(report: &Report) -> std::io::Result<()> {
             .collect::<String>();
         let old = old.replace("\n\n\n", "\n\n");
         text = merge::merge(&old, &text, &note);
+    } else if let Ok(old) = std::fs::read_to_string(&path) {
+        // A full run: every section this command measures is new; the ones it does not write
+        // (the simulation's long runs, the carrier month) are kept.
+        text = merge::carry_over(&old, text);
     }
     std::fs::write(&path, text)?;
     eprintln!("bench: wrote {}", path.display());
