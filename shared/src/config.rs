@@ -263,8 +263,6 @@ impl SenderConfig {
 pub struct StatusConfig {
     pub ledger_table: String,
     pub recipients_table: String,
-    /// An attempt's search window after its claim (orphan matching).
-    pub reconcile_margin: Duration,
     /// How young a record matching no intent must be for status to wait for the sender's
     /// message-id write (only such a record can be ahead of it); the wait ends at the record's
     /// time + this, and never past the invocation's start + this nor its deadline.
@@ -286,7 +284,6 @@ impl StatusConfig {
         let c = StatusConfig {
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
-            reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
             canary_number,
             delay_suspected_after: env.duration("TOCSIN_DELAY_SUSPECTED_AFTER"),

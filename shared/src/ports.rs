@@ -670,39 +670,3 @@ pub trait DeliveryLogSearch: Send + Sync {
         max: usize,
     ) -> impl Future<Output = Result<Vec<Found>, SearchError>> + Send;
 }
-
-/// Operators' attempts, noted when an operator resends an intent: the resend's own claim (it may
-/// come after the intent's deadline, where the pending-index no longer shows it), and the attempt
-/// it supersedes when that one's outcome was unknown (its SMS, if it went out, is then tied to no
-/// alert). Either may have sent an SMS that lies in the reconciliation window of another alert to
-/// the same number — which must not take it for its own. Kept while a delivery record of it may
-/// still come.
-pub trait UnsettledAttempts: Send + Sync {
-    /// Notes `key`'s attempt to `recipient` claimed at `claimed_at` (to the millisecond, as the
-    /// intent's `claimed_at` keeps it), kept until `until`. Idempotent.
-    fn note_unsettled(
-        &self,
-        recipient: &PhoneNumber,
-        key: &IdempotencyKey,
-        claimed_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    /// The noted attempts to `recipient` claimed in `[from, to]`: each intent and its claim.
-    fn unsettled_to(
-        &self,
-        recipient: &PhoneNumber,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> impl Future<Output = PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>>> + Send;
-}
-
-/// Intents whose outcome is open (`sending`, `send_unknown`) to one recipient, claimed in a window:
-/// the candidates an orphaned delivery record may belong to.
-pub trait OpenAttempts: Send + Sync {
-    fn open_attempts_to(
-        &self,
-        recipient: &PhoneNumber,
-        claimed_from: DateTime<Utc>,
-        claimed_to: DateTime<Utc>,
-    ) -> impl Future<Output = PortResult<Vec<IntentRecord>>> + Send;
-}

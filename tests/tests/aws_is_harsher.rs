@@ -308,10 +308,13 @@ async fn a_publish_whose_recording_is_throttled_past_the_sdk_retries_is_still_re
     assert!(p.escalations().await.is_empty());
 }
 
+/// The sender published and SNS answered, but its message-index write was throttled past every
+/// retry: nothing ties the SMS to the alert. Its delivery record, when it comes, could as well be
+/// another sender's SMS to the same phone: it is kept as an orphan, never matched to the alert by
+/// number and time, and the alert — its outcome unknown once the lease lapses — is escalated at
+/// its deadline with the record attached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed() {
-    // The deployed orphan wait: a record this young may be ahead of (or instead of) the
-    // sender's write, and is matched to the open attempt by number and claim time.
+async fn a_delivery_record_of_an_sms_whose_message_id_write_never_landed_is_kept_never_guessed() {
     let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
     let proxy = p.proxy.clone().expect("proxy");
     proxy.add_rule(
@@ -328,10 +331,15 @@ async fn a_delivery_record_settles_an_intent_whose_accepted_write_never_landed()
     assert_eq!(sms.len(), 1);
     proxy.clear_rules();
     p.carrier_reports(&sms[0].message_id, "+14155550192", true, "Message has been accepted by phone").await;
-    p.run_status().await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(1, 0)]);
+    assert_eq!(p.record(&key).await.status.state, State::Sending, "never delivered on a guess");
+    p.clock.advance(Duration::minutes(16));
+    p.run_escalation().await;
     let r = p.record(&key).await;
-    assert_eq!(r.status.state, State::Delivered, "the delivery record resolves the open attempt");
-    assert_eq!(r.status.sns_message_id.as_deref(), Some(sms[0].message_id.as_str()));
+    assert_eq!(r.status.state, State::SendUnknown);
+    assert!(r.status.escalation.is_some(), "escalated at its deadline");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never re-sent");
 }
 
 /// An alert published by a sender whose "accepted" state write (the only update that carries

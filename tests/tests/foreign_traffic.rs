@@ -122,7 +122,8 @@ async fn a_batch_of_two_thousand_other_applications_records_applies_tocsins_own_
 
 /// Only a record younger than the wait can be ahead of the sender's MessageId write. Here one of
 /// tocsin's own is, among 300 other young records: the chunk waits once (the record's time + the
-/// wait), looks up again once, and finds it; the others are kept after at most the query budget.
+/// wait), looks up again once, and finds it; the others are kept, with no search for whose they
+/// might be (the status role may query no index: the IAM gate would refuse it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_young_record_ahead_of_the_senders_write_is_waited_for_once_per_chunk() {
     let p = Pipeline::start_with(Options { fault_seed: Some(21), ..Default::default() }).await;
@@ -156,7 +157,6 @@ async fn a_young_record_ahead_of_the_senders_write_is_waited_for_once_per_chunk(
     let lookups = count(&calls, "BatchGetItem");
     assert!((5..=8).contains(&lookups), "{lookups} lookups: {:?}", tally(&calls));
     assert_eq!(count(&calls, "GetItem"), 0);
-    assert!(count(&calls, "Query") <= status::OPEN_MATCH_BUDGET, "pending-index queries are capped per invocation");
     // 300 orphans, 25 to a write (per chunk of 100 records: ⌈orphans ÷ 25⌉); the receipt's
     // observation, plus the sender's own puts (its observation and message index) that fall
     // inside the recording.

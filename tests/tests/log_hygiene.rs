@@ -82,7 +82,7 @@ async fn no_phone_number_or_message_body_appears_in_clear_in_any_log_line_or_met
 
     let sent = p.emulator.sent_sms().await.expect("sms");
     let id_of = |n: &str| sent.iter().find(|m| m.phone_number == n).map(|m| m.message_id.clone());
-    // Delivered, opted out (suppression), conflicting, an orphan, and the unknown one reconciled.
+    // Delivered, opted out (suppression), conflicting, an orphan, and the unknown one searched for.
     let now = p.clock.now_utc();
     for (n, ok, resp) in [
         (numbers[1], true, "Message has been accepted by phone carrier"),

@@ -7,7 +7,7 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reconcile::Window;
 use tocsin::ports::{
-    Commit, DeliveryLogSearch, DigestRecord, EscalationQueue, IndexEntry, PortError, SendQueue, StatusPatch, Transition,
+    Commit, DeliveryLogSearch, DigestRecord, EscalationQueue, PortError, SendQueue, StatusPatch, Transition,
 };
 use tocsin::services::receipts::{self, Link, LogEvent};
 
@@ -52,21 +52,6 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             "digest's delivery record applied to a member it had not reached"
         );
         self.store.get(key).await
-    }
-
-    /// Whether `entry` ties an SMS to one member of `digest` alone whose current attempt is that
-    /// digest: the digest's SMS, indexed to that member by a search that did not find the digest.
-    pub(crate) async fn tied_to_a_sibling_alone(
-        &self,
-        entry: &IndexEntry,
-        digest: Option<&DigestRecord>,
-    ) -> Result<bool, PortError> {
-        let Some(d) = digest.filter(|d| entry.digest.is_none() && d.members.contains(&entry.key)) else {
-            return Ok(false);
-        };
-        // Only a sibling that names this digest: one that names none may have been sent alone
-        // since, and taking its SMS for the digest's would call an unsent alert delivered.
-        Ok(self.store.get(&entry.key).await?.is_some_and(|sibling| sibling.status.digest_id.as_ref() == Some(&d.id)))
     }
 
     /// The message id of a digest's SMS as a sibling member recorded it (what SNS answered for

@@ -12,7 +12,7 @@
 //! recorded fate and an orphaned record applied first ([`digest_members`], [`orphans`]), then what
 //! its state and deadline call for, escalating on-call as [`escalating`] says; then the
 //! [`carrier_view`]; then the unknown outcomes searched for in the delivery-status logs
-//! ([`reconciling`], telling rivals apart with [`rivals`]) and what was found written
+//! ([`reconciling`]: only a record tied to the alert is its own) and what was found written
 //! ([`settling`]). [`summary`] is what the run did.
 
 mod carrier_view;
@@ -20,7 +20,6 @@ mod digest_members;
 mod escalating;
 mod orphans;
 mod reconciling;
-mod rivals;
 mod settling;
 mod summary;
 mod sweeping;
@@ -34,29 +33,16 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Clock, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationQueue, IntentStore,
-    MessageIndex, OpenAttempts, PortError, RecipientRegistry, SendQueue, UnsettledAttempts, new_id,
+    MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
 };
 
 use reconciling::shuffle;
 pub use summary::RunSummary;
 
 /// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations,
-/// digests, recent sends and open or unsettled attempts (one `DynamoLedger` in Lambda).
-pub trait SweepStore:
-    IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends + OpenAttempts + UnsettledAttempts
-{
-}
-impl<T> SweepStore for T where
-    T: IntentStore
-        + DueIndex
-        + MessageIndex
-        + EscalationBacklog
-        + DigestStore
-        + RecentSends
-        + OpenAttempts
-        + UnsettledAttempts
-{
-}
+/// digests and recent sends (one `DynamoLedger` in Lambda).
+pub trait SweepStore: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends {}
+impl<T> SweepStore for T where T: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends {}
 
 /// The registry's ports the sweep uses: numbers (suppression), carriers, operator holds and the
 /// carrier traffic tallies.

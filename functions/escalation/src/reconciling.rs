@@ -1,12 +1,14 @@
 //! Reconciling unknown outcomes: the delivery-status logs searched for each, within the run's time,
-//! and what was found judged (link, ambiguous, contested, nothing yet). [`crate::settling`] writes it.
+//! and what was found judged — the alert's own SMS (tied to it by the message index or a digest
+//! sibling's recorded answer), records nothing ties to it (unattributed: never taken for its
+//! own), or nothing yet. [`crate::settling`] writes it.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::intent::IntentRecord;
-use tocsin::domain::reconcile::{Rivals, Verdict, Window, judge};
+use tocsin::domain::reconcile::{Verdict, Window, judge};
 use tocsin::ports::{DeliveryLogSearch, Entropy, EscalationQueue, SearchError, SendQueue, after, time_left, within};
 
 use crate::{Escalator, RunSummary, SweepClock, SweepRegistry, SweepStore};
@@ -32,9 +34,8 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             let until = after(self.clock.now(), remaining.min(SEARCH_TIMEOUT));
             match self.reconcile_one(&record, until).await.transpose() {
                 Some(Ok(Verdict::Link { .. })) => summary.reconciled += 1,
-                Some(Ok(Verdict::Ambiguous(_))) => summary.ambiguous += 1,
+                Some(Ok(Verdict::Unattributed(_))) => summary.unattributed += 1,
                 Some(Ok(Verdict::NoMatch)) => summary.still_unknown += 1,
-                Some(Ok(Verdict::Contested { .. })) => summary.contested += 1,
                 Some(Err(SearchError::Throttled)) => {
                     tracing::warn!("FilterLogEvents throttled; reconciliation resumes next run");
                     summary.reconcile_deferred += 1;
@@ -96,22 +97,22 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         };
         // Messages already tied to other intents (the same number alerted twice) do not count.
         let mut linked_elsewhere = HashSet::new();
-        // Messages the index already ties to this intent (its digest's entry names it).
+        // Messages the index ties to this intent: the only records that are its own.
         let mut indexed_to_it = HashSet::new();
         // In order: the lookups are the same whichever run makes them.
         let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
         for id in ids {
-            // A digest's SMS covering this intent is its own; so is one tied alone to a sibling
-            // whose current attempt is this same digest (a member reconciled before the digest
-            // could be found). A sibling's SMS of another digest or attempt is not.
+            // A digest's SMS covering this intent is its own. One tied to another intent alone is
+            // that intent's — even a digest sibling's: the sibling may have been sent alone since,
+            // its stale digest id still naming this digest (the simulation's seed 10137).
             match self.store.lookup(&id).await? {
                 Some(entry) if entry.covers(key) => {
                     indexed_to_it.insert(id);
                 }
-                Some(entry) if !self.tied_to_a_sibling_alone(&entry, digest.as_ref()).await? => {
+                Some(_) => {
                     linked_elsewhere.insert(id);
                 }
-                _ => {}
+                None => {}
             }
         }
         let verdict = match sibling {
@@ -127,19 +128,9 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
                 Verdict::Link { sns_message_id: message_id, records }
             }
-            None => {
-                let verdict = judge(recipient, window, found, &linked_elsewhere);
-                // An SMS the index already ties to this intent (its digest's entry, written by the
-                // sender or by a sibling's reconciliation, names it) is its own: no other alert
-                // can own it, whatever a sibling whose own write was lost still says.
-                let own =
-                    matches!(&verdict, Verdict::Link { sns_message_id, .. } if indexed_to_it.contains(sns_message_id));
-                let rivals = match verdict.link_time() {
-                    Some(sent) if !own => self.rivals(record, digest.as_ref(), sent).await?,
-                    _ => Rivals::default(),
-                };
-                verdict.unless_contested(rivals)
-            }
+            // Only an SMS the index ties to this intent is its own; any other record to the
+            // number in the window may be another sender's, and is kept for a human.
+            None => judge(recipient, window, found, &indexed_to_it, &linked_elsewhere),
         };
         self.settle(record, &verdict, digest).await?;
         Ok(Some(verdict))

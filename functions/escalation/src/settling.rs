@@ -1,5 +1,6 @@
-//! Settling what a log search found: a linked SMS applied to the intent (or to every member of its
-//! digest), or the search's bookkeeping (left to a human, searched again later). Searches nothing.
+//! Settling what a log search found: the alert's own SMS applied to the intent (or to every member
+//! of its digest), or the search's bookkeeping (records nothing ties to it, kept for a human;
+//! searched again later). Searches nothing.
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::State;
@@ -32,38 +33,20 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             Verdict::Link { sns_message_id, records } => {
                 self.apply_link(record, sns_message_id, records, digest, now).await?;
             }
-            Verdict::Ambiguous(candidates) => {
-                let t = self.bookkeeping(
-                    record,
-                    search,
-                    None,
-                    ReconcileState::Ambiguous,
-                    if candidates.len() == 1 {
-                        "one message to this number in the window, but another alert to it, its outcome unknown too, may own it: a human must decide"
-                    } else {
-                        "several messages to this number in the window: a human must decide"
-                    },
-                    candidates.clone(),
-                    now,
-                );
-                self.store.transition(t).await?;
-                tracing::warn!(
+            Verdict::Unattributed(candidates) => {
+                let outcome = if candidates.len() == 1 {
+                    "a record of one SMS to this number in the window, which nothing ties to this alert (it may be another sender's): kept for a human, never taken for its own"
+                } else {
+                    "records of several SMS to this number in the window, which nothing ties to this alert (they may be other senders'): kept for a human, never taken for its own"
+                };
+                self.search_again_later(record, search, outcome, candidates.clone(), now).await?;
+                tracing::info!(
                     key = key.short(),
                     candidates = candidates.len(),
-                    "reconciliation ambiguous; left to a human"
+                    "records to the number that nothing ties to this alert; kept for a human, searched again later"
                 );
             }
-            Verdict::Contested { sns_message_id, rivals } => {
-                self.search_again_later(
-                    record,
-                    search,
-                    "one message to this number in the window, but another alert to it is being sent and may own it: searched again later",
-                    now,
-                )
-                .await?;
-                tracing::info!(key = key.short(), sns_message_id = %sns_message_id, rivals, "reconciliation contested; searched again later");
-            }
-            Verdict::NoMatch => self.search_again_later(record, search, "no delivery record yet", now).await?,
+            Verdict::NoMatch => self.search_again_later(record, search, "no delivery record yet", vec![], now).await?,
         }
         // Where the intent stands now decides its next check (delivered leaves the index).
         if let Some(current) = self.store.get(key).await? {
@@ -130,27 +113,27 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         Ok(())
     }
 
-    /// An unknown outcome the search could not settle yet: its next search scheduled, and why.
+    /// An unknown outcome the search could not settle yet: what it found that is not the alert's
+    /// (`candidates`, for a human), its next search scheduled, and why.
     async fn search_again_later(
         &self,
         record: &IntentRecord,
         search: u32,
         outcome: &str,
+        candidates: Vec<Candidate>,
         now: DateTime<Utc>,
     ) -> Result<(), PortError> {
         let next = next_attempt(record.status.reconcile_attempts, now);
-        let t = self.bookkeeping(record, search, Some(next), ReconcileState::Pending, outcome, vec![], now);
+        let t = self.bookkeeping(record, search, next, outcome, candidates, now);
         self.store.transition(t).await?;
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn bookkeeping(
+    fn bookkeeping(
         &self,
         record: &IntentRecord,
         search: u32,
-        next: Option<DateTime<Utc>>,
-        state: ReconcileState,
+        next: DateTime<Utc>,
         outcome: &str,
         candidates: Vec<Candidate>,
         now: DateTime<Utc>,
@@ -159,7 +142,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             key: record.intent.key.clone(),
             from: vec![State::SendUnknown],
             attempt_id: None,
-            patch: StatusPatch { reconcile: Some((search, next, state)), ..Default::default() },
+            patch: StatusPatch { reconcile: Some((search, Some(next), ReconcileState::Pending)), ..Default::default() },
             observation: Observation::new(
                 format!("reconcile:{search}"),
                 now,

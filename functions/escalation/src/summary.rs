@@ -16,15 +16,14 @@ pub struct RunSummary {
     pub expired_unknown: usize,
     pub lease_expired_unknown: usize,
     pub re_enqueued: usize,
-    /// Unknown outcomes settled from the delivery-status logs.
+    /// Unknown outcomes settled from the delivery-status logs: their own SMS found (tied to them
+    /// by the message index, or a digest sibling's recorded answer).
     pub reconciled: usize,
-    /// Several candidate messages: left to a human.
-    pub ambiguous: usize,
+    /// Searched: records to the number in the window that nothing ties to the alert (another
+    /// sender's, as likely as its own): kept for a human, never taken for its own; searched again.
+    pub unattributed: usize,
     /// Searched, nothing yet: searched again later.
     pub still_unknown: usize,
-    /// One message found, but another alert to the number with an open outcome may own it:
-    /// searched again later.
-    pub contested: usize,
     /// Searches not made because FilterLogEvents was throttled or out of time (next run).
     pub reconcile_deferred: usize,
     pub errors: usize,
@@ -54,7 +53,7 @@ impl RunSummary {
         self.lease_expired_unknown += o.lease_expired_unknown;
         self.re_enqueued += o.re_enqueued;
         self.reconciled += o.reconciled;
-        self.ambiguous += o.ambiguous;
+        self.unattributed += o.unattributed;
         self.still_unknown += o.still_unknown;
         self.reconcile_deferred += o.reconcile_deferred;
         self.escalated_early += o.escalated_early;
@@ -69,9 +68,8 @@ impl RunSummary {
             m.add("oldest_unacknowledged_escalation_s", age as f64, Unit::Seconds);
         }
         m.count("reconciled", self.reconciled as u64);
-        m.count("reconcile_ambiguous", self.ambiguous as u64);
+        m.count("reconcile_unattributed", self.unattributed as u64);
         m.count("still_unknown", self.still_unknown as u64);
-        m.count("reconcile_contested", self.contested as u64);
         m.count("reconcile_deferred", self.reconcile_deferred as u64);
         m.count("escalated", self.escalated as u64);
         m.count("escalated_early", self.escalated_early as u64);

@@ -19,7 +19,6 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         log_group: &str,
         entries: Vec<LogEntry>,
         wait_horizon: DateTime<Utc>,
-        budget: &AtomicUsize,
         spend_exhausted: &AtomicUsize,
     ) -> Vec<Processed> {
         let mut out: Vec<Processed> = Vec::with_capacity(entries.len());
@@ -79,7 +78,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 })
                 .buffer_unordered(CONCURRENCY)
                 .collect::<Vec<_>>(),
-            self.settle_young(log_group, young, wait_horizon, budget),
+            self.settle_young(log_group, young, wait_horizon),
             self.orphans(log_group, &old),
             self.add_traffic(&traffic),
         );

@@ -41,8 +41,7 @@ use tocsin::domain::delivery::DeliveryRecord;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::ports::carriers::{CarrierBook, CarrierTraffic};
 use tocsin::ports::{
-    Clock, DigestStore, DueIndex, IntentStore, MessageIndex, OpenAttempts, PortError, RecipientRegistry,
-    UnsettledAttempts, after, before,
+    Clock, DigestStore, DueIndex, IntentStore, MessageIndex, PortError, RecipientRegistry, after, before,
 };
 
 /// Log events processed at once within one invocation.
@@ -93,10 +92,6 @@ pub const LOOKUP_CHUNK: usize = 100;
 
 pub use tocsin::domain::delivery::ORPHAN_RETENTION;
 
-/// Open-index queries one invocation may spend on records that matched no index entry even after
-/// the wait. Each is one Query; this caps what a burst of other applications' SMS can cost.
-pub const OPEN_MATCH_BUDGET: usize = 16;
-
 /// No waiting for the sender's write closer than this to the invocation's deadline: the rest of
 /// the batch still has to be written and answered.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
@@ -111,10 +106,10 @@ pub(crate) struct Parsed {
 /// A log event's outcome, and whether its number was suppressed.
 pub(crate) type Processed = (Result<EventOutcome, PortError>, bool);
 
-/// The ledger's ports the status function uses: intents, the message index (and orphans), open
-/// and unsettled attempts, digests and the due-index (one `DynamoLedger` in Lambda).
-pub trait StatusStore: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex + UnsettledAttempts {}
-impl<T: IntentStore + MessageIndex + OpenAttempts + DigestStore + DueIndex + UnsettledAttempts> StatusStore for T {}
+/// The ledger's ports the status function uses: intents, the message index (and orphans),
+/// digests and the due-index (one `DynamoLedger` in Lambda).
+pub trait StatusStore: IntentStore + MessageIndex + DigestStore + DueIndex {}
+impl<T: IntentStore + MessageIndex + DigestStore + DueIndex> StatusStore for T {}
 
 /// The registry's ports: numbers (suppression), their last-seen carrier, the carrier traffic.
 pub trait StatusRegistry: RecipientRegistry + CarrierBook + CarrierTraffic {}
@@ -131,11 +126,11 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
     /// `TOCSIN_ORPHAN_WAIT`** — only then can it be ours and ahead of the sender's MessageId write,
     /// which lands right after SNS answers. The young ones of a chunk wait together, at most until
     /// their own time + the wait, never past `invocation start + wait` nor `deadline −
-    /// DEADLINE_MARGIN`, and are looked up again in one call. Those still unmatched are matched
-    /// against open attempts to their number (the open-index: a sender that crashed right after
-    /// publishing), at most [`OPEN_MATCH_BUDGET`] queries per invocation. An older unmatched record
-    /// never pays that query: if it is ours, its intent is `sending`/`send_unknown` and the
-    /// sweep's reconciliation finds it in the log groups by number and time window.
+    /// DEADLINE_MARGIN`, and are looked up again in one call. Those still unmatched are kept as
+    /// orphans too: a record is applied only through the index, never matched to an alert by
+    /// number and time — the phone receives other senders' SMS. If one is an alert's after all
+    /// (its sender's write came later still, or never: the alert is then `send_unknown`), the
+    /// sweep applies it from the orphans once the message id is indexed, or escalates the alert.
     pub async fn handle(&self, mut event: Value, deadline: DateTime<Utc>) -> Result<Summary, StatusError> {
         data_of(&event)?;
         let data = event.pointer_mut("/awslogs/data").map(Value::take).and_then(|v| match v {
@@ -200,11 +195,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         // Waiting for the sender's write ends here for every record of the invocation: each was
         // written before the invocation started.
         let wait_horizon = after(started, self.config.orphan_wait).min(before(deadline, DEADLINE_MARGIN).max(started));
-        let budget = AtomicUsize::new(OPEN_MATCH_BUDGET);
         let group = header.log_group.as_str();
         let spend_exhausted = AtomicUsize::new(0);
-        let chunks =
-            events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &budget, &spend_exhausted));
+        let chunks = events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &spend_exhausted));
         let mut results = std::pin::pin!(chunks.buffer_unordered(2));
         while let Some(chunk) = results.next().await {
             for (r, suppressed) in chunk {

@@ -666,8 +666,8 @@ async fn show_names_the_sms_settings_a_request_gave_with_the_origination_number_
 
 /// B's publish reached SNS and its answer was lost; A's, to the same number, never reached SNS.
 /// An operator resends B. B's first SMS is now tied to no alert, and lies in A's reconciliation
-/// window: the resend noted B's superseded attempt, so A's search leaves that SMS to a human
-/// instead of calling A — never sent — delivered.
+/// window: nothing ties it to A, so A's search keeps it for a human and never calls A — never
+/// sent — delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same_number() {
     let number = "+14155550139";
@@ -697,7 +697,7 @@ async fn a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same
     p.run_status().await;
 
     let run = p.run_escalation().await;
-    assert_eq!((run.reconciled, run.ambiguous), (0, 1), "{run:?}");
+    assert_eq!((run.reconciled, run.unattributed), (0, 1), "{run:?}");
     let ra = p.record(&a).await;
     assert_eq!(ra.status.state, State::SendUnknown, "never sent: never delivered");
     assert_eq!(ra.status.sns_message_id, None);

@@ -1,17 +1,17 @@
-//! Reconciliation: settling an intent whose publish outcome is unknown by finding its SMS in the
-//! SNS delivery-status logs — same destination, inside the attempt's time window — instead of
-//! guessing or re-sending.
+//! Reconciliation: settling an intent whose publish outcome is unknown from the delivery-status
+//! logs — **by what ties a record to it, never by guess**. An SNS delivery record carries no text
+//! and no tag of tocsin's: the only thing that makes it an alert's is the message id SNS answered
+//! for that alert's publish (the message index, or a digest sibling that recorded the answer). An
+//! on-call phone also receives other senders' SMS — MFA codes, other applications in the account,
+//! a second tocsin stack — so a record to the same number in the same minutes is as likely theirs.
 //!
-//! One unambiguous message → link it (its records become observations as usual). Several
-//! messages to the same number in the window → ambiguous: the candidates are recorded and a human
-//! decides. One message, but another intent to the same number has an open outcome too and was
-//! claimed where the message could be its → not this attempt's to take: while that intent's sender
-//! is still at work (its lease runs), the search is made again later (it may yet record the
-//! message as its own); once its outcome is unknown too, the one candidate is left to a human, for
-//! good — what becomes of the other intent later (an operator resends it, its new SMS is
-//! delivered) says nothing about whose this SMS was. None yet → try again later with backoff (logs
-//! can take long to appear), for as long as a delivery record may still come: the 73-hour receipt
-//! window.
+//! The attempt's own SMS found → link it (its records become observations as usual). Records to
+//! the number in the attempt's window that nothing ties to it → **unattributed**: nothing changes,
+//! they are recorded on the intent for the person its escalation reaches (an operator who knows
+//! may link one, audited: `tocsin reconcile link`), and the search goes on for its own. None yet →
+//! try again later with backoff (logs can take long to appear), for as long as a delivery record
+//! may still come: the 73-hour receipt window. Either way an unknown outcome nothing settles is
+//! escalated at its deadline.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -75,13 +75,6 @@ impl Window {
     pub fn holds(&self, f: &Found) -> bool {
         record_time(f).is_some_and(|t| self.contains(t))
     }
-
-    /// The claims whose attempt window holds an SMS written at `sent`: from `margin` before it to
-    /// the skew after it. `None` when the (untrusted) time is at the calendar's edge.
-    pub fn claims_that_could_send(sent: DateTime<Utc>, margin: Duration) -> Option<Window> {
-        let d = |x: Duration| chrono::Duration::from_std(x).unwrap_or(chrono::Duration::zero());
-        Some(Window { from: sent.checked_sub_signed(d(margin))?, to: sent.checked_add_signed(d(SKEW))? })
-    }
 }
 
 /// A candidate message: all records found for one SNS message id.
@@ -94,97 +87,65 @@ pub struct Candidate {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Exactly one message matches: link it; `records` are its delivery records, oldest first.
+    /// The attempt's own SMS: its message id is tied to this intent. `records` are its delivery
+    /// records, oldest first.
     Link {
         sns_message_id: String,
         records: Vec<Found>,
     },
-    /// Several messages match: change nothing, list them for a human.
-    Ambiguous(Vec<Candidate>),
-    /// One message matches, but `rivals` other intents to the number were claimed where it could
-    /// be theirs, and at least one's sender is still at work: change nothing, search again later.
-    Contested {
-        sns_message_id: String,
-        rivals: usize,
-    },
+    /// Records of SMS to the number in the attempt's window that nothing ties to this intent:
+    /// change nothing, keep them for a human, search on.
+    Unattributed(Vec<Candidate>),
     NoMatch,
-}
-
-/// The other intents to a number that could own a found SMS: their outcomes open too and their
-/// claims inside its window (see [`Window::claims_that_could_send`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Rivals {
-    /// Still `sending` with a running lease: their senders may yet record the SMS as theirs.
-    pub sending: usize,
-    /// Their outcome unknown too (`send_unknown`, or a lease run out).
-    pub unknown: usize,
-}
-
-impl Verdict {
-    /// The verdict once the other intents that could own a linked message are known. A link no
-    /// rival could own stands; one a sender at work could own waits; one an unknown outcome could
-    /// own is ambiguous, its one candidate left to a human.
-    pub fn unless_contested(self, rivals: Rivals) -> Verdict {
-        match self {
-            Verdict::Link { sns_message_id, .. } if rivals.sending > 0 => {
-                Verdict::Contested { sns_message_id, rivals: rivals.sending + rivals.unknown }
-            }
-            Verdict::Link { sns_message_id, records } if rivals.unknown > 0 => Verdict::Ambiguous(vec![Candidate {
-                sns_message_id,
-                first_seen: records.iter().filter_map(record_time).min().unwrap_or_default(),
-                statuses: records.iter().map(|f| f.record.status.as_str().to_owned()).collect(),
-            }]),
-            v => v,
-        }
-    }
-
-    /// When the message a link would take was first written, if it is a link.
-    pub fn link_time(&self) -> Option<DateTime<Utc>> {
-        match self {
-            Verdict::Link { records, .. } => records.iter().filter_map(record_time).min(),
-            _ => None,
-        }
-    }
 }
 
 fn record_time(f: &Found) -> Option<DateTime<Utc>> {
     f.record.timestamp.or_else(|| DateTime::from_timestamp_millis(f.timestamp_ms))
 }
 
-/// Judges what the logs say about one attempt to `recipient` in `window`. `linked_elsewhere`
-/// holds message ids already tied to other intents (the same number alerted twice).
+/// Judges what the logs say about one attempt to `recipient` in `window`. `own` holds the message
+/// ids tied to this intent (the message index names it); `linked_elsewhere` those tied to other
+/// intents (the same number alerted twice). Only an own message is linked; the rest, to the
+/// recipient and in the window, are candidates a human may look at.
 pub fn judge(
     recipient: &PhoneNumber,
     window: Window,
     found: Vec<Found>,
+    own: &HashSet<String>,
     linked_elsewhere: &HashSet<String>,
 ) -> Verdict {
-    let mut by_message: BTreeMap<String, Vec<Found>> = BTreeMap::new();
+    let mut mine: BTreeMap<String, Vec<Found>> = BTreeMap::new();
+    let mut unattributed: BTreeMap<String, Vec<Found>> = BTreeMap::new();
     for f in found {
+        if own.contains(&f.record.message_id) {
+            mine.entry(f.record.message_id.clone()).or_default().push(f);
+            continue;
+        }
         let to_recipient = f.record.destination.as_deref() == Some(recipient.expose());
-        let in_window = window.holds(&f);
-        if to_recipient && in_window && !linked_elsewhere.contains(&f.record.message_id) {
-            by_message.entry(f.record.message_id.clone()).or_default().push(f);
+        if to_recipient && window.holds(&f) && !linked_elsewhere.contains(&f.record.message_id) {
+            unattributed.entry(f.record.message_id.clone()).or_default().push(f);
         }
     }
-    match by_message.len() {
-        0 => Verdict::NoMatch,
-        1 => {
-            let (sns_message_id, mut records) = by_message.into_iter().next().unwrap_or_default();
-            records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
-            Verdict::Link { sns_message_id, records }
-        }
-        _ => Verdict::Ambiguous(
-            by_message
-                .into_iter()
-                .map(|(id, records)| Candidate {
-                    sns_message_id: id,
-                    first_seen: records.iter().filter_map(record_time).min().unwrap_or_default(),
-                    statuses: records.iter().map(|f| f.record.status.as_str().to_owned()).collect(),
-                })
-                .collect(),
-        ),
+    // The earliest own message (an attempt has one SMS; a second would be an operator's, linked
+    // at its own attempt).
+    let first_own = mine.into_iter().min_by_key(|(_, records)| records.iter().filter_map(record_time).min());
+    if let Some((sns_message_id, mut records)) = first_own {
+        records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
+        return Verdict::Link { sns_message_id, records };
     }
+    if unattributed.is_empty() {
+        return Verdict::NoMatch;
+    }
+    Verdict::Unattributed(
+        unattributed
+            .into_iter()
+            .map(|(id, records)| Candidate {
+                sns_message_id: id,
+                first_seen: records.iter().filter_map(record_time).min().unwrap_or_default(),
+                statuses: records.iter().map(|f| f.record.status.as_str().to_owned()).collect(),
+            })
+            .collect(),
+    )
 }
 
 /// When to search again after `attempts` searches found nothing: 1, 2, 4 … minutes, at most an hour.
@@ -200,7 +161,8 @@ pub enum ReconcileState {
     /// Not started, or searching with backoff.
     #[default]
     Pending,
-    /// Several candidates: left to a human.
+    /// Left to a human, searched no more: written by releases that judged records by number and
+    /// time (no longer written; still read, so such an intent stays with its human).
     Ambiguous,
 }
 
@@ -234,15 +196,43 @@ mod tests {
         Window::of_attempt(at("2026-11-29T12:00:00Z"), Duration::from_secs(900))
     }
 
+    fn none() -> HashSet<String> {
+        HashSet::new()
+    }
+
+    fn ids(of: &[&str]) -> HashSet<String> {
+        of.iter().map(|s| (*s).to_owned()).collect()
+    }
+
     #[test]
-    fn one_message_to_the_number_in_the_window_is_linked() {
+    fn one_message_to_the_number_in_the_window_that_nothing_ties_to_the_alert_is_never_linked() {
         let v = judge(
             &number(),
             window(),
             vec![found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000")],
-            &HashSet::new(),
+            &none(),
+            &none(),
         );
-        assert!(matches!(v, Verdict::Link { ref sns_message_id, .. } if sns_message_id == "m1"));
+        assert!(matches!(v, Verdict::Unattributed(ref c) if c.len() == 1 && c[0].sns_message_id == "m1"), "{v:?}");
+    }
+
+    #[test]
+    fn the_message_the_index_ties_to_the_alert_is_linked_whatever_else_went_to_the_number() {
+        let v = judge(
+            &number(),
+            window(),
+            vec![
+                found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000"),
+                found("2", "m2", "+14155550100", "2026-11-29 12:00:03.000"),
+                found("3", "m2", "+14155550100", "2026-11-29 12:00:09.000"),
+            ],
+            &ids(&["m2"]),
+            &none(),
+        );
+        assert!(
+            matches!(v, Verdict::Link { ref sns_message_id, ref records } if sns_message_id == "m2" && records.len() == 2),
+            "{v:?}"
+        );
     }
 
     #[test]
@@ -254,28 +244,14 @@ mod tests {
                 found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000"),
                 found("2", "m1", "+14155550100", "2026-11-29 12:00:09.000"),
             ],
-            &HashSet::new(),
+            &none(),
+            &none(),
         );
-        assert!(matches!(v, Verdict::Link { ref records, .. } if records.len() == 2));
+        assert!(matches!(v, Verdict::Unattributed(ref c) if c.len() == 1 && c[0].statuses.len() == 2), "{v:?}");
     }
 
     #[test]
-    fn two_messages_to_the_same_number_are_ambiguous() {
-        let v = judge(
-            &number(),
-            window(),
-            vec![
-                found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000"),
-                found("2", "m2", "+14155550100", "2026-11-29 12:01:00.000"),
-            ],
-            &HashSet::new(),
-        );
-        assert!(matches!(v, Verdict::Ambiguous(ref c) if c.len() == 2));
-    }
-
-    #[test]
-    fn messages_linked_to_other_intents_other_numbers_or_other_times_do_not_count() {
-        let linked: HashSet<String> = ["m2".to_owned()].into();
+    fn messages_linked_to_other_intents_other_numbers_or_other_times_are_no_candidates() {
         let v = judge(
             &number(),
             window(),
@@ -286,49 +262,27 @@ mod tests {
                 found("4", "m4", "+14155550100", "2026-11-29 13:00:00.000"),
                 found("5", "m5", "+14155550100", "2026-11-29 11:58:00.000"),
             ],
-            &linked,
+            &none(),
+            &ids(&["m2"]),
         );
-        assert!(matches!(v, Verdict::Link { ref sns_message_id, .. } if sns_message_id == "m1"), "{v:?}");
+        assert!(matches!(v, Verdict::Unattributed(ref c) if c.len() == 1 && c[0].sns_message_id == "m1"), "{v:?}");
     }
 
     #[test]
-    fn a_link_another_open_attempt_could_own_waits_for_its_sender_or_is_left_to_a_human() {
-        let link = judge(
-            &number(),
-            window(),
-            vec![found("1", "m1", "+14155550100", "2026-11-29 12:00:02.000")],
-            &HashSet::new(),
-        );
-        assert_eq!(link.link_time(), Some(at("2026-11-29T12:00:02Z")));
-        assert!(matches!(link.clone().unless_contested(Rivals::default()), Verdict::Link { .. }));
-        let at_work = Rivals { sending: 1, unknown: 1 };
-        assert_eq!(
-            link.clone().unless_contested(at_work),
-            Verdict::Contested { sns_message_id: "m1".into(), rivals: 2 }
-        );
-        let unknown = Rivals { sending: 0, unknown: 1 };
-        assert!(
-            matches!(link.unless_contested(unknown), Verdict::Ambiguous(ref c) if c.len() == 1 && c[0].sns_message_id == "m1")
-        );
-        assert_eq!(Verdict::NoMatch.unless_contested(at_work), Verdict::NoMatch);
-    }
-
-    #[test]
-    fn an_sms_stamped_before_the_claim_by_more_than_the_skew_is_not_the_attempts() {
+    fn an_sms_stamped_before_the_claim_by_more_than_the_skew_is_no_candidate() {
         let v = judge(
             &number(),
             window(),
             vec![found("1", "m1", "+14155550100", "2026-11-29 11:59:59.000")],
-            &HashSet::new(),
+            &none(),
+            &none(),
         );
         assert_eq!(v, Verdict::NoMatch);
-        let claims = Window::claims_that_could_send(at("2026-11-29T12:00:02Z"), Duration::from_secs(900));
-        assert_eq!(claims, Some(Window { from: at("2026-11-29T11:45:02Z"), to: at("2026-11-29T12:00:02.250Z") }));
     }
 
     #[test]
     fn nothing_found_is_no_match_and_retries_back_off_to_an_hour() {
-        assert_eq!(judge(&number(), window(), vec![], &HashSet::new()), Verdict::NoMatch);
+        assert_eq!(judge(&number(), window(), vec![], &none(), &none()), Verdict::NoMatch);
         let now = at("2026-11-29T12:00:00Z");
         assert_eq!(next_attempt(0, now), now + chrono::Duration::minutes(1));
         assert_eq!(next_attempt(3, now), now + chrono::Duration::minutes(8));

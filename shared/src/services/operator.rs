@@ -26,7 +26,7 @@ use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::{IdempotencyKey, IntentRecord, State};
 use crate::ports::{
     Clock, Commit, EscalationBacklog, IntentStore, NextCheck, PortError, PortResult, PublishOutcome, RecipientRegistry,
-    SmsGateway, SmsMessage, StatusPatch, Suppression, Transition, TransitionOutcome, UnsettledAttempts, after,
+    SmsGateway, SmsMessage, StatusPatch, Suppression, Transition, TransitionOutcome, after,
 };
 
 /// The states an operator may resend from: the outcome is unknown, or the intent ended without a
@@ -195,7 +195,7 @@ pub async fn resend<S, R, G, C>(
     req: ResendRequest<'_>,
 ) -> Result<Resent, ResendError>
 where
-    S: IntentStore + UnsettledAttempts,
+    S: IntentStore,
     R: RecipientRegistry,
     G: SmsGateway,
     C: Clock,
@@ -213,24 +213,7 @@ where
     {
         return Err(ResendError::Suppressed { record: Box::new(record), suppression });
     }
-    // Reconciliation must see every attempt whose SMS another alert to the number could take
-    // for its own. An unknown outcome's SMS may have gone out: once the intent is claimed again,
-    // nothing ties that SMS to it. And the resend's own attempt may come after the intent's
-    // deadline, where the pending-index (read from the deadline on) no longer shows it. Both are
-    // noted first (a failed note refuses the resend), kept while a delivery record may come.
     let now = clock.now();
-    let mut attempts = vec![now];
-    if record.status.state == State::SendUnknown
-        && let Some(claimed_at) = record.status.claimed_at
-    {
-        attempts.push(claimed_at);
-    }
-    for at in attempts {
-        store
-            .note_unsettled(&record.intent.recipient, key, at, after(at, crate::domain::delivery::RECEIPT_WINDOW))
-            .await
-            .map_err(port("noting the attempt for reconciliation"))?;
-    }
     let claim = OperatorClaim {
         key,
         attempt_id: req.attempt_id,

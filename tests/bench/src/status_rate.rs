@@ -23,8 +23,8 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::Observation;
 use tocsin::domain::{IdempotencyKey, PhoneNumber};
 use tocsin::ports::{
-    ClaimOutcome, IndexEntries, IndexEntry, IntentStore, MessageIndex, OpenAttempts, OrphanRecord, PortResult,
-    PutOutcome, RecipientRegistry, Standing, Suppression, SuppressionEvidence, System, Transition, TransitionOutcome,
+    ClaimOutcome, IndexEntries, IndexEntry, IntentStore, MessageIndex, OrphanRecord, PortResult, PutOutcome,
+    RecipientRegistry, Standing, Suppression, SuppressionEvidence, System, Transition, TransitionOutcome,
 };
 use tocsin_harness::events::LogLine;
 
@@ -117,42 +117,6 @@ impl MessageIndex for CountingPorts {
     }
     async fn orphans_of(&self, _: &str) -> PortResult<Vec<OrphanRecord>> {
         self.count("Query (orphans)");
-        Ok(Vec::new())
-    }
-}
-
-impl OpenAttempts for CountingPorts {
-    async fn open_attempts_to(
-        &self,
-        _: &PhoneNumber,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> PortResult<Vec<IntentRecord>> {
-        self.count("Query (pending-index)");
-        Ok(Vec::new())
-    }
-}
-
-/// Operators' attempts: asked only when an orphan has exactly one open attempt (never here).
-impl tocsin::ports::UnsettledAttempts for CountingPorts {
-    async fn note_unsettled(
-        &self,
-        _: &PhoneNumber,
-        _: &IdempotencyKey,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> PortResult<()> {
-        self.count("PutItem (unsettled attempt)");
-        Ok(())
-    }
-
-    async fn unsettled_to(
-        &self,
-        _: &PhoneNumber,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
-        self.count("Query (list-index, unsettled attempts)");
         Ok(Vec::new())
     }
 }
@@ -374,7 +338,6 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
         config: StatusConfig {
             ledger_table: "ledger".into(),
             recipients_table: "recipients".into(),
-            reconcile_margin: Duration::from_secs(600),
             // As deployed (template.yaml's 2 s); the records are an hour old, so no record waits.
             orphan_wait: Duration::from_secs(2),
             canary_number: None,

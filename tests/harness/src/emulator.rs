@@ -49,6 +49,12 @@ pub fn ensure_installed() -> Result<PathBuf> {
     )
 }
 
+/// An HTTP client for moto's own endpoints that keeps no idle connection: werkzeug may close a
+/// kept-alive one while a pool still holds it (see the gate's upstream client).
+pub fn moto_http() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap_or_else(|_| reqwest::Client::new())
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -68,7 +74,7 @@ impl Emulator {
         for _ in 0..3 {
             match Self::spawn(&server).await {
                 Ok((mut child, port)) => match Gate::start(&format!("http://127.0.0.1:{port}"), principals).await {
-                    Ok(gate) => return Ok(Emulator { child, port, http: reqwest::Client::new(), gate }),
+                    Ok(gate) => return Ok(Emulator { child, port, http: moto_http(), gate }),
                     Err(e) => {
                         let _ = child.kill();
                         let _ = child.wait();
@@ -101,7 +107,7 @@ impl Emulator {
             .spawn()
             .map_err(|e| HarnessError::Emulator(format!("cannot start {}: {e}", server.display())))?;
         let mut child = child;
-        let http = reqwest::Client::new();
+        let http = moto_http();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(Some(status)) = child.try_wait() {

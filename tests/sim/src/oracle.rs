@@ -50,8 +50,9 @@ pub enum Invariant {
     Suppression,
     /// A sent SMS is never forgotten: the ledger never says "not sent" for an alert an SMS covered.
     SentRemembered,
-    /// The ledger says delivered only for an alert an SMS carried: a record of another SMS is
-    /// never taken for its own.
+    /// The ledger says delivered only for an alert an SMS carried, and applies to an alert only
+    /// the delivery records of the SMS that carried it: a record of another sender's SMS to the
+    /// same phone (another application, another stack) is never taken for its own.
     NoFalseDelivery,
     /// Every item expires.
     Expires,
@@ -78,6 +79,8 @@ pub struct Truth {
     pub delivered_at: Option<Millis>,
     /// SMS that covered it: (when, by an operator's resend).
     pub sms: Vec<(Millis, bool)>,
+    /// The message ids of the SMS that covered it: the only ones whose records are its own.
+    pub sms_ids: BTreeSet<String>,
     pub escalations: Vec<Millis>,
     pub marked: Option<Millis>,
     pub leases: Vec<Millis>,
@@ -182,7 +185,7 @@ impl Oracle {
         }
     }
 
-    pub fn observation_written(&mut self, _now: Millis, key: &IdempotencyKey, o: &Observation) {
+    pub fn observation_written(&mut self, now: Millis, key: &IdempotencyKey, o: &Observation) {
         let Some(t) = self.intents.get_mut(key) else { return };
         if let Some(s) = o.state_after {
             t.observed_states.insert(s);
@@ -190,16 +193,27 @@ impl Oracle {
         if let Some(a) = attempt_of(o) {
             t.explained_attempts.insert(a.to_owned());
         }
-        if let ObservationKind::DeliveryStatus { effect: tocsin::domain::state::ReceiptEffect::Moved { .. }, .. } =
-            &o.kind
-        {
-            t.receipts.push(to_ms(o.at));
+        let mut foreign = None;
+        if let ObservationKind::DeliveryStatus { sns_message_id, effect, .. } = &o.kind {
+            if matches!(effect, tocsin::domain::state::ReceiptEffect::Moved { .. }) {
+                t.receipts.push(to_ms(o.at));
+            }
+            // A record is an alert's only when the SMS it reports carried that alert.
+            if !t.sms_ids.contains(sns_message_id) {
+                foreign = Some(format!(
+                    "the record of message {sns_message_id} was applied ({}), but that SMS never carried this alert",
+                    o.summary()
+                ));
+            }
         }
         if let ObservationKind::Operator { action, .. } = &o.kind
             && action == "resend"
             && let Some(a) = o.id.strip_suffix(":resend")
         {
             t.attempts.entry(a.to_owned()).or_insert(to_ms(o.at));
+        }
+        if let Some(detail) = foreign {
+            self.violate(now, Invariant::NoFalseDelivery, Some(key), detail);
         }
     }
 
@@ -221,7 +235,13 @@ impl Oracle {
 
     /// An SMS left the account. `operator` tells, per covered key, whether an operator's resend
     /// holds its claim.
-    pub fn sms_left(&mut self, now: Millis, to: &PhoneNumber, covered: &[(IdempotencyKey, bool, Option<Millis>)]) {
+    pub fn sms_left(
+        &mut self,
+        now: Millis,
+        to: &PhoneNumber,
+        message_id: &str,
+        covered: &[(IdempotencyKey, bool, Option<Millis>)],
+    ) {
         self.sms_sent += 1;
         if covered.is_empty() {
             self.violate(
@@ -244,6 +264,7 @@ impl Oracle {
             }
             let Some(t) = self.intents.get_mut(key) else { continue };
             t.sms.push((now, *operator));
+            t.sms_ids.insert(message_id.to_owned());
             let automatic = t.sms.iter().filter(|(_, op)| !op).count();
             if automatic > 1 && !operator {
                 let n = t.sms.len();

@@ -23,8 +23,8 @@ use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
-    LoggedRecord, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortResult, RecipientRegistry, SendBudget,
-    SendLog, SendQueue, StatusPatch, SuppressionEvidence, Transition, UnsettledAttempts, UrgentLane,
+    LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, RecipientRegistry, SendBudget, SendLog, SendQueue,
+    StatusPatch, SuppressionEvidence, Transition, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -35,29 +35,11 @@ use tocsin_sim::world::{FaultPlan, World};
 
 /// Every ledger port the functions use.
 trait Ledger:
-    IntentStore
-    + MessageIndex
-    + DueIndex
-    + Backlog
-    + SendBudget
-    + DigestStore
-    + EscalationBacklog
-    + OpenAttempts
-    + RecentSends
-    + UnsettledAttempts
+    IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + RecentSends
 {
 }
 impl<T> Ledger for T where
-    T: IntentStore
-        + MessageIndex
-        + DueIndex
-        + Backlog
-        + SendBudget
-        + DigestStore
-        + EscalationBacklog
-        + OpenAttempts
-        + RecentSends
-        + UnsettledAttempts
+    T: IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + RecentSends
 {
 }
 
@@ -324,32 +306,12 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         out.push(line(&format!("due at {}s", (at - t0).num_seconds()), names));
     }
 
-    // The pending index: a person's backlog, open attempts.
+    // The pending index: a person's backlog.
     let names = |v: &[(IdempotencyKey, DateTime<Utc>)]| {
         v.iter().filter_map(|(k, _)| (0..6).find(|n| key(*n) == *k)).collect::<Vec<_>>()
     };
     out.push(line("pending for a", l.pending_for(&to_a, t0, 10).await.map(|v| names(&v))));
     out.push(line("pending for b, one", l.pending_for(&to_b, t0, 1).await.map(|v| names(&v))));
-    out.push(line(
-        "open attempts to b",
-        l.open_attempts_to(&to_b, m(0), m(10))
-            .await
-            .map(|v| v.iter().map(|r| r.status.attempt_id.clone()).collect::<Vec<_>>()),
-    ));
-    out.push(line("open attempts to b, later window", l.open_attempts_to(&to_b, m(20), m(30)).await.map(|v| v.len())));
-
-    // Attempts an operator superseded with their outcome unknown, by recipient and claim time.
-    out.push(line("note unsettled 1 to b", l.note_unsettled(&to_b, &key(1), m(5), m(5 + 73 * 3600)).await));
-    out.push(line("note it again", l.note_unsettled(&to_b, &key(1), m(5), m(5 + 73 * 3600)).await));
-    out.push(line("note unsettled 2 to b, later", l.note_unsettled(&to_b, &key(2), m(40), m(40 + 73 * 3600)).await));
-    let unsettled = |v: PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>>| {
-        v.map(|v| {
-            v.iter().map(|(k, at)| ((0..6).find(|n| key(*n) == *k), (*at - t0).num_seconds())).collect::<Vec<_>>()
-        })
-    };
-    out.push(line("unsettled to b", unsettled(l.unsettled_to(&to_b, m(0), m(60)).await)));
-    out.push(line("unsettled to b, a window around the first", unsettled(l.unsettled_to(&to_b, m(5), m(39)).await)));
-    out.push(line("unsettled to a", unsettled(l.unsettled_to(&to_a, m(0), m(60)).await)));
 
     // The message index and orphans.
     out.push(line("lookup msg-0", l.lookup("msg-0").await));

@@ -98,15 +98,12 @@ fn a_claimed_intent_with_no_next_check_is_never_left_sending() {
 /// is never `delivered`): an alert whose publish never went out took the record of another
 /// alert's SMS to the same number — found by number and time, tied to no alert because that
 /// alert's outcome was unknown too (its answer lost), or because an operator had resent it since.
-/// Fixed in the sweep's reconciliation: an SMS another alert to the number could own (its outcome
-/// open, its claim in the SMS's window, or an attempt an operator superseded there) is not taken —
-/// searched for again while that alert's sender is at work, else left to a human — and
-/// `reconcile::SKEW` is a quarter of a second, not a minute. These seeds failed on the code with
-/// the first part of the fix (open outcomes only) and pass with the superseded attempts too.
-/// Emulator tests: `an_sms_another_alert_with_an_open_outcome_may_own_is_not_taken_for_an_alert_never_sent`,
-/// `an_sms_a_sender_still_at_work_may_own_is_searched_for_again_later`,
-/// `a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same_number`,
-/// `an_operators_resend_past_its_deadline_still_counts_as_another_alert_that_may_own_the_sms`.
+/// Fixed first with rivals (an SMS another alert could own was not taken), then for good: no
+/// record nothing ties to an alert — by the message index, or a digest sibling's recorded answer —
+/// is taken for its own, whoever else texts the number. Emulator tests (`reconcile.rs`):
+/// `another_senders_sms_to_the_same_phone_never_makes_an_alert_never_sent_delivered`,
+/// `an_operators_resend_to_the_same_number_is_never_taken_for_an_alert_never_sent`, and
+/// `a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same_number` (CLI).
 #[test]
 fn an_alert_never_sent_is_never_called_delivered_on_another_alerts_sms() {
     green(&[40052, 40215, 40261, 40419, 40806, 55909], 330);

@@ -1,5 +1,5 @@
-//! `Backlog`: a recipient's pending alerts in deadline order, from the pending-index (keys only),
-//! and the pending-index reader `open_attempts` shares. Reads only.
+//! `Backlog`: a recipient's pending alerts in deadline order, from the pending-index (keys only).
+//! Reads only.
 
 use chrono::{DateTime, Utc};
 
@@ -11,20 +11,15 @@ use crate::ports::{Backlog, PortError, PortResult};
 
 impl DynamoLedger {
     /// A recipient's entries in the pending-index (keys only: `pk`, `sk`, `pending_to`,
-    /// `pending_by`), earliest deadline first, whose deadline is after `from` (or at it, with
-    /// `inclusive`), at most `limit`, page after page.
-    pub(super) async fn pending_entries(
+    /// `pending_by`), earliest deadline first, whose deadline is after `from`, at most `limit`,
+    /// page after page.
+    async fn pending_entries(
         &self,
         recipient: &PhoneNumber,
         from: DateTime<Utc>,
-        inclusive: bool,
         limit: usize,
     ) -> PortResult<Vec<Item>> {
-        let condition = if inclusive {
-            "pending_to = :r AND pending_by >= :from"
-        } else {
-            "pending_to = :r AND pending_by > :from"
-        };
+        let condition = "pending_to = :r AND pending_by > :from";
         let query = self
             .client
             .query()
@@ -51,7 +46,7 @@ impl Backlog for DynamoLedger {
         due_after: DateTime<Utc>,
         limit: usize,
     ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
-        self.pending_entries(recipient, due_after, false, limit.max(1))
+        self.pending_entries(recipient, due_after, limit.max(1))
             .await?
             .iter()
             .map(|item| {

@@ -1,5 +1,5 @@
 //! The operator listings on the list-index: intents by creation day, and the list-index readers
-//! shared with the open escalations, the digests and the unsettled attempts. Reads only; writes nothing.
+//! shared with the open escalations and the digests. Reads only; writes nothing.
 
 use chrono::{DateTime, NaiveDate, Utc};
 

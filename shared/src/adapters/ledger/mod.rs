@@ -19,7 +19,7 @@
 //!
 //! One file per port this adapter implements ([`crate::ports`]): [`intents`] (`IntentStore`),
 //! [`transitions`] (the writes of `commit::transition`), [`message_index`], [`due_index`],
-//! [`backlog`], [`open_attempts`], [`send_budget`], [`digests`], [`escalations`]; and the operator
+//! [`backlog`], [`send_budget`], [`digests`], [`escalations`]; and the operator
 //! listings ([`listings`]). Shared once: item ↔ attribute mapping ([`items`]), update and
 //! condition expressions ([`expr`]), query pagination and batched reads and writes ([`pages`]).
 
@@ -32,11 +32,9 @@ mod intents;
 mod items;
 mod listings;
 mod message_index;
-mod open_attempts;
 mod pages;
 mod send_budget;
 mod transitions;
-mod unsettled;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -51,13 +49,10 @@ pub use items::{record_from_item, ts};
 pub const DUE_INDEX: &str = "due-index";
 /// Sparse index of pending intents (keys only: `pending_to` = the recipient, `pending_by` = the
 /// deadline): an intent is in it from intake until an SMS for it is known to be with SNS or it is
-/// settled otherwise. An orphaned delivery record is matched against it; it is also a person's
-/// backlog in deadline order. It replaced `open-index` (by number and claim time, projecting
+/// settled otherwise: a person's backlog in deadline order (storm mode). It replaced `open-index` (by number and claim time, projecting
 /// whole items), which is no longer written and leaves the template in the next release
 /// (CloudFormation changes one GSI per stack update).
 pub const PENDING_INDEX: &str = "pending-index";
-/// At most this many of a recipient's pending intents are compared with an orphaned record.
-pub const ORPHAN_CANDIDATES: usize = 100;
 /// The one partition of the due-index before it was sharded: still read by the sweep, so intents
 /// written by an earlier version are never missed.
 pub const DUE_SHARD: &str = "due";
@@ -75,11 +70,6 @@ pub const OPEN_ESCALATIONS: &str = "esc#open";
 /// The list-index partition of one recipient's storm-mode digests, by creation time.
 pub fn digests_partition(recipient: &PhoneNumber) -> String {
     format!("dig#{}", recipient.expose())
-}
-
-/// The list-index partition of one recipient's unsettled attempts, by claim time.
-pub fn unsettled_partition(recipient: &PhoneNumber) -> String {
-    format!("uns#{}", recipient.expose())
 }
 
 /// The list-index partition of intents created on `day` whose due shard is `n`.

@@ -78,7 +78,12 @@ impl Gate {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared { principals: Mutex::new(principals), state: Mutex::new(State::default()) });
-        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        // No idle connections kept to moto: werkzeug may close a kept-alive connection while the
+        // pool still holds it, and the next request forwarded on it fails (`IncompleteMessage`)
+        // after it was written — a failure no test asked for. A fresh loopback connection per
+        // request costs microseconds.
+        let client: Client<HttpConnector, Full<Bytes>> =
+            Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build_http();
         let upstream = upstream.trim_end_matches('/').to_owned();
         let sh = shared.clone();
         let task = tokio::spawn(async move {

@@ -18,20 +18,17 @@ use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
-    IntentStore, MessageIndex, NextCheck, OpenAttempts, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget,
-    SendLog, Transition, TransitionOutcome, UnsettledAttempts,
+    IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget, SendLog,
+    Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
-use crate::exec::{Millis, OpKind, Sim, to_ms, to_time};
+use crate::exec::{Millis, OpKind, Sim, to_ms};
 use crate::world::World;
 
 /// The adapter's partitions of the due-index (`TOCSIN_DUE_SHARDS` in the template), plus the
 /// legacy one it still reads.
 pub const LEGACY_SHARD: &str = "due";
-/// The adapter's cap on orphan candidates.
-pub const ORPHAN_CANDIDATES: usize = 100;
-
 /// The smallest key (range queries start there).
 fn min_key() -> IdempotencyKey {
     static MIN: std::sync::OnceLock<IdempotencyKey> = std::sync::OnceLock::new();
@@ -125,10 +122,6 @@ pub struct Ledger {
     pub list_index: Gsi<(Millis, IdempotencyKey), IdempotencyKey>,
     /// The list-index's digest partitions (`dig#<e164>`, by creation time).
     pub digest_index: Gsi<(String, Millis, DigestId), DigestId>,
-    /// Unsettled attempts (`UNSETTLED#<key>#<claim>`), with their expiry.
-    pub unsettled: BTreeMap<(IdempotencyKey, Millis), i64>,
-    /// The list-index's unsettled-attempt partitions (`uns#<e164>`, by claim time).
-    pub unsettled_index: Gsi<(String, Millis, IdempotencyKey), (IdempotencyKey, Millis)>,
 }
 
 /// A transaction's cancellation reasons, as the adapter reads them.
@@ -494,7 +487,6 @@ impl World {
         &mut self,
         recipient: &PhoneNumber,
         from: DateTime<Utc>,
-        inclusive: bool,
         limit: usize,
     ) -> Vec<(IdempotencyKey, DateTime<Utc>)> {
         let from_ms = to_ms(ms(from));
@@ -504,7 +496,7 @@ impl World {
             .pending_index
             .range_from(clock, &start)
             .take_while(|((r, _, _), _)| r == recipient.expose())
-            .filter(|((_, by, _), _)| if inclusive { *by >= from_ms } else { *by > from_ms })
+            .filter(|((_, by, _), _)| *by > from_ms)
             .take(limit)
             .map(|((_, by, key), _)| (key.clone(), crate::exec::to_time(*by)))
             .collect()
@@ -813,86 +805,7 @@ impl Backlog for SimLedger {
         port(
             self.sim
                 .call("DynamoDB Query (pending-index)", OpKind::Read, move |w| {
-                    w.ledger_pending(&recipient, due_after, false, limit.max(1))
-                })
-                .await,
-        )
-    }
-}
-
-impl UnsettledAttempts for SimLedger {
-    async fn note_unsettled(
-        &self,
-        recipient: &PhoneNumber,
-        key: &IdempotencyKey,
-        claimed_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-    ) -> PortResult<()> {
-        let (r, key, at) = (recipient.expose().to_owned(), key.clone(), to_ms(ms(claimed_at)));
-        port(
-            self.sim
-                .call("DynamoDB PutItem (unsettled attempt)", OpKind::Write, move |w| {
-                    let (now, lag) = (w.now, w.gsi_lag());
-                    let base = (key.clone(), at);
-                    w.ledger.unsettled_index.write(&base, Some((r.clone(), at, key.clone())), now, lag);
-                    w.ledger.unsettled.insert(base, until.timestamp());
-                })
-                .await,
-        )
-    }
-
-    async fn unsettled_to(
-        &self,
-        recipient: &PhoneNumber,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> PortResult<Vec<(IdempotencyKey, DateTime<Utc>)>> {
-        let r = recipient.expose().to_owned();
-        let (from, to) = (to_ms(ms(from)), to_ms(ms(to)));
-        port(
-            self.sim
-                .call("DynamoDB Query (list-index, unsettled attempts)", OpKind::Read, move |w| {
-                    let clock = w.now;
-                    w.ledger
-                        .unsettled_index
-                        .between(clock, &r, from, to, min_key())
-                        .map(|(key, at)| (key.clone(), to_time(*at)))
-                        .collect()
-                })
-                .await,
-        )
-    }
-}
-
-impl OpenAttempts for SimLedger {
-    async fn open_attempts_to(
-        &self,
-        recipient: &PhoneNumber,
-        claimed_from: DateTime<Utc>,
-        claimed_to: DateTime<Utc>,
-    ) -> PortResult<Vec<IntentRecord>> {
-        let r = recipient.clone();
-        let keys = port(
-            self.sim
-                .call("DynamoDB Query (pending-index)", OpKind::Read, move |w| {
-                    w.ledger_pending(&r, claimed_from, true, ORPHAN_CANDIDATES)
-                })
-                .await,
-        )?;
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (from, to) = (ms(claimed_from), ms(claimed_to));
-        port(
-            self.sim
-                .call("DynamoDB BatchGetItem (open attempts)", OpKind::Read, move |w| {
-                    keys.iter()
-                        .filter_map(|(k, _)| w.ledger_get(k))
-                        .filter(|r| {
-                            matches!(r.status.state, State::Sending | State::SendUnknown)
-                                && r.status.claimed_at.is_some_and(|c| c >= from && c <= to)
-                        })
-                        .collect()
+                    w.ledger_pending(&recipient, due_after, limit.max(1))
                 })
                 .await,
         )

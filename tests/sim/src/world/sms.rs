@@ -178,7 +178,7 @@ impl World {
                 (key, operator, claimed)
             })
             .collect();
-        self.oracle.sms_left(now, to, &covered);
+        self.oracle.sms_left(now, to, &message_id, &covered);
         self.carry(to, &message_id, parts);
         if timed_out {
             PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
