@@ -45,6 +45,24 @@ impl Env {
         self.vars.get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
     }
 
+    /// A setting whose empty value is a deliberate choice the template makes ("no ceiling", "none
+    /// allowed", "leave the account's limit"): empty is `None`, but the variable must be there, so
+    /// a function deployed without it stops instead of taking the empty meaning silently.
+    pub fn present(&mut self, name: &str) -> Option<String> {
+        match self.vars.get(name) {
+            None => {
+                self.errors.push(format!("{name} is not set (set it empty to mean none)"));
+                None
+            }
+            Some(v) => Some(v.trim().to_owned()).filter(|v| !v.is_empty()),
+        }
+    }
+
+    /// Records a malformed value, for checks a caller makes on what it read.
+    pub fn invalid(&mut self, message: impl Into<String>) {
+        self.errors.push(message.into());
+    }
+
     pub fn duration(&mut self, name: &str) -> Duration {
         let raw = self.required(name);
         if raw.is_empty() {

@@ -972,3 +972,23 @@ fn a_slow_carrier_pages_on_call_per_carrier_from_one_group_by_carrier_alarm() {
         assert!(runbook.contains(case), "docs/operations.md has {case}");
     }
 }
+
+/// The SMS preferences function may raise the account's spend limit: no resource policy lets
+/// anyone invoke it (no `AWS::Lambda::Permission`, no function URL, no event source), so only a
+/// principal of this account whose own IAM policy allows `lambda:InvokeFunction` on it can — the
+/// deployer, through CloudFormation. And what such a caller hands it is not applied
+/// (`functions/sms-preferences`: the values come from its environment, set here).
+#[test]
+fn no_resource_policy_lets_anyone_invoke_the_sms_preferences_function_and_it_sets_the_stacks_values() {
+    let t = translated();
+    let names_it = |v: &Value| v.to_string().contains("\"SmsPreferencesFunction\"");
+    for ty in ["AWS::Lambda::Permission", "AWS::Lambda::Url", "AWS::Lambda::EventSourceMapping"] {
+        let granting: Vec<&str> =
+            resources_of(t, ty).into_iter().filter(|(_, r)| names_it(&r["Properties"])).map(|(id, _)| id).collect();
+        assert!(granting.is_empty(), "{ty} for the SMS preferences function: {granting:?}");
+    }
+    let f = &t["Resources"]["SmsPreferencesFunction"]["Properties"];
+    let vars = &f["Environment"]["Variables"];
+    assert_eq!(vars["TOCSIN_DELIVERY_STATUS_ROLE_ARN"], get_att("SmsDeliveryStatusRole", "Arn"));
+    assert_eq!(vars["TOCSIN_MONTHLY_SPEND_LIMIT_USD"], reference("MonthlySpendLimitUsd"));
+}

@@ -4,9 +4,18 @@
 //! them: without a `DeliveryStatusIAMRole` and a success sampling rate of 100 the status function
 //! never learns whether an SMS arrived. On Create and Update this function calls
 //! `SetSMSAttributes` (delivery-status role, sampling rate 100, `Transactional`, and the monthly
-//! spend limit when one is given); every invocation ends with an answer to CloudFormation's
+//! spend limit when the stack sets one); every invocation ends with an answer to CloudFormation's
 //! pre-signed `ResponseURL` — on success, on failure and on a malformed event — so a stack
 //! operation never waits an hour for a silent resource.
+//!
+//! **The values are the stack's, never the event's.** Every account-wide attribute it sets comes
+//! from the function's own environment (`TOCSIN_DELIVERY_STATUS_ROLE_ARN`,
+//! `TOCSIN_MONTHLY_SPEND_LIMIT_USD`, which `template.yaml` sets from the stack's role and its
+//! `MonthlySpendLimitUsd` parameter). Anyone allowed to invoke the function can hand it any event,
+//! and its role may raise the account's spend limit: an event's `ResourceProperties` only tell it
+//! that the stack changed (CloudFormation sends an Update only when a property changes, so the
+//! template passes the same values there too). A value in the event that differs from the stack's
+//! is ignored, and logged as such.
 //!
 //! Delete leaves the preferences in place and answers SUCCESS. They are account-wide (per region),
 //! may be shared with other stacks or applications, and SNS has no way to "unset" them: a delete
@@ -35,17 +44,23 @@ pub const DEFAULT_SMS_TYPE: &str = "Transactional";
 /// A custom resource response is at most 4 KiB; the reason is kept well below.
 const MAX_REASON_CHARS: usize = 1500;
 
-/// The resource's properties, as CloudFormation passes them (every value a string).
+/// The delivery-status role this stack hands SNS (`!GetAtt SmsDeliveryStatusRole.Arn`).
+pub const DELIVERY_STATUS_ROLE_VAR: &str = "TOCSIN_DELIVERY_STATUS_ROLE_ARN";
+/// The stack's `MonthlySpendLimitUsd`: whole USD, or empty to leave the account's limit alone.
+pub const MONTHLY_SPEND_LIMIT_VAR: &str = "TOCSIN_MONTHLY_SPEND_LIMIT_USD";
+
+/// The resource's properties, as CloudFormation passes them (every value a string). They are
+/// read, and compared with the stack's own configuration, but never applied: see the module.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase", deny_unknown_fields)]
 pub struct SmsPreferencesProperties {
     /// The function's ARN; CloudFormation copies it into the properties.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_token: Option<String>,
-    /// The role SNS assumes to write the delivery-status logs.
-    #[serde(rename = "DeliveryStatusIAMRole")]
-    pub delivery_status_iam_role: String,
-    /// Whole US dollars per month; absent or empty leaves the account's limit as it is.
+    /// The stack's delivery-status role, passed so that replacing it is an Update.
+    #[serde(rename = "DeliveryStatusIAMRole", default, skip_serializing_if = "Option::is_none")]
+    pub delivery_status_iam_role: Option<String>,
+    /// The stack's `MonthlySpendLimitUsd`, passed so that changing it is an Update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monthly_spend_limit: Option<String>,
 }
@@ -56,36 +71,58 @@ pub type Request = CloudFormationCustomResourceRequest<Value, SmsPreferencesProp
 pub type Response = CloudFormationCustomResourceResponse;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidProperties {
-    #[error("DeliveryStatusIAMRole must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>), got {0:?}")]
+pub enum InvalidPreference {
+    #[error(
+        "{DELIVERY_STATUS_ROLE_VAR} must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>), got {0:?}"
+    )]
     RoleArn(String),
     #[error(
-        "MonthlySpendLimit must be a whole number of US dollars (or empty to leave the account's limit unchanged), got {0:?}"
+        "{MONTHLY_SPEND_LIMIT_VAR} must be a whole number of US dollars (or empty to leave the account's limit unchanged), got {0:?}"
     )]
     SpendLimit(String),
 }
 
-/// The preferences to set, validated.
+/// The preferences to set: the stack's, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preferences {
     pub delivery_status_iam_role: String,
     pub monthly_spend_limit_usd: Option<u64>,
 }
 
+/// A property of an event whose value is not the stack's (what is logged about it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignored {
+    pub property: &'static str,
+    /// The stack's value, which is applied.
+    pub applied: String,
+    /// The event's value when it is safe to log (a plausible spend limit); otherwise its length.
+    pub event_value: String,
+}
+
 impl Preferences {
-    pub fn from_properties(p: &SmsPreferencesProperties) -> Result<Self, InvalidProperties> {
-        let role = p.delivery_status_iam_role.trim();
+    /// Validates the stack's values (`role`, and `limit`: `None` or empty leaves the account's
+    /// limit unchanged).
+    pub fn new(role: &str, limit: Option<&str>) -> Result<Self, InvalidPreference> {
+        let role = role.trim();
         if !is_role_arn(role) {
-            return Err(InvalidProperties::RoleArn(p.delivery_status_iam_role.clone()));
+            return Err(InvalidPreference::RoleArn(role.to_owned()));
         }
-        let limit = match p.monthly_spend_limit.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(raw) if raw.bytes().all(|b| b.is_ascii_digit()) => {
-                Some(raw.parse().map_err(|_| InvalidProperties::SpendLimit(raw.to_owned()))?)
-            }
-            Some(raw) => return Err(InvalidProperties::SpendLimit(raw.to_owned())),
-        };
-        Ok(Preferences { delivery_status_iam_role: role.to_owned(), monthly_spend_limit_usd: limit })
+        Ok(Preferences { delivery_status_iam_role: role.to_owned(), monthly_spend_limit_usd: spend_limit(limit)? })
+    }
+
+    /// The stack's preferences from the function's environment, read at start-up. Both variables
+    /// must be there (the spend limit may be empty: the template's "leave it as it is").
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let role = env.required(DELIVERY_STATUS_ROLE_VAR);
+        let limit = env.present(MONTHLY_SPEND_LIMIT_VAR);
+        if !role.is_empty() && !is_role_arn(&role) {
+            env.invalid(InvalidPreference::RoleArn(role.clone()).to_string());
+        }
+        if let Err(e) = spend_limit(limit.as_deref()) {
+            env.invalid(e.to_string());
+        }
+        std::mem::replace(env, Env::from_map(HashMap::new())).finish()?;
+        Preferences::new(&role, limit.as_deref()).map_err(|e| ConfigError(vec![e.to_string()]))
     }
 
     /// The `SetSMSAttributes` attributes. Without a spend limit the attribute is left out, so the
@@ -100,6 +137,59 @@ impl Preferences {
             a.insert("MonthlySpendLimit".to_owned(), limit.to_string());
         }
         a
+    }
+
+    /// The event's properties that differ from the stack's values (and are therefore ignored).
+    /// Absent properties are not differences: the template always passes both, but an event
+    /// that leaves one out asks for nothing.
+    pub fn ignored_in(&self, p: &SmsPreferencesProperties) -> Vec<Ignored> {
+        let mut out = Vec::new();
+        if let Some(role) = p.delivery_status_iam_role.as_deref()
+            && role.trim() != self.delivery_status_iam_role
+        {
+            out.push(Ignored {
+                property: "DeliveryStatusIAMRole",
+                applied: self.delivery_status_iam_role.clone(),
+                event_value: loggable(role),
+            });
+        }
+        if let Some(limit) = p.monthly_spend_limit.as_deref() {
+            let same = match (spend_limit(Some(limit)), self.monthly_spend_limit_usd) {
+                (Ok(event), stack) => event == stack,
+                (Err(_), _) => false,
+            };
+            if !same {
+                out.push(Ignored {
+                    property: "MonthlySpendLimit",
+                    applied: self.monthly_spend_limit_usd.map_or_else(|| "(unchanged)".to_owned(), |l| l.to_string()),
+                    event_value: loggable(limit),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// An event's value as it may appear in a log: the event is anyone's text, so only a value that
+/// cannot be a phone number (at most 6 digits: an E.164 number has at least 7) is shown.
+fn loggable(value: &str) -> String {
+    let v = value.trim();
+    if v.is_empty() {
+        "(empty)".to_owned()
+    } else if v.len() <= 6 && v.bytes().all(|b| b.is_ascii_digit()) {
+        v.to_owned()
+    } else {
+        format!("(not shown: {} characters)", v.chars().count())
+    }
+}
+
+fn spend_limit(raw: Option<&str>) -> Result<Option<u64>, InvalidPreference> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(raw) if raw.bytes().all(|b| b.is_ascii_digit()) => {
+            raw.parse().map(Some).map_err(|_| InvalidPreference::SpendLimit(raw.to_owned()))
+        }
+        Some(raw) => Err(InvalidPreference::SpendLimit(raw.to_owned())),
     }
 }
 
@@ -221,7 +311,8 @@ impl Invocation {
     }
 }
 
-/// The function's configuration: only the region, which names the resource.
+/// The function's configuration: the region, which names the resource. (The preferences it sets
+/// are read apart, by [`Preferences::from_env`]: an error there must still be answered.)
 #[derive(Debug, Clone)]
 pub struct Config {
     pub region: String,
@@ -277,6 +368,11 @@ enum Decision {
 pub struct SmsPreferences<A, R> {
     pub sns: A,
     pub responder: R,
+    /// The stack's preferences, read from the environment at start-up ([`Preferences::from_env`]).
+    /// A configuration error does not stop the function: every Create and Update is answered
+    /// FAILED naming it (a custom resource that never answers holds the stack operation for an
+    /// hour), and a Delete still succeeds.
+    pub preferences: Result<Preferences, ConfigError>,
     /// `tocsin-sms-preferences-<region>` (see [`Config::physical_id`]).
     pub physical_id: String,
     pub retry: RetryPolicy,
@@ -323,10 +419,22 @@ impl<A: SmsAttributes, R: ResponseUrl> SmsPreferences<A, R> {
             Request::Delete(_) => return Decision::LeftInPlace,
             _ => return Decision::Failed("unsupported RequestType".into()),
         };
-        let preferences = match Preferences::from_properties(&properties) {
+        let preferences = match &self.preferences {
             Ok(p) => p,
-            Err(e) => return Decision::Failed(e.to_string()),
+            Err(e) => {
+                return Decision::Failed(format!("the function's configuration is invalid, nothing was set: {e}"));
+            }
         };
+        for ignored in preferences.ignored_in(&properties) {
+            tracing::warn!(
+                request_id = ?envelope.request_id,
+                stack_id = ?envelope.stack_id,
+                property = ignored.property,
+                event_value = %ignored.event_value,
+                applied = %ignored.applied,
+                "the event asks for a value the stack does not set: ignored, the stack's value is applied"
+            );
+        }
         let attributes = preferences.attributes();
         match self.set_with_retry(&attributes, invocation).await {
             Ok(()) => Decision::Applied(attributes),
@@ -419,21 +527,27 @@ fn truncate(s: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
 
     fn props(role: &str, limit: Option<&str>) -> SmsPreferencesProperties {
         SmsPreferencesProperties {
             service_token: None,
-            delivery_status_iam_role: role.into(),
+            delivery_status_iam_role: Some(role.into()),
             monthly_spend_limit: limit.map(Into::into),
         }
     }
 
     const ROLE: &str = "arn:aws:iam::123456789012:role/tocsin-dev-SmsDeliveryStatusRole-1A2B3C";
 
+    fn env(vars: &[(&str, &str)]) -> Env {
+        Env::from_map(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+    }
+
     #[test]
     fn preferences_always_sample_every_success_and_send_transactional() {
-        let p = Preferences::from_properties(&props(ROLE, None)).expect("valid");
+        let p = Preferences::new(ROLE, None).expect("valid");
         let a = p.attributes();
         assert_eq!(a.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
         assert_eq!(a.get("DefaultSMSType").map(String::as_str), Some("Transactional"));
@@ -443,21 +557,47 @@ mod tests {
 
     #[test]
     fn an_empty_spend_limit_leaves_the_limit_unchanged_and_a_number_sets_it() {
-        let empty = Preferences::from_properties(&props(ROLE, Some(" "))).expect("valid");
+        let empty = Preferences::new(ROLE, Some(" ")).expect("valid");
         assert_eq!(empty.monthly_spend_limit_usd, None);
-        let set = Preferences::from_properties(&props(ROLE, Some("250"))).expect("valid");
+        let set = Preferences::new(ROLE, Some("250")).expect("valid");
         assert_eq!(set.attributes().get("MonthlySpendLimit").map(String::as_str), Some("250"));
     }
 
     #[test]
     fn a_spend_limit_that_is_not_whole_dollars_is_refused() {
         for bad in ["12.50", "-5", "ten", "1e3", "99999999999999999999999"] {
-            assert_eq!(
-                Preferences::from_properties(&props(ROLE, Some(bad))),
-                Err(InvalidProperties::SpendLimit(bad.into())),
-                "{bad}"
-            );
+            assert_eq!(Preferences::new(ROLE, Some(bad)), Err(InvalidPreference::SpendLimit(bad.into())), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_preferences_come_from_the_functions_environment() {
+        let p = Preferences::from_env(&mut env(&[(DELIVERY_STATUS_ROLE_VAR, ROLE), (MONTHLY_SPEND_LIMIT_VAR, "25")]))
+            .expect("configured");
+        assert_eq!(p, Preferences { delivery_status_iam_role: ROLE.into(), monthly_spend_limit_usd: Some(25) });
+        let unchanged =
+            Preferences::from_env(&mut env(&[(DELIVERY_STATUS_ROLE_VAR, ROLE), (MONTHLY_SPEND_LIMIT_VAR, "")]))
+                .expect("empty is the template's 'leave the account's limit alone'");
+        assert_eq!(unchanged.monthly_spend_limit_usd, None);
+    }
+
+    #[test]
+    fn missing_or_invalid_configuration_is_an_error_naming_every_variable_not_a_default() {
+        let err = Preferences::from_env(&mut env(&[])).expect_err("nothing set");
+        let text = err.to_string();
+        assert!(text.contains("TOCSIN_DELIVERY_STATUS_ROLE_ARN is not set"), "{text}");
+        assert!(
+            text.contains("TOCSIN_MONTHLY_SPEND_LIMIT_USD is not set"),
+            "a missing limit is not 'unchanged': {text}"
+        );
+        let err = Preferences::from_env(&mut env(&[
+            (DELIVERY_STATUS_ROLE_VAR, "my-role"),
+            (MONTHLY_SPEND_LIMIT_VAR, "12.50"),
+        ]))
+        .expect_err("invalid");
+        let text = err.to_string();
+        assert!(text.contains("TOCSIN_DELIVERY_STATUS_ROLE_ARN must be an IAM role ARN"), "{text}");
+        assert!(text.contains("TOCSIN_MONTHLY_SPEND_LIMIT_USD must be a whole number"), "{text}");
     }
 
     #[test]
@@ -484,6 +624,124 @@ mod tests {
     }
 
     #[test]
+    fn an_event_value_that_is_not_the_stacks_is_reported_as_ignored_without_showing_free_text() {
+        let stack = Preferences::new(ROLE, Some("5")).expect("valid");
+        assert_eq!(stack.ignored_in(&props(ROLE, Some("5"))), vec![], "the template's own event: nothing ignored");
+        assert_eq!(stack.ignored_in(&props(ROLE, Some(" 05 "))), vec![], "the same amount");
+        let ignored = stack.ignored_in(&props("arn:aws:iam::123456789012:role/+14155550100", Some("100000")));
+        assert_eq!(
+            ignored,
+            vec![
+                Ignored {
+                    property: "DeliveryStatusIAMRole",
+                    applied: ROLE.into(),
+                    event_value: "(not shown: 43 characters)".into()
+                },
+                Ignored { property: "MonthlySpendLimit", applied: "5".into(), event_value: "100000".into() },
+            ]
+        );
+        let phone_as_limit = stack.ignored_in(&props(ROLE, Some("14155550100")));
+        assert_eq!(phone_as_limit[0].event_value, "(not shown: 11 characters)", "digits a phone number could be");
+        let unchanged = Preferences::new(ROLE, None).expect("valid");
+        assert_eq!(unchanged.ignored_in(&props(ROLE, Some("")))[..], [], "empty is empty");
+        assert_eq!(unchanged.ignored_in(&props(ROLE, Some("1")))[0].applied, "(unchanged)");
+    }
+
+    /// Records every `SetSMSAttributes` call.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<BTreeMap<String, String>>>);
+
+    impl SmsAttributes for Recorded {
+        async fn set_sms_attributes(&self, attributes: &BTreeMap<String, String>) -> Result<(), SetError> {
+            self.0.lock().map_err(|_| SetError::Refused("lock".into()))?.push(attributes.clone());
+            Ok(())
+        }
+    }
+
+    struct Accepting;
+
+    impl ResponseUrl for Accepting {
+        async fn put(&self, _url: &str, _body: Vec<u8>) -> Result<(), ResponseError> {
+            Ok(())
+        }
+    }
+
+    fn function(preferences: Result<Preferences, ConfigError>) -> SmsPreferences<Recorded, Accepting> {
+        SmsPreferences {
+            sns: Recorded::default(),
+            responder: Accepting,
+            preferences,
+            physical_id: "tocsin-sms-preferences-us-east-1".into(),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    fn event(kind: &str, properties: Value) -> Value {
+        let mut e = serde_json::json!({
+            "RequestType": kind,
+            "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:tocsin-dev-sms-preferences",
+            "ResponseURL": "https://example.invalid/answer",
+            "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/tocsin-dev/x",
+            "RequestId": "r-1",
+            "LogicalResourceId": "SmsPreferences",
+            "ResourceType": "Custom::SmsPreferences",
+            "ResourceProperties": properties,
+        });
+        if kind != "Create" {
+            e["PhysicalResourceId"] = serde_json::json!("tocsin-sms-preferences-us-east-1");
+        }
+        if kind == "Update" {
+            e["OldResourceProperties"] = serde_json::json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "5"});
+        }
+        e
+    }
+
+    #[tokio::test]
+    async fn an_invocation_carrying_a_higher_spend_limit_sets_the_stacks_limit_not_the_events() {
+        let f = function(Ok(Preferences::new(ROLE, Some("5")).expect("valid")));
+        let abuse = event(
+            "Update",
+            serde_json::json!({"DeliveryStatusIAMRole": "arn:aws:iam::123456789012:role/attacker", "MonthlySpendLimit": "100000"}),
+        );
+
+        let answer = f.handle(abuse, &Invocation::with_timeout(Duration::from_secs(30))).await.expect("answered");
+
+        let calls = f.sns.0.lock().expect("calls").clone();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].get("MonthlySpendLimit").map(String::as_str), Some("5"), "{calls:?}");
+        assert_eq!(calls[0].get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE), "{calls:?}");
+        assert_eq!(answer.data.get("MonthlySpendLimit").map(String::as_str), Some("5"));
+    }
+
+    #[tokio::test]
+    async fn an_invocation_naming_a_limit_when_the_stack_sets_none_leaves_the_accounts_limit_alone() {
+        let f = function(Ok(Preferences::new(ROLE, None).expect("valid")));
+        let abuse = event("Create", serde_json::json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "100000"}));
+
+        f.handle(abuse, &Invocation::with_timeout(Duration::from_secs(30))).await.expect("answered");
+
+        let calls = f.sns.0.lock().expect("calls").clone();
+        assert_eq!(calls.len(), 1);
+        assert!(!calls[0].contains_key("MonthlySpendLimit"), "{calls:?}");
+    }
+
+    #[tokio::test]
+    async fn a_misconfigured_function_answers_failed_naming_the_variable_and_sets_nothing() {
+        let f = function(Preferences::from_env(&mut env(&[(DELIVERY_STATUS_ROLE_VAR, ROLE)])));
+        let create = event("Create", serde_json::json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "5"}));
+
+        let answer = f.handle(create, &Invocation::with_timeout(Duration::from_secs(30))).await.expect("answered");
+
+        assert_eq!(answer.status, CloudFormationCustomResourceResponseStatus::Failed);
+        let reason = answer.reason.unwrap_or_default();
+        assert!(reason.contains("TOCSIN_MONTHLY_SPEND_LIMIT_USD is not set"), "{reason}");
+        assert!(f.sns.0.lock().expect("calls").is_empty(), "nothing set");
+        let delete = event("Delete", serde_json::json!({}));
+        let answer = f.handle(delete, &Invocation::with_timeout(Duration::from_secs(30))).await.expect("answered");
+        assert_eq!(answer.status, CloudFormationCustomResourceResponseStatus::Success, "a delete is never blocked");
+    }
+
+    #[test]
     fn the_sample_events_are_cloudformation_requests_with_these_properties() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events/sms-preferences");
         let mut kinds = Vec::new();
@@ -497,7 +755,9 @@ mod tests {
                 Request::Delete(d) => ("Delete", &d.resource_properties),
                 _ => panic!("unexpected request type"),
             };
-            Preferences::from_properties(props).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let role = props.delivery_status_iam_role.as_deref().unwrap_or_default();
+            Preferences::new(role, props.monthly_spend_limit.as_deref())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let round_trip: Request =
                 serde_json::from_value(serde_json::to_value(&request).expect("encode")).expect("decode");
             assert_eq!(round_trip, request);

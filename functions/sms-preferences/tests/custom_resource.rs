@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{GENEROUS, ROLE, ResponseCapture, STACK_ID, request, sms_attributes};
 use serde_json::json;
 use sms_preferences::adapters::{HttpResponder, SnsSmsAttributes};
-use sms_preferences::{Invocation, RetryPolicy, SmsPreferences, SmsPreferencesError};
+use sms_preferences::{Invocation, Preferences, RetryPolicy, SmsPreferences, SmsPreferencesError};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_harness::{Emulator, Principal};
 
@@ -17,10 +17,21 @@ fn me() -> Principal {
     Principal::function("SmsPreferencesFunction")
 }
 
+/// The function as the template's defaults configure it: this stack's role, no spend limit.
 fn function(sdk: &aws_config::SdkConfig, retry: RetryPolicy) -> SmsPreferences<SnsSmsAttributes, HttpResponder> {
+    function_with_limit(sdk, None, retry)
+}
+
+/// The function of a stack deployed with `MonthlySpendLimitUsd` = `limit`.
+fn function_with_limit(
+    sdk: &aws_config::SdkConfig,
+    limit: Option<&str>,
+    retry: RetryPolicy,
+) -> SmsPreferences<SnsSmsAttributes, HttpResponder> {
     SmsPreferences {
         sns: SnsSmsAttributes::new(sdk),
         responder: HttpResponder::new().expect("http client"),
+        preferences: Ok(Preferences::new(ROLE, limit).expect("the stack's preferences")),
         physical_id: "tocsin-sms-preferences-us-east-1".into(),
         retry,
     }
@@ -102,6 +113,9 @@ async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
     let f = function(&sdk, RetryPolicy::default());
     let create = request("Create", &capture.url("req-c"), "req-c", json!({"DeliveryStatusIAMRole": ROLE}));
     f.handle(create, &Invocation::with_timeout(GENEROUS)).await.expect("created");
+    // The stack updated to MonthlySpendLimitUsd=250: CloudFormation sets the function's
+    // environment first, then sends the custom resource's Update.
+    let f = function_with_limit(&sdk, Some("250"), RetryPolicy::default());
     let update = request(
         "Update",
         &capture.url("req-u"),
@@ -127,7 +141,7 @@ async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
     let emulator = Emulator::start().await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
-    let f = function(&sdk, RetryPolicy::default());
+    let f = function_with_limit(&sdk, Some("100"), RetryPolicy::default());
     let create = request(
         "Create",
         &capture.url("req-c"),
@@ -277,7 +291,6 @@ async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
             e.as_object_mut().expect("object").remove("ResourceProperties");
             e
         }),
-        ("req-role", request("Create", &capture.url("req-role"), "req-role", json!({"MonthlySpendLimit": "5"}))),
         (
             "req-typo",
             request(
@@ -285,16 +298,6 @@ async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
                 &capture.url("req-typo"),
                 "req-typo",
                 json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendlimit": "5"}),
-            ),
-        ),
-        ("req-arn", request("Create", &capture.url("req-arn"), "req-arn", json!({"DeliveryStatusIAMRole": "my-role"}))),
-        (
-            "req-limit",
-            request(
-                "Create",
-                &capture.url("req-limit"),
-                "req-limit",
-                json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "12.50"}),
             ),
         ),
     ];
@@ -307,14 +310,8 @@ async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
     assert!(emulator.stop_recording().await.expect("recording").is_empty(), "nothing was set");
     let answers = capture.answers();
     assert_eq!(answers.len(), cases.len());
-    let expected = [
-        "unknown variant `Upgrade`",
-        "missing field `ResourceProperties`",
-        "missing field `DeliveryStatusIAMRole`",
-        "unknown field `MonthlySpendlimit`",
-        "DeliveryStatusIAMRole must be an IAM role ARN",
-        "MonthlySpendLimit must be a whole number of US dollars",
-    ];
+    let expected =
+        ["unknown variant `Upgrade`", "missing field `ResourceProperties`", "unknown field `MonthlySpendlimit`"];
     for ((id, _), (answer, words)) in cases.iter().zip(answers.iter().zip(expected)) {
         let body = &answer.body;
         assert_eq!(body["Status"], "FAILED", "{id}: {body}");
@@ -361,4 +358,59 @@ async fn an_event_without_a_response_url_is_an_invocation_error() {
 
     assert!(matches!(err, SmsPreferencesError::Unanswerable), "{err}");
     assert!(sms_attributes(&emulator.sdk_config().await).await.is_empty(), "nothing was set");
+}
+
+/// The abuse the function's role allows: anyone who may invoke it hands it an event asking for a
+/// higher spend limit (or another delivery-status role). The stack's values are set instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_carrying_a_higher_monthly_spend_limit_does_not_raise_the_accounts_limit() {
+    let emulator = Emulator::start().await.expect("emulator");
+    let sdk = emulator.sdk_config_as(&me()).await;
+    let capture = ResponseCapture::start().await;
+    let f = function_with_limit(&sdk, Some("5"), RetryPolicy::default());
+    let abuse = request(
+        "Update",
+        &capture.url("req-abuse"),
+        "req-abuse",
+        json!({"DeliveryStatusIAMRole": "arn:aws:iam::123456789012:role/someone-elses", "MonthlySpendLimit": "100000"}),
+    );
+
+    f.handle(abuse, &Invocation::with_timeout(GENEROUS)).await.expect("answered");
+
+    let attrs = sms_attributes(&emulator.sdk_config().await).await;
+    assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("5"), "the stack's limit: {attrs:?}");
+    assert_eq!(attrs.get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE), "the stack's role: {attrs:?}");
+    let body = capture.only_answer().body;
+    assert_eq!(body["Status"], "SUCCESS", "{body}");
+    assert_eq!(body["Data"]["MonthlySpendLimit"], "5", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_naming_a_limit_where_the_stack_sets_none_leaves_the_accounts_limit_as_it_is() {
+    let emulator = Emulator::start().await.expect("emulator");
+    let sdk = emulator.sdk_config_as(&me()).await;
+    aws_sdk_sns::Client::new(&emulator.sdk_config().await)
+        .set_sms_attributes()
+        .attributes("MonthlySpendLimit", "40")
+        .send()
+        .await
+        .expect("raised by hand earlier");
+    let capture = ResponseCapture::start().await;
+    let cases = [
+        ("req-higher", json!({"DeliveryStatusIAMRole": ROLE, "MonthlySpendLimit": "100000"})),
+        ("req-malformed", json!({"DeliveryStatusIAMRole": "my-role", "MonthlySpendLimit": "12.50"})),
+        ("req-bare", json!({})),
+    ];
+
+    for (id, props) in cases {
+        let event = request("Create", &capture.url(id), id, props);
+        f_handle(&sdk, RetryPolicy::default(), event).await.expect("answered");
+    }
+
+    let attrs = sms_attributes(&emulator.sdk_config().await).await;
+    assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("40"), "{attrs:?}");
+    assert_eq!(attrs.get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE));
+    for answer in capture.answers() {
+        assert_eq!(answer.body["Status"], "SUCCESS", "the stack's preferences were set: {}", answer.body);
+    }
 }

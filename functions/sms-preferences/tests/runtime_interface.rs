@@ -5,31 +5,79 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{ROLE, ResponseCapture, sms_attributes};
-use serde_json::Value;
+use common::{ROLE, ResponseCapture, request, sms_attributes};
+use serde_json::{Value, json};
 use tocsin_harness::runtime_api::{Invocation, RuntimeApi};
 use tocsin_harness::{Emulator, Principal, Stack, workspace_root};
+use tokio::io::AsyncBufReadExt;
+
+/// The binary, running under its own Runtime API stand-in with the environment template.yaml
+/// gives it (and `changes` on top: a stack deployed with other parameters); its log lines kept.
+struct Running {
+    api: RuntimeApi,
+    child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    async fn start(emulator: &Emulator, stack: &Stack, changes: &[(&str, &str)]) -> Running {
+        let api = RuntimeApi::start().await.expect("runtime API");
+        let mut env = stack.function_env("SmsPreferencesFunction").expect("function env from template.yaml");
+        for (k, v) in changes {
+            env.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sms-preferences"))
+            .env_clear()
+            .envs(env)
+            .envs(emulator.aws_env(&Principal::function("SmsPreferencesFunction")))
+            .envs(api.lambda_env("SmsPreferencesFunction"))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let kept = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = reader.next_line().await {
+                kept.lock().expect("lines").push(l);
+            }
+        });
+        Running { api, child, lines }
+    }
+
+    async fn invoke(&mut self, event: Value) -> Value {
+        let answer = tokio::select! {
+            a = self.api.invoke(event, Duration::from_secs(60)) => a.expect("answer"),
+            status = self.child.wait() => {
+                panic!("sms-preferences exited ({status:?}); init error: {:?}", self.api.init_error())
+            }
+        };
+        let Invocation::Response(returned) = answer else { panic!("{answer:?}") };
+        returned
+    }
+
+    /// Every JSON log line so far (the answer is posted after the handler's last line: a moment
+    /// for the pipe).
+    async fn log_lines(&self) -> Vec<Value> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let lines = self.lines.lock().expect("lines").clone();
+        lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sample_event_is_answered_success_through_the_runtime_interface() {
     let emulator = Emulator::start().await.expect("emulator");
     let sdk = emulator.sdk_config().await;
     let stack = Stack::provision(&sdk, "tocsin-local").await.expect("provision");
-    let api = RuntimeApi::start().await.expect("runtime API");
     let capture = ResponseCapture::start().await;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sms-preferences"))
-        .env_clear()
-        .envs(stack.function_env("SmsPreferencesFunction").expect("function env from template.yaml"))
-        .envs(emulator.aws_env(&Principal::function("SmsPreferencesFunction")))
-        .envs(api.lambda_env("SmsPreferencesFunction"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
     let dir = workspace_root().join("events").join("sms-preferences");
     let mut events: Vec<(String, Value)> = std::fs::read_dir(&dir)
         .expect("events/sms-preferences")
@@ -47,24 +95,30 @@ async fn every_sample_event_is_answered_success_through_the_runtime_interface() 
     events.sort_by_key(|(_, e)| order(e));
     assert_eq!(events.len(), 3, "Create, Update and Delete samples");
 
-    for (file, mut event) in events.clone() {
+    // The samples are a stack created with the template's defaults, then updated to
+    // MonthlySpendLimitUsd=250: CloudFormation updates the function's environment before it
+    // sends the custom resource's Update, so the Update and the Delete meet a function set to 250.
+    let mut running = Running::start(&emulator, &stack, &[]).await;
+    for (i, (file, mut event)) in events.clone().into_iter().enumerate() {
+        if i == 1 {
+            let _ = running.child.kill().await;
+            running = Running::start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "250")]).await;
+        }
         let original = event["ResponseURL"].as_str().expect("ResponseURL").to_owned();
         event["ResponseURL"] = Value::String(capture.rehost(&original));
         // CloudFormation hands over this stack's delivery-status role (the samples name another
-        // stack's): the only role the function's own role may pass to SNS.
+        // stack's): the one the function's environment names too.
         for props in ["ResourceProperties", "OldResourceProperties"] {
             if event[props].get("DeliveryStatusIAMRole").is_some() {
                 event[props]["DeliveryStatusIAMRole"] = Value::String(ROLE.to_owned());
             }
         }
-        let answer = tokio::select! {
-            a = api.invoke(event, Duration::from_secs(60)) => a.expect("answer"),
-            status = child.wait() => panic!("sms-preferences exited ({status:?}); init error: {:?}", api.init_error()),
-        };
-        let Invocation::Response(returned) = &answer else { panic!("events/sms-preferences/{file}: {answer:?}") };
+        let returned = running.invoke(event).await;
         assert_eq!(returned["Status"], "SUCCESS", "events/sms-preferences/{file}: {returned}");
     }
-    let _ = child.kill().await;
+    let ignored: Vec<Value> = running.log_lines().await.into_iter().filter(|l| l.get("property").is_some()).collect();
+    assert!(ignored.is_empty(), "the samples ask for what the stack sets: {ignored:?}");
+    let _ = running.child.kill().await;
     emulator.iam().assert_no_denials();
 
     let answers = capture.answers();
@@ -83,4 +137,40 @@ async fn every_sample_event_is_answered_success_through_the_runtime_interface() 
     assert_eq!(attrs.get("DeliveryStatusSuccessSamplingRate").map(String::as_str), Some("100"));
     assert_eq!(attrs.get("DefaultSMSType").map(String::as_str), Some("Transactional"));
     assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("250"), "set by Update, kept by Delete");
+}
+
+/// Anyone allowed to invoke the function can hand it an event of their own: the binary, deployed
+/// with MonthlySpendLimitUsd=5, sets 5 whatever the event asks, and says in its log that it
+/// ignored the event's value — without echoing free text the event carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_invocation_asking_for_a_higher_spend_limit_sets_the_stacks_and_logs_what_it_ignored() {
+    let emulator = Emulator::start().await.expect("emulator");
+    let sdk = emulator.sdk_config().await;
+    let stack = Stack::provision(&sdk, "tocsin-local").await.expect("provision");
+    let capture = ResponseCapture::start().await;
+    let mut running = Running::start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "5")]).await;
+    let abuse = request(
+        "Update",
+        &capture.url("req-abuse"),
+        "req-abuse",
+        json!({"DeliveryStatusIAMRole": "arn:aws:iam::123456789012:role/+14155550100", "MonthlySpendLimit": "100000"}),
+    );
+
+    let returned = running.invoke(abuse).await;
+
+    assert_eq!(returned["Status"], "SUCCESS", "{returned}");
+    assert_eq!(returned["Data"]["MonthlySpendLimit"], "5", "{returned}");
+    let attrs = sms_attributes(&sdk).await;
+    assert_eq!(attrs.get("MonthlySpendLimit").map(String::as_str), Some("5"), "not raised: {attrs:?}");
+    assert_eq!(attrs.get("DeliveryStatusIAMRole").map(String::as_str), Some(ROLE), "the stack's role: {attrs:?}");
+    let lines = running.log_lines().await;
+    let _ = running.child.kill().await;
+    emulator.iam().assert_no_denials();
+    let ignored: Vec<&Value> = lines.iter().filter(|l| l.get("property").is_some()).collect();
+    let limit = ignored.iter().find(|l| l["property"] == "MonthlySpendLimit").expect("the limit's line");
+    assert_eq!((limit["event_value"].as_str(), limit["applied"].as_str()), (Some("100000"), Some("5")), "{limit}");
+    assert_eq!(limit["level"], "WARN", "{limit}");
+    assert!(ignored.iter().any(|l| l["property"] == "DeliveryStatusIAMRole"), "{ignored:?}");
+    let text = lines.iter().map(Value::to_string).collect::<String>();
+    assert!(!text.contains("4155550100"), "no phone number from the event in the logs: {text}");
 }

@@ -54,6 +54,29 @@ fn the_custom_resource_passes_exactly_the_properties_the_function_reads() {
     assert_eq!(param.get("Default").and_then(Yaml::as_str), Some(""), "empty by default: the limit is left alone");
 }
 
+/// The values the function sets come from its environment, which only a stack update changes;
+/// the custom resource's properties name the same values, so that changing one is an Update
+/// (the function then compares, and ignores the event's).
+#[test]
+fn the_function_takes_what_it_sets_from_its_environment_and_the_properties_mirror_it() {
+    let t = load_template().expect("template.yaml");
+    let vars = resource(&t, "SmsPreferencesFunction")
+        .get("Properties")
+        .and_then(|p| p.get("Environment"))
+        .and_then(|e| e.get("Variables"))
+        .cloned()
+        .expect("the function's own environment");
+    let props = resource(&t, "SmsPreferences").get("Properties").cloned().expect("properties");
+    for (var, property) in [
+        (sms_preferences::DELIVERY_STATUS_ROLE_VAR, "DeliveryStatusIAMRole"),
+        (sms_preferences::MONTHLY_SPEND_LIMIT_VAR, "MonthlySpendLimit"),
+    ] {
+        let from_env = vars.get(var).and_then(intrinsic).unwrap_or_else(|| panic!("{var}: an intrinsic"));
+        let from_props = props.get(property).and_then(intrinsic).unwrap_or_else(|| panic!("{property}"));
+        assert_eq!(from_env, from_props, "{var} and the property {property} name the same value");
+    }
+}
+
 #[test]
 fn the_delivery_status_role_is_for_sns_only_writes_only_the_two_delivery_log_groups_and_outlives_the_stack() {
     let t = load_template().expect("template.yaml");

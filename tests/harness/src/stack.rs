@@ -336,6 +336,15 @@ impl Stack {
         if let Some(g) = self.log_groups.get(res) {
             return Ok(format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{g}"));
         }
+        // Roles are not provisioned (the IAM gate plays IAM): named as the gate names them.
+        let role = self.template.get("Resources").and_then(|r| r.get(res));
+        if attr == "Arn" && role.is_some_and(|r| resource_type(r) == "AWS::IAM::Role") {
+            let name = match role.and_then(|r| r.get("Properties")).and_then(|p| p.get("RoleName")) {
+                Some(v) => self.resolve(v)?,
+                None => format!("{}-{res}", self.name),
+            };
+            return Ok(format!("arn:aws:iam::{ACCOUNT}:role/{name}"));
+        }
         Err(tmpl_err(format!("!GetAtt {res}.{attr}: not provisioned locally")))
     }
 
