@@ -198,8 +198,97 @@ fn finish(env: Env, mut extra: Vec<String>) -> Result<(), ConfigError> {
     }
 }
 
+/// The SMS provider a deployment sends through (`TOCSIN_SMS_PROVIDER`, template parameter
+/// `SmsProvider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// AWS End User Messaging SMS: the alert's key travels in every event (`end-user-messaging`).
+    EndUserMessaging,
+    /// Amazon SNS: only the message id ties a delivery record to its alert (`sns`).
+    Sns,
+}
+
+pub const SMS_PROVIDER: &str = "TOCSIN_SMS_PROVIDER";
+/// The deployment's stack name: every SMS's context names it.
+pub const STACK: &str = "TOCSIN_STACK";
+
+fn provider_kind(env: &mut Env) -> ProviderKind {
+    match env.required(SMS_PROVIDER).as_str() {
+        "end-user-messaging" => ProviderKind::EndUserMessaging,
+        "sns" => ProviderKind::Sns,
+        // Not set: `required` has recorded it and the function stops; the value is never used.
+        "" => ProviderKind::Sns,
+        other => {
+            env.invalid(format!("{SMS_PROVIDER}={other:?} must be \"end-user-messaging\" or \"sns\""));
+            ProviderKind::Sns
+        }
+    }
+}
+
+/// The deployment's End User Messaging settings for sending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EumSettings {
+    /// The stack's configuration set (`TOCSIN_EUM_CONFIGURATION_SET`): its event destination is
+    /// the stack's own log group.
+    pub configuration_set: String,
+    /// The pool or phone number (id or ARN) to send from (`TOCSIN_EUM_ORIGINATION_IDENTITY`, set
+    /// empty to let End User Messaging choose among the account's); a request's own origination
+    /// number still wins.
+    pub origination_identity: Option<String>,
+    /// The opt-out list the identity uses (`TOCSIN_EUM_OPT_OUT_LIST`).
+    pub opt_out_list: String,
+}
+
+/// What the sender sends through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendingProvider {
+    Sns,
+    EndUserMessaging(EumSettings),
+}
+
+impl SendingProvider {
+    fn from_env(env: &mut Env) -> Self {
+        match provider_kind(env) {
+            ProviderKind::Sns => SendingProvider::Sns,
+            ProviderKind::EndUserMessaging => SendingProvider::EndUserMessaging(EumSettings {
+                configuration_set: env.required("TOCSIN_EUM_CONFIGURATION_SET"),
+                origination_identity: env.present("TOCSIN_EUM_ORIGINATION_IDENTITY"),
+                opt_out_list: env.required("TOCSIN_EUM_OPT_OUT_LIST"),
+            }),
+        }
+    }
+}
+
+/// Where reconciliation searches for an alert's delivery records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryLogs {
+    /// The account's SNS SMS delivery-status groups (`TOCSIN_SMS_SUCCESS_LOG_GROUP`,
+    /// `TOCSIN_SMS_FAILURE_LOG_GROUP`), by recipient.
+    Sns { success_group: String, failure_group: String },
+    /// The stack's End User Messaging event group (`TOCSIN_EUM_EVENT_LOG_GROUP`), by key.
+    EndUserMessaging { event_group: String },
+}
+
+impl DeliveryLogs {
+    fn from_env(env: &mut Env) -> Self {
+        match provider_kind(env) {
+            ProviderKind::Sns => DeliveryLogs::Sns {
+                success_group: env.required("TOCSIN_SMS_SUCCESS_LOG_GROUP"),
+                failure_group: env.required("TOCSIN_SMS_FAILURE_LOG_GROUP"),
+            },
+            ProviderKind::EndUserMessaging => {
+                DeliveryLogs::EndUserMessaging { event_group: env.required("TOCSIN_EUM_EVENT_LOG_GROUP") }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
+    /// The deployment (stack) name, named in every SMS's context (`TOCSIN_STACK`).
+    pub stack: String,
+    /// The SMS provider and its settings.
+    pub provider: SendingProvider,
     pub ledger_table: String,
     pub recipients_table: String,
     pub send_queue_url: String,
@@ -230,6 +319,8 @@ impl SenderConfig {
             PhoneNumber::parse(&n).map_err(|e| extra.push(format!("TOCSIN_SMS_ORIGINATION_NUMBER {e}"))).ok()
         });
         let c = SenderConfig {
+            stack: env.required(STACK),
+            provider: SendingProvider::from_env(env),
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
             send_queue_url: env.required(SEND_QUEUE_URL),
@@ -279,6 +370,9 @@ impl SenderConfig {
 
 #[derive(Debug, Clone)]
 pub struct StatusConfig {
+    /// The deployment (stack) name (`TOCSIN_STACK`): an event whose context names another stack is
+    /// never applied here.
+    pub stack: String,
     pub ledger_table: String,
     pub recipients_table: String,
     /// How young a record matching no intent must be for status to wait for the sender's
@@ -300,6 +394,7 @@ impl StatusConfig {
             .optional("TOCSIN_CANARY_NUMBER")
             .and_then(|n| PhoneNumber::parse(&n).map_err(|e| extra.push(format!("TOCSIN_CANARY_NUMBER {e}"))).ok());
         let c = StatusConfig {
+            stack: env.required(STACK),
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
             orphan_wait: env.duration("TOCSIN_ORPHAN_WAIT"),
@@ -315,9 +410,8 @@ impl StatusConfig {
 pub struct EscalationConfig {
     pub ledger_table: String,
     pub recipients_table: String,
-    /// The SNS SMS delivery-status log groups searched by reconciliation.
-    pub sms_success_log_group: String,
-    pub sms_failure_log_group: String,
+    /// Where reconciliation searches for an alert's delivery records (the provider's logs).
+    pub delivery_logs: DeliveryLogs,
     pub reconcile_margin: Duration,
     /// Unknown outcomes searched per run.
     pub reconcile_batch: usize,
@@ -342,8 +436,7 @@ impl EscalationConfig {
         let c = EscalationConfig {
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
-            sms_success_log_group: env.required("TOCSIN_SMS_SUCCESS_LOG_GROUP"),
-            sms_failure_log_group: env.required("TOCSIN_SMS_FAILURE_LOG_GROUP"),
+            delivery_logs: DeliveryLogs::from_env(env),
             reconcile_margin: env.duration("TOCSIN_RECONCILE_MARGIN"),
             reconcile_batch: env.number("TOCSIN_RECONCILE_BATCH", 0usize),
             send_queue_url: env.required(SEND_QUEUE_URL),
@@ -419,11 +512,46 @@ mod tests {
             ("TOCSIN_MAX_SEGMENTS", "3"),
             ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
             ("TOCSIN_STORM_WINDOW", "5m"),
+            (STACK, "tocsin-test"),
+            (SMS_PROVIDER, "sns"),
         ];
         let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         map.insert("TOCSIN_SMS_RATE_PER_SECOND".into(), rate.to_string());
         map.insert("TOCSIN_SENDER_MAX_CONCURRENCY".into(), concurrency.to_string());
         SenderConfig::from_env(&mut Env::from_map(map)).expect("valid sender configuration")
+    }
+
+    #[test]
+    fn end_user_messaging_needs_its_configuration_set_and_opt_out_list_and_names_a_bad_provider() {
+        let base = |provider: &str| {
+            let mut env = Env::from_map(HashMap::from([(SMS_PROVIDER.to_owned(), provider.to_owned())]));
+            let p = SendingProvider::from_env(&mut env);
+            (p, env.finish().err().map(|e| e.to_string()).unwrap_or_default())
+        };
+        let (_, err) = base("end-user-messaging");
+        assert!(err.contains("TOCSIN_EUM_CONFIGURATION_SET is not set"), "{err}");
+        assert!(err.contains("TOCSIN_EUM_ORIGINATION_IDENTITY is not set (set it empty"), "{err}");
+        assert!(err.contains("TOCSIN_EUM_OPT_OUT_LIST is not set"), "{err}");
+        let (p, err) = base("sns");
+        assert_eq!((p, err.as_str()), (SendingProvider::Sns, ""));
+        let (_, err) = base("pinpoint");
+        assert!(err.contains("TOCSIN_SMS_PROVIDER=\"pinpoint\" must be"), "{err}");
+        let mut env = Env::from_map(HashMap::from([
+            (SMS_PROVIDER.to_owned(), "end-user-messaging".to_owned()),
+            ("TOCSIN_EUM_CONFIGURATION_SET".to_owned(), "tocsin-dev".to_owned()),
+            ("TOCSIN_EUM_ORIGINATION_IDENTITY".to_owned(), "".to_owned()),
+            ("TOCSIN_EUM_OPT_OUT_LIST".to_owned(), "Default".to_owned()),
+        ]));
+        let p = SendingProvider::from_env(&mut env);
+        assert!(env.finish().is_ok());
+        assert_eq!(
+            p,
+            SendingProvider::EndUserMessaging(EumSettings {
+                configuration_set: "tocsin-dev".into(),
+                origination_identity: None,
+                opt_out_list: "Default".into()
+            })
+        );
     }
 
     #[test]

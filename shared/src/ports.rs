@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::{Found, ReconcileState, Window};
+pub use crate::domain::refusal::Refusal;
+use crate::domain::send_context::SendContext;
 use crate::domain::storm::{DigestId, Lane};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 
@@ -131,7 +133,8 @@ pub struct StatusPatch {
     pub increment_attempts: bool,
     /// Set a new claim (attempt id, claimed at, lease until).
     pub claim: Option<(String, DateTime<Utc>, DateTime<Utc>)>,
-    /// Remove the attempt id and lease (the attempt is over).
+    /// Remove the lease (the attempt is over). The attempt id stays, naming the last attempt: a
+    /// keyed delivery event is matched against it.
     pub clear_claim: bool,
     pub sns_message_id: Option<String>,
     pub accepted_at: Option<DateTime<Utc>>,
@@ -557,29 +560,37 @@ pub trait EscalationQueue: Send + Sync {
     fn escalate(&self, message: &EscalationMessage) -> impl Future<Output = PortResult<()>> + Send;
 }
 
-/// A message ready for SNS.
+/// A message ready for the SMS provider.
 #[derive(Debug, Clone)]
 pub struct SmsMessage<'a> {
     pub to: &'a PhoneNumber,
     pub body: &'a str,
     pub options: &'a SmsOptions,
+    /// What the SMS carries, by key. A provider that echoes a context in its delivery events (End
+    /// User Messaging) sends it, and every event of this SMS then names its alert and attempt; SNS
+    /// has nowhere to put it.
+    pub context: &'a SendContext,
+    /// When the SMS stops being worth delivering. A provider that can (End User Messaging's
+    /// `TimeToLive`) tells the carrier to give up then, and says so with an event.
+    pub worth_until: DateTime<Utc>,
 }
 
-/// How a publish ended, in the only three classes that matter for "at most once".
+/// How a publish ended, in the only classes that matter for "at most once".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
     Accepted {
         message_id: String,
     },
-    /// SNS proved it did not accept (throttled, 5xx, connection refused): safe to retry.
+    /// The provider proved it did not accept (throttled, 5xx, connection refused): safe to retry.
     Retryable {
         error: String,
     },
-    /// SNS refused for good (invalid parameter, authorization).
+    /// The provider refused for good; `refusal` says whose problem it is.
     Rejected {
         error: String,
+        refusal: Refusal,
     },
-    /// The request may have reached SNS (timeout or connection loss after sending).
+    /// The request may have reached the provider (timeout or connection loss after sending).
     Unknown {
         error: String,
     },
@@ -587,7 +598,12 @@ pub enum PublishOutcome {
 
 pub trait SmsGateway: Send + Sync {
     fn publish(&self, message: SmsMessage<'_>) -> impl Future<Output = PublishOutcome> + Send;
-    /// Whether SNS holds the number as opted out (it then accepts a publish and drops it).
+    /// Whether this provider's delivery records name their SMS's context (End User Messaging
+    /// echoes it in every event): then nothing needs the message-id index to find an SMS's
+    /// alert, and the sender writes none. SNS's records carry only the message id.
+    fn records_name_their_alert(&self) -> bool;
+    /// Whether the provider holds the number as opted out (SNS then accepts a publish and drops
+    /// it; End User Messaging refuses it).
     fn is_opted_out(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<bool>> + Send;
 }
 
@@ -661,11 +677,24 @@ pub enum SearchError {
     Failed(#[from] PortError),
 }
 
-/// Searches the SNS SMS delivery-status log groups (both) for records to one destination.
+/// What a log search looks for: the records of one attempt's SMS.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchFor<'a> {
+    pub recipient: &'a PhoneNumber,
+    /// The alert; its events name it when it went out alone (End User Messaging).
+    pub key: &'a IdempotencyKey,
+    /// The storm-mode digest its SMS was, when known; its events name the digest.
+    pub digest: Option<&'a DigestId>,
+}
+
+/// Searches the delivery logs for the records of one attempt's SMS: under SNS the account's two
+/// delivery-status groups, for records to the recipient (the only thing an SNS record shows);
+/// under End User Messaging the stack's own event group, for events whose context names the
+/// alert or its digest.
 pub trait DeliveryLogSearch: Send + Sync {
-    fn records_to(
+    fn records_for(
         &self,
-        destination: &PhoneNumber,
+        what: SearchFor<'_>,
         window: Window,
         max: usize,
     ) -> impl Future<Output = Result<Vec<Found>, SearchError>> + Send;

@@ -3,12 +3,21 @@
 DynamoDB applies each conditional write atomically; moto's threaded server does not (two
 concurrent conditional updates of one item can both succeed). tocsin's tests exercise exactly
 those races, so every request runs under one lock here: connections stay concurrent, the
-emulated services see requests one by one. Usage: python moto_serial.py HOST PORT
+emulated services see requests one by one.
+
+moto has no backend for AWS End User Messaging SMS (`pinpoint-sms-voice-v2`): requests whose
+X-Amz-Target starts with `PinpointSMSVoiceV2.`, and the stand-in's control API under `/tocsin-eum/`,
+go to eum_standin.py instead, under the same lock (it writes its events into moto's CloudWatch Logs
+backend, in this process). `POST /moto-api/reset` resets the stand-in too.
+
+Usage: python moto_serial.py HOST PORT
 """
 
 import os
 import sys
 import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # eum_standin, beside this file
 
 from werkzeug.serving import run_simple
 
@@ -18,17 +27,26 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 
+from eum_standin import StandIn
+
 
 def main() -> None:
     host, port = sys.argv[1], int(sys.argv[2])
     os.environ.setdefault("MOTO_PORT", str(port))
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
+    eum = StandIn()
 
     def serial(environ, start_response):
         with lock:
+            answer = eum.wsgi(environ, start_response)
+            if answer is not None:
+                return answer
             # Materialise the response inside the lock: the request is applied whole.
-            return list(app(environ, start_response))
+            response = list(app(environ, start_response))
+            if environ.get("PATH_INFO") == "/moto-api/reset" and environ.get("REQUEST_METHOD") == "POST":
+                eum.reset()
+            return response
 
     run_simple(host, port, serial, threaded=True, request_handler=MotoRequestHandler)
 

@@ -12,10 +12,9 @@ use std::sync::{Arc, Mutex};
 use aws_lambda_events::sqs::SqsBatchResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
-use tocsin::adapters::sns::SnsGateway;
+use tocsin::adapters::sms::{ProviderLogs, SmsProvider};
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsRejectSink, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig, IntakeConfig, SenderConfig, StatusConfig};
 use tocsin::domain::observation::Observation;
@@ -79,7 +78,7 @@ impl tocsin::ports::Entropy for TestClock {
 }
 
 pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
-pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SnsGateway, SqsSendQueue, TestClock>;
+pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SmsProvider, SqsSendQueue, TestClock>;
 pub type StatusHandlerFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
 
 /// The status function as Lambda invokes it: each invocation's deadline is the function's
@@ -111,14 +110,8 @@ pub fn function_timeout(stack: &Stack, logical_id: &str) -> std::time::Duration 
         .unwrap_or_else(|| panic!("template.yaml sets no Timeout for {logical_id}"));
     std::time::Duration::from_secs(seconds)
 }
-pub type EscalationFn = escalation::Escalator<
-    DynamoLedger,
-    SqsSendQueue,
-    SqsEscalationQueue,
-    CloudWatchLogsSearch,
-    DynamoRegistry,
-    TestClock,
->;
+pub type EscalationFn =
+    escalation::Escalator<DynamoLedger, SqsSendQueue, SqsEscalationQueue, ProviderLogs, DynamoRegistry, TestClock>;
 
 pub struct Pipeline {
     pub emulator: Emulator,
@@ -170,8 +163,33 @@ pub struct Options {
     /// Put a fault proxy (with this seed) between every function and the emulator; the harness's
     /// own reads and the carrier's writes still go straight to the emulator.
     pub fault_seed: Option<u64>,
-    /// Template parameters instead of their defaults (e.g. `CanaryNumber`).
+    /// Template parameters instead of their defaults (e.g. `CanaryNumber`). Without
+    /// `SmsProvider` the pipeline sends through SNS: most scenarios play SNS's carrier by writing
+    /// its delivery-status records ([`Pipeline::carrier_reports`]); End User Messaging's carrier is
+    /// the stand-in ([`Options::end_user_messaging`]).
     pub parameters: Vec<(&'static str, &'static str)>,
+}
+
+impl Options {
+    /// The pipeline sending through AWS End User Messaging SMS (the local stand-in): the stack's
+    /// configuration set and event group provisioned, an account out of the sandbox with one
+    /// active toll-free number.
+    pub fn end_user_messaging() -> Self {
+        Options {
+            env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+            parameters: vec![("SmsProvider", "end-user-messaging")],
+            ..Default::default()
+        }
+    }
+
+    /// The pipeline sending through SNS.
+    pub fn sns() -> Self {
+        Options {
+            env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+            parameters: vec![("SmsProvider", "sns")],
+            ..Default::default()
+        }
+    }
 }
 
 /// The SDK configuration of function `logical_id` (its own credentials), reaching `endpoint`.
@@ -184,13 +202,34 @@ impl Pipeline {
         Self::start_with(Options { env: vec![("TOCSIN_ORPHAN_WAIT", "0s")], ..Default::default() }).await
     }
 
-    pub async fn start_with(options: Options) -> Self {
+    pub async fn start_with(mut options: Options) -> Self {
+        if !options.parameters.iter().any(|(k, _)| *k == "SmsProvider") {
+            options.parameters.push(("SmsProvider", "sns"));
+        }
         capture_metrics();
         let emulator = Emulator::start().await.unwrap_or_else(|e| panic!("emulator: {e}"));
         let direct = emulator.sdk_config().await;
         let stack = Stack::provision_with(&direct, LOCAL_STACK, &options.parameters)
             .await
             .unwrap_or_else(|e| panic!("provision: {e}"));
+        if !options.parameters.is_empty() {
+            // The roles as deployed with these parameters (their conditional statements follow).
+            let parameters = options.parameters.clone();
+            let principals =
+                tokio::task::spawn_blocking(move || tocsin_harness::iam::principals_with(LOCAL_STACK, &parameters))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            emulator.iam().enforce(principals);
+        }
+        if stack.condition("UsesEndUserMessaging").unwrap_or(false) {
+            // What an account owner does before the first send: leave the sandbox, get a number.
+            let eum = emulator.eum();
+            eum.production_account().await.unwrap_or_else(|e| panic!("stand-in account: {e}"));
+            eum.active_phone_number(&direct, aws_sdk_pinpointsmsvoicev2::types::RequestableNumberType::TollFree, "US")
+                .await
+                .unwrap_or_else(|e| panic!("stand-in number: {e}"));
+        }
         let proxy = match options.fault_seed {
             Some(seed) => Some(
                 tocsin_harness::fault_proxy::FaultProxy::start(&emulator.endpoint(), seed)
@@ -248,7 +287,7 @@ impl Pipeline {
         let sender = sender::Sender::new(
             ledger_of(&sender_sdk),
             registry_of(&sender_sdk),
-            SnsGateway::new(&sns_sdk, sender_cfg.publish_timeout),
+            SmsProvider::new(&sns_sdk, &sender_cfg.provider, sender_cfg.publish_timeout),
             SqsSendQueue::new(aws_sdk_sqs::Client::new(&sender_sdk), &sender_cfg.send_queue_url)
                 .with_urgent(&sender_cfg.urgent_queue_url),
             clock.clone(),
@@ -269,11 +308,7 @@ impl Pipeline {
             send_queue: SqsSendQueue::new(escalation_sqs.clone(), &esc_cfg.send_queue_url)
                 .with_urgent(&esc_cfg.urgent_queue_url),
             escalations: SqsEscalationQueue::new(escalation_sqs, &esc_cfg.escalation_queue_url),
-            logs: CloudWatchLogsSearch::new(
-                aws_sdk_cloudwatchlogs::Client::new(&escalation_sdk),
-                &esc_cfg.sms_success_log_group,
-                &esc_cfg.sms_failure_log_group,
-            ),
+            logs: ProviderLogs::new(aws_sdk_cloudwatchlogs::Client::new(&escalation_sdk), &esc_cfg.delivery_logs),
             registry: registry_of(&escalation_sdk),
             clock: clock.clone(),
             config: esc_cfg,
@@ -324,7 +359,7 @@ impl Pipeline {
         self.sender = sender::Sender::new(
             self.sender.store.clone(),
             self.sender.registry.clone(),
-            SnsGateway::new(&sdk, self.sender_config.publish_timeout),
+            SmsProvider::new(&sdk, &self.sender_config.provider, self.sender_config.publish_timeout),
             self.sender.queue.clone(),
             self.clock.clone(),
             self.sender_config.clone(),
@@ -483,12 +518,27 @@ impl Pipeline {
             .unwrap_or_else(|e| panic!("put_log_events: {e}"));
     }
 
-    /// The CloudWatch Logs subscription: reads new events of both delivery-status log groups and
-    /// hands them to the status function (gzip + base64 envelope, real event ids).
+    /// Whether the stack sends through End User Messaging (else SNS).
+    pub fn uses_end_user_messaging(&self) -> bool {
+        self.stack.condition("UsesEndUserMessaging").unwrap_or(false)
+    }
+
+    /// The log groups the status function is subscribed to: the stack's End User Messaging event
+    /// group, or the two SNS delivery-status groups.
+    pub fn delivery_log_groups(&self) -> Vec<String> {
+        let ids: &[&str] = if self.uses_end_user_messaging() {
+            &["SmsEventLogGroup"]
+        } else {
+            &["SmsSuccessLogGroup", "SmsFailureLogGroup"]
+        };
+        ids.iter().map(|id| self.stack.log_group(id).to_owned()).filter(|g| !g.is_empty()).collect()
+    }
+
+    /// The CloudWatch Logs subscription: reads new events of the delivery log groups and hands
+    /// them to the status function (gzip + base64 envelope, real event ids).
     pub async fn run_status(&self) -> Vec<status::Summary> {
         let mut out = Vec::new();
-        for group in ["SmsSuccessLogGroup", "SmsFailureLogGroup"] {
-            let name = self.stack.log_group(group).to_owned();
+        for name in self.delivery_log_groups() {
             let events = self
                 .logs
                 .filter_log_events()

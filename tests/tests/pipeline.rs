@@ -49,7 +49,7 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
     assert_eq!(msg.recipient_masked, "+1******0103");
     assert!(matches!(msg.state, State::Accepted | State::DelaySuspected), "{:?}", msg.state);
     assert!(msg.reason.contains("no delivery receipt"), "{}", msg.reason);
-    assert!(msg.history.iter().any(|h| h.contains("accepted by SNS")), "{:?}", msg.history);
+    assert!(msg.history.iter().any(|h| h.contains("accepted by the SMS provider")), "{:?}", msg.history);
 
     // Nothing more on later runs: each escalated once.
     p.clock.advance(Duration::minutes(5));

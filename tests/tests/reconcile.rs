@@ -6,7 +6,7 @@
 use std::time::Duration as StdDuration;
 
 use chrono::Duration;
-use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
+use tocsin::adapters::sns::CloudWatchLogsSearch;
 
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::reconcile::ReconcileState;
@@ -357,6 +357,7 @@ async fn an_operators_resend_to_the_same_number_is_never_taken_for_an_alert_neve
         attempt_id: &attempt,
         lease: std::time::Duration::from_secs(120),
         defaults: &Default::default(),
+        stack: tocsin_tests::tocsin_harness::iam::LOCAL_STACK,
     };
     let resent = resend(&p.ledger, &p.registry, &p.sender.gateway, &p.clock, req).await.expect("resent");
     assert!(resent.recorded.is_ok(), "{resent:?}");

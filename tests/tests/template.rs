@@ -22,17 +22,22 @@ fn key_schema(v: Option<&Yaml>) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_local_resources_are_the_ones_template_yaml_describes() {
+/// Provisions the local stack with `parameters` and compares what the emulator holds with what
+/// template.yaml describes; answers the stack and the resources compared.
+async fn provisioned_as_described(parameters: &[(&str, &str)]) -> (Stack, BTreeSet<String>) {
     let emulator = Emulator::start().await.expect("emulator");
     let sdk = emulator.sdk_config().await;
-    let stack = Stack::provision(&sdk, "tocsin-local").await.expect("provision");
+    let stack = Stack::provision_with(&sdk, "tocsin-local", parameters).await.expect("provision");
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
     let res = resources(stack.template());
     let mut seen = BTreeSet::new();
     for (id, r) in &res {
+        // A resource whose condition is false for these parameters is not created, as on AWS.
+        if !stack.is_created(r).expect("condition") {
+            continue;
+        }
         let p = r.get("Properties").cloned().unwrap_or(Yaml::Null);
         match resource_type(r) {
             "AWS::DynamoDB::Table" => {
@@ -122,17 +127,26 @@ async fn the_local_resources_are_the_ones_template_yaml_describes() {
             _ => {}
         }
     }
-    for expected in [
-        "LedgerTable",
-        "RecipientsTable",
-        "SendQueue",
-        "SendDeadLetterQueue",
-        "EscalationQueue",
-        "SmsSuccessLogGroup",
-        "SmsFailureLogGroup",
-    ] {
-        assert!(seen.contains(expected), "{expected} was provisioned and compared");
+    (stack, seen)
+}
+
+const BOTH: [&str; 5] = ["LedgerTable", "RecipientsTable", "SendQueue", "SendDeadLetterQueue", "EscalationQueue"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_resources_are_the_ones_template_yaml_describes() {
+    // The defaults: End User Messaging, whose events go to the stack's own log group.
+    let (stack, seen) = provisioned_as_described(&[]).await;
+    for expected in BOTH.iter().chain(&["SmsEventLogGroup"]) {
+        assert!(seen.contains(*expected), "{expected} was provisioned and compared");
     }
+    assert!(!seen.contains("SmsSuccessLogGroup"), "no account-wide SNS log group under End User Messaging");
+    assert_eq!(stack.log_group("SmsEventLogGroup"), "/tocsin/tocsin-local/sms-events");
+
+    let (stack, seen) = provisioned_as_described(&[("SmsProvider", "sns")]).await;
+    for expected in BOTH.iter().chain(&["SmsSuccessLogGroup", "SmsFailureLogGroup"]) {
+        assert!(seen.contains(*expected), "{expected} was provisioned and compared under SNS");
+    }
+    assert!(!seen.contains("SmsEventLogGroup"), "{seen:?}");
     assert!(stack.log_group("SmsFailureLogGroup").ends_with("/DirectPublishToPhoneNumber/Failure"));
 }
 

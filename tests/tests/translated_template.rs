@@ -37,6 +37,14 @@ fn reference(id: &str) -> Value {
 type MetricSpec = (String, String, Vec<(String, Value)>);
 
 /// Every metric an alarm reads.
+/// A string, or each branch of an `Fn::If` whose branches are strings.
+fn branches(v: &Value) -> Vec<String> {
+    match v.get("Fn::If").and_then(Value::as_array) {
+        Some(ifs) => ifs.iter().skip(1).map(|b| b.as_str().unwrap_or_default().to_owned()).collect(),
+        None => vec![v.as_str().unwrap_or_default().to_owned()],
+    }
+}
+
 fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
     let dims = |d: &Value| -> Vec<(String, Value)> {
         d.as_array()
@@ -51,13 +59,14 @@ fn alarm_metrics(alarm: &Value) -> Vec<MetricSpec> {
         metrics
             .iter()
             .filter_map(|m| m.get("MetricStat"))
-            .map(|s| {
+            .flat_map(|s| {
                 let m = &s["Metric"];
-                (
-                    m["Namespace"].as_str().unwrap_or_default().to_owned(),
-                    m["MetricName"].as_str().unwrap_or_default().to_owned(),
-                    dims(&m["Dimensions"]),
-                )
+                // A metric chosen by a condition (`Fn::If`, as the SMS provider's spend metric):
+                // each branch is a metric the alarm may read.
+                let (namespaces, names) = (branches(&m["Namespace"]), branches(&m["MetricName"]));
+                assert_eq!(namespaces.len(), names.len(), "a namespace per metric name: {m}");
+                let dims = dims(&m["Dimensions"]);
+                namespaces.into_iter().zip(names).map(move |(ns, name)| (ns, name, dims.clone()))
             })
             .chain(insights)
             .collect()
@@ -249,6 +258,10 @@ fn every_alarm_reads_a_metric_this_stack_produces_and_pages_the_alarm_topic() {
                     // Account-level SMS metric: no dimensions.
                     assert_eq!((name.as_str(), dim_names.len()), ("SMSMonthToDateSpentUSD", 0), "{id}");
                 }
+                "AWS/SMSVoice" => {
+                    // End User Messaging's account-level spend this month: no dimensions.
+                    assert_eq!((name.as_str(), dim_names.len()), ("TextMessageMonthlySpend", 0), "{id}");
+                }
                 "tocsin" => {
                     // EMF: every document carries the `function` dimension; the metrics alarmed on
                     // are emitted with no other dimension, but for a Metrics Insights query's
@@ -307,12 +320,23 @@ fn the_safety_net_pages_on_its_own_failures() {
         (&spend["Threshold"], &spend["ComparisonOperator"]),
         (&json!(80), &json!("GreaterThanOrEqualToThreshold"))
     );
-    // The limit reached, from SNS's own records: pages at the first one.
+    // The limit reached, from SNS's own records (status) or End User Messaging's refusals
+    // (sender): pages at the first one.
     let exhausted = &alarm("SmsSpendExhaustedAlarm")["Properties"];
     assert_eq!(
-        (&exhausted["MetricName"], &exhausted["Threshold"], &exhausted["ComparisonOperator"]),
-        (&json!("spend_exhausted"), &json!(1), &json!("GreaterThanOrEqualToThreshold"))
+        (&exhausted["Threshold"], &exhausted["ComparisonOperator"]),
+        (&json!(1), &json!("GreaterThanOrEqualToThreshold"))
     );
+    let read: Vec<_> = alarm_metrics(alarm("SmsSpendExhaustedAlarm"))
+        .into_iter()
+        .map(|(_, n, d)| (n, d.into_iter().map(|(_, v)| v).collect::<Vec<_>>()))
+        .collect();
+    assert_eq!(
+        read,
+        [("spend_exhausted".to_owned(), vec![json!("status")]), ("spend_exhausted".to_owned(), vec![json!("sender")])]
+    );
+    assert!(exhausted["Metrics"].as_array().into_iter().flatten().any(|m| m["ReturnData"] == true
+        && m["Expression"].as_str().is_some_and(|e| e.contains("records") && e.contains("refusals"))));
     let success = alarm_metrics(alarm("DeliverySuccessRateAlarm"));
     assert_eq!(success.iter().map(|(_, n, _)| n.as_str()).collect::<Vec<_>>(), ["delivered", "failed"]);
     assert!(
@@ -337,12 +361,22 @@ fn the_alarm_topic_reaches_on_call_by_email_and_https_not_only_by_sms() {
     assert_eq!(protocols, BTreeSet::from(["email", "https", "sms"]));
 }
 
+/// Every statement of a role's policies, those behind an `Fn::If` on a provider's condition
+/// included (both branches; `AWS::NoValue` is none).
 fn statements(role: &Value) -> Vec<Value> {
+    fn unwrap(s: Value) -> Vec<Value> {
+        match s.get("Fn::If").and_then(Value::as_array) {
+            Some(branches) => branches.iter().skip(1).cloned().flat_map(unwrap).collect(),
+            None if s.get("Ref") == Some(&json!("AWS::NoValue")) => vec![],
+            None => vec![s],
+        }
+    }
     role["Properties"]["Policies"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+        .flat_map(unwrap)
         .collect()
 }
 
@@ -484,12 +518,21 @@ fn the_delivery_status_log_groups_are_created_only_on_request_and_retained_and_n
         }
         assert!(found.is_empty(), "{id} is referenced where it may not exist: {found:?}");
     }
-    // Both groups carry the status function's subscription either way.
+    // Under SNS both groups carry the status function's subscription either way; under End User
+    // Messaging the stack's own event group does, and no account-wide group.
     let filters = resources_of(t, "AWS::Logs::SubscriptionFilter");
-    let groups: BTreeSet<String> = filters
+    let subscribed = |condition: &str| -> Vec<Value> {
+        filters
+            .iter()
+            .filter(|(_, f)| f["Properties"]["DestinationArn"] == get_att("StatusFunction", "Arn"))
+            .filter(|(_, f)| f["Condition"] == json!(condition))
+            .map(|(_, f)| f["Properties"]["LogGroupName"].clone())
+            .collect()
+    };
+    assert_eq!(subscribed("UsesEndUserMessaging"), [reference("SmsEventLogGroup")]);
+    let groups: BTreeSet<String> = subscribed("UsesSns")
         .iter()
-        .filter(|(_, f)| f["Properties"]["DestinationArn"] == get_att("StatusFunction", "Arn"))
-        .map(|(_, f)| f["Properties"]["LogGroupName"]["Fn::If"][2]["Fn::Sub"].as_str().unwrap_or_default().to_owned())
+        .map(|g| g["Fn::If"][2]["Fn::Sub"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(
         groups,
@@ -991,4 +1034,288 @@ fn no_resource_policy_lets_anyone_invoke_the_sms_preferences_function_and_it_set
     let vars = &f["Environment"]["Variables"];
     assert_eq!(vars["TOCSIN_DELIVERY_STATUS_ROLE_ARN"], get_att("SmsDeliveryStatusRole", "Arn"));
     assert_eq!(vars["TOCSIN_MONTHLY_SPEND_LIMIT_USD"], reference("MonthlySpendLimitUsd"));
+}
+
+// ---------------------------------------------------------------- the provider split, as deployed
+//
+// What each provider's stack may do, read from the translated template resolved for one stack
+// (`tocsin-prod`, the harness's account and region) and its parameters, as CloudFormation would
+// deploy it: conditions decided, `Fn::If` branches taken, intrinsics resolved to concrete ARNs.
+// Permissions are asked the way AWS decides them (`tocsin_harness::iam::policy::evaluate`: a Deny
+// wins, then an Allow), for the ARNs the promise is about and for its neighbours.
+
+use tocsin_harness::iam::policy::{Ask, Context, Effect, Patterns, Policy, evaluate, glob};
+use tocsin_harness::iam::template::Resolved;
+
+const STACK: &str = "tocsin-prod";
+const EUM: [(&str, &str); 1] = [("SmsProvider", "end-user-messaging")];
+const SNS: [(&str, &str); 1] = [("SmsProvider", "sns")];
+/// What ARNs in the account and region of the resolved stack begin with, per service.
+const SMS_VOICE: &str = "arn:aws:sms-voice:us-east-1:123456789012:";
+
+fn resolved(parameters: &[(&str, &str)]) -> Resolved {
+    Resolved::new(translated().clone(), STACK, parameters)
+}
+
+/// Resource `id`'s properties, resolved.
+fn properties(t: &Resolved, id: &str) -> Value {
+    assert!(t.exists(id).expect("conditions evaluate"), "{id} exists for these parameters");
+    t.resolve(&t.template()["Resources"][id]["Properties"]).expect("resolves").unwrap_or_default()
+}
+
+/// The stack's configuration set's ARN, from the name the template gives it.
+fn configuration_set_arn(t: &Resolved) -> String {
+    let name = properties(t, "SmsConfigurationSet")["ConfigurationSetName"].as_str().expect("named").to_owned();
+    format!("{SMS_VOICE}configuration-set/{name}")
+}
+
+/// Every role the stack deploys with `parameters`, by logical id, with its policies: a function's
+/// as the IAM gate loads it (SAM's managed policies included), any other's inline policies.
+fn roles(parameters: &[(&str, &str)]) -> BTreeMap<String, Vec<Policy>> {
+    let principals = tocsin_harness::iam::principals_with(STACK, parameters).expect("the roles load");
+    let t = &principals.template;
+    let mut out = BTreeMap::new();
+    for (id, _) in t.resources_of("AWS::IAM::Role").expect("conditions evaluate") {
+        if let Some(role) = principals.roles.get(&id) {
+            out.insert(id, role.policies.clone());
+            continue;
+        }
+        let p = properties(t, &id);
+        assert!(p.get("ManagedPolicyArns").is_none(), "{id}: managed policies this test does not read");
+        let inline = p["Policies"].as_array().cloned().unwrap_or_default();
+        let policies = inline
+            .iter()
+            .map(|x| Policy::parse(x["PolicyName"].as_str().unwrap_or("inline"), &x["PolicyDocument"]).expect("parses"))
+            .collect();
+        out.insert(id, policies);
+    }
+    out
+}
+
+fn allows(policies: &[Policy], action: &str, resource: &str) -> bool {
+    evaluate(policies, &Ask { action, resource, context: &Context::new() }).is_allowed()
+}
+
+/// The resource patterns of every Allow statement that grants `action` (a `NotResource` Allow
+/// fails the test: it grants everything but a list).
+fn allowed_resources(policies: &[Policy], action: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in policies {
+        for s in p.statements.iter().filter(|s| s.effect == Effect::Allow) {
+            let grants_action = match &s.actions {
+                Patterns::Listed(a) => a.iter().any(|a| glob(a, action, true)),
+                Patterns::AllBut(a) => !a.iter().any(|a| glob(a, action, true)),
+            };
+            if !grants_action {
+                continue;
+            }
+            match &s.resources {
+                Patterns::Listed(r) => out.extend(r.iter().cloned()),
+                Patterns::AllBut(r) => panic!("{}: {action} on everything but {r:?}", p.name),
+            }
+        }
+    }
+    out
+}
+
+/// The values a condition operator gives a key (a string or a list of them).
+fn condition_values(c: &Value, operator: &str, key: &str) -> Vec<String> {
+    match &c[operator][key] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => vec![],
+    }
+}
+
+#[test]
+fn under_end_user_messaging_the_event_role_is_assumable_only_by_the_service_for_this_stacks_configuration_set() {
+    let t = resolved(&EUM);
+    let own = configuration_set_arn(&t);
+    let trust = properties(&t, "SmsEventsRole")["AssumeRolePolicyDocument"]["Statement"].clone();
+    let trust = trust.as_array().cloned().unwrap_or_default();
+    assert!(!trust.is_empty(), "a trust policy");
+    for s in &trust {
+        assert_eq!(s["Effect"], "Allow", "{s}");
+        assert_eq!(s["Principal"], json!({ "Service": "sms-voice.amazonaws.com" }), "End User Messaging alone");
+        assert_eq!(s["Action"], "sts:AssumeRole", "{s}");
+        let c = &s["Condition"];
+        let operators: BTreeSet<&str> = c.as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+        assert!(operators.is_subset(&BTreeSet::from(["StringEquals", "ArnEquals", "ArnLike"])), "{operators:?}");
+        assert_eq!(condition_values(c, "StringEquals", "aws:SourceAccount"), ["123456789012"], "this account: {s}");
+        // aws:SourceArn: this stack's configuration set, and no other (a prefix would take in
+        // `tocsin-prod2`'s, a wildcard every stack's).
+        let exact = condition_values(c, "ArnEquals", "aws:SourceArn");
+        let like = condition_values(c, "ArnLike", "aws:SourceArn");
+        assert!(!exact.is_empty() || !like.is_empty(), "an aws:SourceArn condition: {s}");
+        let admits = |arn: &str| exact.iter().all(|e| e == arn) && like.iter().all(|l| glob(l, arn, false));
+        assert!(admits(&own), "the stack's own set ({own}) may use the role: {s}");
+        for other in [
+            format!("{SMS_VOICE}configuration-set/tocsin-dev"),
+            format!("{own}2"),
+            format!("{SMS_VOICE}configuration-set/{STACK}-other"),
+            own.replace("123456789012", "999999999999"),
+        ] {
+            assert!(!admits(&other), "{other} may not use the role: {s}");
+        }
+    }
+}
+
+#[test]
+fn under_end_user_messaging_the_event_role_may_write_only_the_stacks_event_group() {
+    let t = resolved(&EUM);
+    let group = t.physical_name("SmsEventLogGroup").expect("the event group's name");
+    let group_arn = format!("arn:aws:logs:us-east-1:123456789012:log-group:{group}");
+    let policies = &roles(&EUM)["SmsEventsRole"];
+    // End User Messaging must be able to write there, or no event reaches the status function.
+    for action in ["logs:CreateLogStream", "logs:PutLogEvents"] {
+        assert!(allows(policies, action, &format!("{group_arn}:log-stream:tocsin-eum-status")), "{action}");
+    }
+    // And nowhere else: every resource any Allow names is that group (or its streams).
+    let own = [group_arn.clone(), format!("{group_arn}:*"), format!("{group_arn}:log-stream:*")];
+    for p in policies {
+        for s in &p.statements {
+            assert_eq!(s.effect, Effect::Allow, "{}: {s:?}", p.name);
+            match &s.resources {
+                Patterns::Listed(r) => assert!(r.iter().all(|r| own.contains(r)), "{}: writes {r:?}", p.name),
+                Patterns::AllBut(r) => panic!("{}: everything but {r:?}", p.name),
+            }
+        }
+    }
+    for other in [
+        "/tocsin/tocsin-dev/sms-events",
+        "sns/us-east-1/123456789012/DirectPublishToPhoneNumber",
+        "/aws/lambda/tocsin-prod-status",
+        &format!("{group}-other"),
+    ] {
+        let stream = format!("arn:aws:logs:us-east-1:123456789012:log-group:{other}:log-stream:x");
+        assert!(!allows(policies, "logs:PutLogEvents", &stream), "{other}");
+    }
+}
+
+#[test]
+fn under_end_user_messaging_the_sender_may_send_only_through_this_stacks_configuration_set_from_the_accounts_identities()
+ {
+    let t = resolved(&EUM);
+    let own = configuration_set_arn(&t);
+    let sender = &roles(&EUM)["SenderFunctionRole"];
+    let send = "sms-voice:SendTextMessage";
+    let identities = ["phone-number/*", "pool/*", "sender-id/*"].map(|r| format!("{SMS_VOICE}{r}"));
+    for r in allowed_resources(sender, send) {
+        assert!(r == own || identities.contains(&r), "{send} on {r}: not this stack's set nor an origination identity");
+    }
+    for may in [
+        own.clone(),
+        format!("{SMS_VOICE}phone-number/phone-0123456789abcdef"),
+        format!("{SMS_VOICE}pool/pool-0123456789abcdef"),
+        format!("{SMS_VOICE}sender-id/TOCSIN/GB"),
+    ] {
+        assert!(allows(sender, send, &may), "{send} on {may}");
+    }
+    for may_not in [
+        format!("{SMS_VOICE}configuration-set/tocsin-dev"),
+        format!("{own}2"),
+        format!("{SMS_VOICE}opt-out-list/Default"),
+        "arn:aws:sms-voice:eu-west-1:123456789012:phone-number/phone-1".to_owned(),
+        "arn:aws:sms-voice:us-east-1:999999999999:pool/pool-1".to_owned(),
+        "*".to_owned(),
+    ] {
+        assert!(!allows(sender, send, &may_not), "{send} on {may_not}");
+    }
+}
+
+#[test]
+fn under_end_user_messaging_the_sender_may_read_opt_outs_only_in_the_stacks_opt_out_list() {
+    let read = "sms-voice:DescribeOptedOutNumbers";
+    for (parameters, own, other) in [
+        (vec![EUM[0]], "Default", "tocsin-alerts"),
+        (vec![EUM[0], ("SmsOptOutListName", "tocsin-alerts")], "tocsin-alerts", "Default"),
+    ] {
+        let sender = &roles(&parameters)["SenderFunctionRole"];
+        let own_arn = format!("{SMS_VOICE}opt-out-list/{own}");
+        assert_eq!(allowed_resources(sender, read), std::slice::from_ref(&own_arn), "{parameters:?}");
+        assert!(allows(sender, read, &own_arn), "{parameters:?}");
+        assert!(!allows(sender, read, &format!("{SMS_VOICE}opt-out-list/{other}")), "{parameters:?}");
+    }
+}
+
+#[test]
+fn no_role_may_send_through_sns_under_end_user_messaging_nor_through_end_user_messaging_under_sns() {
+    let own = configuration_set_arn(&resolved(&EUM));
+    for (id, policies) in roles(&EUM) {
+        // Publishing to a phone number is authorized on "*" (it has no ARN).
+        assert!(!allows(&policies, "sns:Publish", "*"), "{id} may publish SMS through SNS under End User Messaging");
+    }
+    let targets = [
+        own,
+        format!("{SMS_VOICE}phone-number/phone-1"),
+        format!("{SMS_VOICE}pool/pool-1"),
+        format!("{SMS_VOICE}sender-id/TOCSIN/GB"),
+        "*".to_owned(),
+    ];
+    for (id, policies) in roles(&SNS) {
+        for action in ["sms-voice:SendTextMessage", "sms-voice:SendMediaMessage", "sms-voice:SendVoiceMessage"] {
+            for r in &targets {
+                assert!(!allows(&policies, action, r), "{id} may {action} on {r} under SNS");
+            }
+        }
+    }
+    // The sender still sends under each: the split takes nothing from the provider in use.
+    assert!(allows(&roles(&SNS)["SenderFunctionRole"], "sns:Publish", "*"));
+}
+
+#[test]
+fn under_end_user_messaging_the_status_functions_only_subscription_is_on_the_stacks_own_event_group() {
+    let t = resolved(&EUM);
+    let status = t.get_att("StatusFunction", "Arn").expect("the status function");
+    let group = t.physical_name("SmsEventLogGroup").expect("the event group");
+    let filters: Vec<Value> = t
+        .resources_of("AWS::Logs::SubscriptionFilter")
+        .expect("conditions evaluate")
+        .into_iter()
+        .map(|(id, _)| properties(&t, &id))
+        .filter(|p| p["DestinationArn"] == json!(status))
+        .collect();
+    let groups: Vec<&str> = filters.iter().filter_map(|p| p["LogGroupName"].as_str()).collect();
+    assert_eq!(groups, [group.as_str()], "one subscription, on the stack's own group");
+    // Its one invoke permission for CloudWatch Logs is for that group, from this account.
+    let permissions: Vec<Value> = t
+        .resources_of("AWS::Lambda::Permission")
+        .expect("conditions evaluate")
+        .into_iter()
+        .filter(|(_, r)| r["Properties"]["Principal"] == "logs.amazonaws.com")
+        .map(|(id, _)| properties(&t, &id))
+        .filter(|p| p["FunctionName"] == json!(format!("{STACK}-status")))
+        .collect();
+    assert_eq!(permissions.len(), 1, "{permissions:?}");
+    assert_eq!(permissions[0]["SourceArn"], json!(t.get_att("SmsEventLogGroup", "Arn").expect("its ARN")));
+    assert_eq!(permissions[0]["SourceAccount"], "123456789012");
+}
+
+#[test]
+fn under_end_user_messaging_every_log_group_the_stack_creates_is_encrypted_with_its_key_and_has_retention() {
+    let t = resolved(&EUM);
+    let key = t.get_att("DataKey", "Arn").expect("the stack's key");
+    let retention = t.string(&reference("LogRetentionDays")).expect("LogRetentionDays");
+    // CloudWatch Logs may use the key only for the groups its key policy names.
+    let key_policy = properties(&t, "DataKey")["KeyPolicy"]["Statement"].clone();
+    let logs_may_use = |group_arn: &str| {
+        key_policy.as_array().into_iter().flatten().any(|s| {
+            s["Effect"] == "Allow"
+                && s["Principal"]["Service"] == "logs.us-east-1.amazonaws.com"
+                && condition_values(&s["Condition"], "ArnLike", "kms:EncryptionContext:aws:logs:arn")
+                    .iter()
+                    .any(|p| glob(p, group_arn, false))
+        })
+    };
+    let groups = t.resources_of("AWS::Logs::LogGroup").expect("conditions evaluate");
+    assert!(groups.iter().any(|(id, _)| id == "SmsEventLogGroup"), "the event group is one of them");
+    for (id, _) in groups {
+        let p = properties(&t, &id);
+        assert_eq!(p["KmsKeyId"], json!(key), "{id}: the stack's key");
+        assert_eq!(p["RetentionInDays"], json!(retention), "{id}: LogRetentionDays");
+        let arn = t.get_att(&id, "Arn").expect("its ARN");
+        assert!(logs_may_use(arn.trim_end_matches(":*")), "{id}: the key policy lets CloudWatch Logs use the key");
+        let name = p["LogGroupName"].as_str().unwrap_or_default();
+        assert!(!name.starts_with("sns/"), "{id}: no account-wide SNS group under End User Messaging");
+    }
 }

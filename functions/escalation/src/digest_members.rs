@@ -113,7 +113,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 now,
                 ObservationKind::Reconciliation {
                     outcome: format!(
-                        "its digest {}'s SMS was accepted by SNS (message id {message_id}, recorded by a sibling)",
+                        "its digest {}'s SMS was accepted by the SMS provider (message id {message_id}, recorded by a sibling)",
                         digest.id.short()
                     ),
                     search: record.status.reconcile_attempts + 1,

@@ -2,9 +2,9 @@
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
-use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
+use tocsin::adapters::sms::ProviderLogs;
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsSendQueue};
 use tocsin::config::{Env, EscalationConfig};
 use tocsin::ports::System;
@@ -20,11 +20,7 @@ async fn main() -> Result<(), Error> {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table).with_due_shards(config.due_shards),
         send_queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         escalations: SqsEscalationQueue::new(sqs, &config.escalation_queue_url),
-        logs: CloudWatchLogsSearch::new(
-            aws_sdk_cloudwatchlogs::Client::new(&aws),
-            &config.sms_success_log_group,
-            &config.sms_failure_log_group,
-        ),
+        logs: ProviderLogs::new(aws_sdk_cloudwatchlogs::Client::new(&aws), &config.delivery_logs),
         registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
         clock: System,
         config,

@@ -1,7 +1,8 @@
-//! Reconciling unknown outcomes: the delivery-status logs searched for each, within the run's time,
-//! and what was found judged — the alert's own SMS (tied to it by the message index or a digest
-//! sibling's recorded answer), records nothing ties to it (unattributed: never taken for its
-//! own), or nothing yet. [`crate::settling`] writes it.
+//! Reconciling unknown outcomes: the delivery logs searched for each, within the run's time, and
+//! what was found judged — the alert's own SMS (tied to it by the key its events echo under End
+//! User Messaging, else by the message index or a digest sibling's recorded answer), records
+//! nothing ties to it (unattributed: never taken for its own), or nothing yet. [`crate::settling`]
+//! writes it.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -9,7 +10,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::reconcile::{Verdict, Window, judge};
-use tocsin::ports::{DeliveryLogSearch, Entropy, EscalationQueue, SearchError, SendQueue, after, time_left, within};
+use tocsin::domain::send_context::Subject;
+use tocsin::ports::{
+    DeliveryLogSearch, Entropy, EscalationQueue, SearchError, SearchFor, SendQueue, after, time_left, within,
+};
 
 use crate::{Escalator, RunSummary, SweepClock, SweepRegistry, SweepStore};
 
@@ -85,10 +89,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             Some(d) => self.sibling_knows(record, d).await?,
             None => None,
         };
+        let what = SearchFor { recipient, key, digest: digest.as_ref().map(|d| &d.id) };
         let Some(found) = within(
             &self.clock,
             search_until,
-            self.logs.records_to(recipient, window.logged_by(self.clock.now()), SEARCH_MAX_RECORDS),
+            self.logs.records_for(what, window.logged_by(self.clock.now()), SEARCH_MAX_RECORDS),
         )
         .await
         .transpose()?
@@ -97,10 +102,26 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         };
         // Messages already tied to other intents (the same number alerted twice) do not count.
         let mut linked_elsewhere = HashSet::new();
-        // Messages the index ties to this intent: the only records that are its own.
+        // Messages tied to this intent — by the context its events echo (End User Messaging), else
+        // by the message index: the only records that are its own.
         let mut indexed_to_it = HashSet::new();
-        // In order: the lookups are the same whichever run makes them.
-        let ids: std::collections::BTreeSet<String> = found.iter().map(|f| f.record.message_id.clone()).collect();
+        for f in &found {
+            let Some(context) = &f.record.context else { continue };
+            let own = match &context.subject {
+                // This attempt's SMS: the context names the alert and the attempt that sent it.
+                Subject::Alert { key: k, attempt } => k == key && record.status.attempt_id.as_deref() == Some(attempt),
+                Subject::Digest { id } => digest.as_ref().is_some_and(|d| &d.id == id),
+            };
+            if own {
+                indexed_to_it.insert(f.record.message_id.clone());
+            } else {
+                linked_elsewhere.insert(f.record.message_id.clone());
+            }
+        }
+        // In order: the lookups are the same whichever run makes them. A record that names its
+        // alert needs none.
+        let ids: std::collections::BTreeSet<String> =
+            found.iter().filter(|f| f.record.context.is_none()).map(|f| f.record.message_id.clone()).collect();
         for id in ids {
             // A digest's SMS covering this intent is its own. One tied to another intent alone is
             // that intent's — even a digest sibling's: the sibling may have been sent alone since,

@@ -1,10 +1,11 @@
 //! Sending one claimed intent alone: screen it, wait for the rate, publish its own text, record
-//! what SNS answered. Storm mode's per-recipient sends are in `storm` and `digests`.
+//! what the provider answered. Storm mode's per-recipient sends are in `storm` and `digests`.
 
 use chrono::{DateTime, Utc};
 
 use crate::claiming::Claimed;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
+use tocsin::domain::send_context::SendContext;
 use tocsin::ports::{RecipientRegistry, SmsGateway, SmsMessage, Standing};
 
 impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
@@ -38,9 +39,17 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
             return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
         }
         let options = intent.sms.or_defaults(&self.config.sms_defaults);
+        let context = SendContext::alert(&self.config.stack, intent.key.clone(), &c.attempt_id);
         let outcome = self
             .gateway
-            .publish(SmsMessage { to: &intent.recipient, body: intent.body.expose(), options: &options })
+            .publish(SmsMessage {
+                to: &intent.recipient,
+                body: intent.body.expose(),
+                options: &options,
+                context: &context,
+                // Past its deadline the alert is on-call's anyway: a later SMS is noise.
+                worth_until: intent.deadline,
+            })
             .await;
         self.record_publish(c, &outcome, None, deadline).await
     }

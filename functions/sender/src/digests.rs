@@ -8,6 +8,7 @@ use crate::retries::retry_until;
 use crate::storm::Slot;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::PhoneNumber;
+use tocsin::domain::send_context::SendContext;
 use tocsin::domain::storm::Digest;
 use tocsin::ports::{DigestRecord, PublishOutcome, RecipientRegistry, SmsGateway, SmsMessage};
 use tocsin::telemetry::Metrics;
@@ -50,9 +51,23 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
             return Vec::new();
         };
         let options = lead.1.record.intent.sms.or_defaults(&self.config.sms_defaults);
-        let outcome =
-            self.gateway.publish(SmsMessage { to: recipient, body: digest.text.expose(), options: &options }).await;
-        if let PublishOutcome::Accepted { message_id } = &outcome {
+        let context = SendContext::digest(&self.config.stack, digest.id.clone());
+        // Worth delivering while any member's deadline is still ahead.
+        let worth_until = members.iter().map(|(_, c)| c.record.intent.deadline).max().unwrap_or(now);
+        let outcome = self
+            .gateway
+            .publish(SmsMessage {
+                to: recipient,
+                body: digest.text.expose(),
+                options: &options,
+                context: &context,
+                worth_until,
+            })
+            .await;
+        // A provider whose events name the digest (its context) needs no index to find them.
+        if let PublishOutcome::Accepted { message_id } = &outcome
+            && !self.gateway.records_name_their_alert()
+        {
             // The message id → members entry first: a delivery record that arrives before the
             // members' writes still finds them all.
             let indexed =

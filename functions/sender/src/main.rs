@@ -4,7 +4,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
-use tocsin::adapters::sns::SnsGateway;
+use tocsin::adapters::sms::SmsProvider;
 use tocsin::adapters::sqs::SqsSendQueue;
 use tocsin::config::{Env, SenderConfig};
 use tocsin::ports::System;
@@ -18,7 +18,7 @@ async fn main() -> Result<(), Error> {
     let sender = sender::Sender::new(
         DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
         DynamoRegistry::new(dynamodb, &config.recipients_table),
-        SnsGateway::new(&aws, config.publish_timeout),
+        SmsProvider::new(&aws, &config.provider, config.publish_timeout),
         SqsSendQueue::new(aws_sdk_sqs::Client::new(&aws), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         System,
         config,

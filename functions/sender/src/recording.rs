@@ -12,9 +12,10 @@ use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
-    Commit, NextCheck, PortError, PublishOutcome, RecipientRegistry, SmsGateway, StatusPatch, Transition,
-    TransitionOutcome,
+    Commit, NextCheck, PortError, PublishOutcome, RecipientRegistry, Refusal, SmsGateway, StatusPatch,
+    SuppressionEvidence, Transition, TransitionOutcome,
 };
+use tocsin::telemetry::Metrics;
 
 impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
     pub(crate) fn log_attempt(&self, c: &Claimed<'_>, outcome: &Outcome, digest: Option<&DigestId>) {
@@ -146,8 +147,9 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
                     },
                     now,
                 );
-                // A digest's message id is indexed once, for all its members, before this.
-                if digest.is_none() {
+                // A digest's message id is indexed once, for all its members, before this. A
+                // provider whose records name their alert needs no index at all.
+                if digest.is_none() && !self.gateway.records_name_their_alert() {
                     t.index_message = Some((message_id.clone(), intent.recipient.clone()));
                 }
                 match self.transition_until(t.clone(), Some(deadline)).await {
@@ -168,22 +170,52 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
                 }
                 Outcome::Published { sns_message_id: message_id.clone() }
             }
-            PublishOutcome::Rejected { error } => {
+            PublishOutcome::Rejected { error, refusal } => {
+                // An opted-out number is suppressed first, as a permanent failure record would
+                // have it: no later alert goes to it, whatever becomes of this alert's write.
+                if *refusal == Refusal::Recipient {
+                    let evidence = SuppressionEvidence {
+                        log_event_id: format!("refusal:{attempt_id}"),
+                        provider_response: Some(error.clone()),
+                        at: now,
+                        intent_key: intent.key.to_string(),
+                        table_version: "refusal".into(),
+                    };
+                    if let Err(e) = self.registry.suppress(&intent.recipient, &evidence).await {
+                        // Not recorded either: the claim's lease lapses and the sweep finds the
+                        // intent `send_unknown`; the next send to the number is refused again.
+                        tracing::warn!(key = intent.key.short(), error = %e, "opted-out number not suppressed yet");
+                        return Outcome::Retry;
+                    }
+                    tracing::warn!(recipient = %intent.recipient, key = intent.key.short(), "recipient suppressed: opted out at the provider");
+                }
+                if *refusal == Refusal::SpendLimit {
+                    // The account's limit: on-call is paged by the spend-exhausted alarm (not SMS).
+                    let mut m = Metrics::new("sender");
+                    m.count("spend_exhausted", 1);
+                    m.flush();
+                }
+                let reason = refusal.reason(error);
+                let kind = match refusal {
+                    Refusal::Recipient => ObservationKind::Suppressed { registry_reason: reason.clone() },
+                    _ => ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: error.clone() },
+                };
                 let t = self.settle(
                     record,
                     attempt_id,
-                    State::Failed,
-                    ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: error.clone() },
+                    refusal.state(),
+                    kind,
                     StatusPatch {
                         clear_claim: true,
                         increment_attempts: true,
-                        last_error: Some(format!("SNS rejected the publish: {error}")),
+                        last_error: Some(reason),
                         digest_id: digest.cloned(),
                         ..Default::default()
                     },
                     now,
                 );
-                self.record_until(t, Some(deadline)).await.map_or(Outcome::Retry, |()| Outcome::Rejected)
+                let done = if *refusal == Refusal::Recipient { Outcome::Suppressed } else { Outcome::Rejected };
+                self.record_until(t, Some(deadline)).await.map_or(Outcome::Retry, |()| done)
             }
             PublishOutcome::Unknown { error } => {
                 let t = self.settle(

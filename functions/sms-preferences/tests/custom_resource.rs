@@ -12,6 +12,9 @@ use sms_preferences::{Invocation, Preferences, RetryPolicy, SmsPreferences, SmsP
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_harness::{Emulator, Principal};
 
+/// The custom resource exists only when SNS sends (it sets the account's SNS SMS preferences).
+const SNS: &[(&str, &str)] = &[("SmsProvider", "sns")];
+
 /// The custom resource's own credentials: its calls are checked against its role.
 fn me() -> Principal {
     Principal::function("SmsPreferencesFunction")
@@ -49,7 +52,7 @@ fn quick() -> RetryPolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_turns_on_delivery_status_logging_for_every_success_and_answers_success() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function(&sdk, RetryPolicy::default());
@@ -86,7 +89,7 @@ async fn create_turns_on_delivery_status_logging_for_every_success_and_answers_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_without_a_spend_limit_keeps_the_accounts_limit() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     aws_sdk_sns::Client::new(&emulator.sdk_config().await)
         .set_sms_attributes()
@@ -107,7 +110,7 @@ async fn create_without_a_spend_limit_keeps_the_accounts_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function(&sdk, RetryPolicy::default());
@@ -138,7 +141,7 @@ async fn update_with_a_new_spend_limit_sets_it_and_keeps_the_physical_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_answers_success_and_leaves_the_account_preferences_untouched() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function_with_limit(&sdk, Some("100"), RetryPolicy::default());
@@ -186,7 +189,7 @@ async fn delete_succeeds_even_when_its_properties_are_malformed_or_sns_is_unreac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_set_sms_attributes_answers_failed_with_sns_reason() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let proxy = FaultProxy::start(&emulator.endpoint(), 1).await.expect("proxy");
     proxy.add_rule(Rule::once(
         "SNS.SetSMSAttributes",
@@ -238,7 +241,7 @@ async fn an_unreachable_sns_answers_failed_after_a_bounded_number_of_attempts() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_retried_no_faster_than_the_one_call_per_second_quota() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let proxy = FaultProxy::start(&emulator.endpoint(), 2).await.expect("proxy");
     proxy.add_rule(Rule::times("SNS.SetSMSAttributes", Fault::sns_throttling(), 2));
     let sdk = Emulator::sdk_config_for(&proxy.endpoint(), &me()).await;
@@ -258,7 +261,7 @@ async fn throttling_is_retried_no_faster_than_the_one_call_per_second_quota() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_stop_in_time_to_answer_before_the_function_times_out() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let proxy = FaultProxy::start(&emulator.endpoint(), 3).await.expect("proxy");
     proxy.add_rule(Rule::sometimes("SNS.SetSMSAttributes", Fault::sns_throttling(), 1.0));
     let sdk = Emulator::sdk_config_for(&proxy.endpoint(), &me()).await;
@@ -277,7 +280,7 @@ async fn retries_stop_in_time_to_answer_before_the_function_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let cases = [
@@ -323,7 +326,7 @@ async fn a_malformed_event_still_gets_a_failed_answer_naming_the_problem() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_refused_by_the_response_url_is_sent_again() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::refusing_first(2).await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
@@ -335,7 +338,7 @@ async fn an_answer_refused_by_the_response_url_is_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_that_cannot_be_delivered_fails_the_invocation_so_lambda_retries_it() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::refusing_first(u32::MAX).await;
     let event = request("Create", &capture.url("req-1"), "req-1", json!({"DeliveryStatusIAMRole": ROLE}));
@@ -351,7 +354,7 @@ async fn an_answer_that_cannot_be_delivered_fails_the_invocation_so_lambda_retri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_without_a_response_url_is_an_invocation_error() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
 
     let err = f_handle(&sdk, quick(), json!({"RequestType": "Create"})).await.expect_err("nothing to answer");
@@ -364,7 +367,7 @@ async fn an_event_without_a_response_url_is_an_invocation_error() {
 /// higher spend limit (or another delivery-status role). The stack's values are set instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invocation_carrying_a_higher_monthly_spend_limit_does_not_raise_the_accounts_limit() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     let capture = ResponseCapture::start().await;
     let f = function_with_limit(&sdk, Some("5"), RetryPolicy::default());
@@ -387,7 +390,7 @@ async fn an_invocation_carrying_a_higher_monthly_spend_limit_does_not_raise_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invocation_naming_a_limit_where_the_stack_sets_none_leaves_the_accounts_limit_as_it_is() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config_as(&me()).await;
     aws_sdk_sns::Client::new(&emulator.sdk_config().await)
         .set_sms_attributes()

@@ -14,6 +14,9 @@ use tocsin_harness::runtime_api::{Invocation, RuntimeApi};
 use tocsin_harness::{Emulator, Principal, Stack, workspace_root};
 use tokio::io::AsyncBufReadExt;
 
+/// The custom resource exists only when SNS sends (it sets the account's SNS SMS preferences).
+const SNS: &[(&str, &str)] = &[("SmsProvider", "sns")];
+
 /// The binary, running under its own Runtime API stand-in with the environment template.yaml
 /// gives it (and `changes` on top: a stack deployed with other parameters); its log lines kept.
 struct Running {
@@ -74,9 +77,9 @@ impl Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sample_event_is_answered_success_through_the_runtime_interface() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config().await;
-    let stack = Stack::provision(&sdk, "tocsin-local").await.expect("provision");
+    let stack = Stack::provision_with(&sdk, "tocsin-local", SNS).await.expect("provision");
     let capture = ResponseCapture::start().await;
     let dir = workspace_root().join("events").join("sms-preferences");
     let mut events: Vec<(String, Value)> = std::fs::read_dir(&dir)
@@ -144,9 +147,9 @@ async fn every_sample_event_is_answered_success_through_the_runtime_interface() 
 /// ignored the event's value — without echoing free text the event carried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_invocation_asking_for_a_higher_spend_limit_sets_the_stacks_and_logs_what_it_ignored() {
-    let emulator = Emulator::start().await.expect("emulator");
+    let emulator = Emulator::start_for(SNS).await.expect("emulator");
     let sdk = emulator.sdk_config().await;
-    let stack = Stack::provision(&sdk, "tocsin-local").await.expect("provision");
+    let stack = Stack::provision_with(&sdk, "tocsin-local", SNS).await.expect("provision");
     let capture = ResponseCapture::start().await;
     let mut running = Running::start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "5")]).await;
     let abuse = request(

@@ -1,10 +1,12 @@
-//! Applying a record to the intent it belongs to — or, for a digest's SMS, to every member, the
+//! Applying a record to the intent it belongs to — found by the message index, or named by the
+//! record's own context (End User Messaging) — or, for a digest's SMS, to every member, the
 //! digest's fate recorded first — with its carrier, metrics and the canary. Suppression is `receipts`'.
 
 use futures::StreamExt;
 use tocsin::domain::carrier::CarrierSeen;
-use tocsin::domain::delivery::{DeliveryRecord, country_of_mcc};
+use tocsin::domain::delivery::{DeliveryRecord, DeliveryStatus};
 use tocsin::domain::provider::FailureClass;
+use tocsin::domain::send_context::{SendContext, Subject};
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{Clock, IndexEntry, LoggedRecord, PortError};
@@ -70,6 +72,42 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         )
     }
 
+    /// Applies a record whose own context names its alert (or digest) and the attempt that sent
+    /// it — End User Messaging echoes the context in every event: no index, no guess. An event
+    /// naming another stack is never applied here.
+    pub(crate) async fn apply_keyed(&self, p: &Parsed, context: &SendContext) -> Processed {
+        if context.stack != self.config.stack {
+            return (Ok(EventOutcome::OtherStack), false);
+        }
+        match &context.subject {
+            Subject::Alert { key, .. } => {
+                // The number the SMS went to, as the provider reports it; `receipts` checks it is
+                // the intent's before it suppresses anything on the event's word.
+                let Some(recipient) = p.record.destination.as_deref().and_then(|d| PhoneNumber::parse(d).ok()) else {
+                    tracing::warn!(log_event_id = %p.entry.id, key = key.short(), "keyed event without a destination number skipped");
+                    return (Ok(EventOutcome::Unparseable), false);
+                };
+                self.apply(p, key.clone(), recipient, Link::Keyed).await
+            }
+            // A digest's members are on the digest item, written before its SMS was sent.
+            Subject::Digest { id } => match self.store.get_digest(id).await {
+                Ok(Some(digest)) => match digest.members.first() {
+                    Some(first) => {
+                        let entry = IndexEntry {
+                            key: first.clone(),
+                            recipient: digest.recipient.clone(),
+                            digest: Some((id.clone(), digest.members.clone())),
+                        };
+                        self.apply_indexed(p, entry).await
+                    }
+                    None => (Ok(EventOutcome::NoSuchIntent), false),
+                },
+                Ok(None) => (Ok(EventOutcome::NoSuchIntent), false),
+                Err(e) => (Err(e), false),
+            },
+        }
+    }
+
     /// Applies a record to the intent it belongs to; returns the outcome and whether the
     /// recipient was suppressed.
     pub(crate) async fn apply(&self, p: &Parsed, key: IdempotencyKey, recipient: PhoneNumber, link: Link) -> Processed {
@@ -78,8 +116,11 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &p.record, link, now).await {
             Ok(o) => {
                 // The number's carrier, for the carrier view of its next SMS (kept on a retry too:
-                // the write is idempotent and an older record never overwrites a newer one).
-                if let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
+                // the write is idempotent and an older record never overwrites a newer one). From
+                // an outcome only: End User Messaging's progress events name the same carrier.
+                let outcome_of_ours = p.record.status.receipt().is_some() && o.applied != Applied::NoSuchIntent;
+                if outcome_of_ours
+                    && let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
                     && let Err(e) = self.registry.record_carrier(&recipient, &seen).await
                 {
                     return (Err(e), o.suppressed);
@@ -89,8 +130,14 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                     self.count_canary(&recipient);
                 }
                 let outcome = match o.applied {
+                    Applied::Effect(ReceiptEffect::Unrecognised)
+                        if matches!(p.record.status, DeliveryStatus::Pending(_)) =>
+                    {
+                        EventOutcome::Progress
+                    }
                     Applied::Effect(effect) => EventOutcome::Applied(effect),
                     Applied::Duplicate => EventOutcome::Duplicate,
+                    Applied::NoSuchIntent => EventOutcome::NoSuchIntent,
                 };
                 (Ok(outcome), o.suppressed)
             }
@@ -114,7 +161,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
 /// Latency and price by carrier and country, so p95/p99 per carrier can be graphed.
 pub(crate) fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureClass, bool)>) {
     let carrier = r.carrier.clone().unwrap_or_else(|| "unknown".into());
-    let country = r.mcc.as_deref().map(country_of_mcc).unwrap_or("unknown").to_owned();
+    let country = r.country().unwrap_or("unknown").to_owned();
     let mut m = Metrics::new("status").dimension("carrier", carrier).dimension("country", country);
     if let Some(d) = r.dwell_ms {
         m.add("dwell_ms", d as f64, Unit::Milliseconds);
@@ -142,6 +189,7 @@ pub(crate) fn emit_delivery_metrics(r: &DeliveryRecord, class: Option<(FailureCl
             }
         }
         None if r.status.receipt().is_some() => m.count("delivery_success", 1),
+        None if matches!(r.status, DeliveryStatus::Pending(_)) => {}
         None => m.count("delivery_status_unrecognised", 1),
     }
     m.flush();

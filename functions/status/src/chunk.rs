@@ -1,5 +1,6 @@
-//! One chunk of log events (up to 100): parsed, looked up in one call, then each record sent on
-//! its way — applied, waited for, or kept as an orphan. Writes nothing itself.
+//! One chunk of log events (up to 100): parsed; the records that name their alert by key applied
+//! at once; the rest looked up in one call, then each sent on its way — applied, waited for, or
+//! kept as an orphan. Writes nothing itself.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -7,7 +8,7 @@ use aws_lambda_events::cloudwatch_logs::LogEntry;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use tocsin::domain::delivery::{DeliveryRecord, parse_record};
-use tocsin::domain::provider::{FailureClass, classify};
+use tocsin::domain::provider::FailureClass;
 use tocsin::ports::{Clock, IndexEntries, IndexEntry, PortError};
 
 use crate::{CONCURRENCY, EventOutcome, Parsed, Processed, StatusHandler, StatusRegistry, StatusStore};
@@ -47,11 +48,31 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         // Every record's carrier, minute, outcome and dwell — tocsin's and other applications' —
         // for the carrier view's traffic signal; written alongside the receipts, best effort.
         let traffic = self.traffic_tallies(&parsed);
+        // A record whose context names its alert needs no index: it is applied by its key. The
+        // rest (SNS's records, another application's events) are looked up by message id.
+        let (keyed, parsed): (Vec<Parsed>, Vec<Parsed>) = parsed.into_iter().partition(|p| p.record.context.is_some());
+        let keyed = futures::stream::iter(keyed)
+            .map(|p| async move {
+                match &p.record.context {
+                    Some(context) => self.apply_keyed(&p, context).await,
+                    None => (Ok(EventOutcome::Unparseable), false),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>();
+        if parsed.is_empty() {
+            let (applied, ()) = futures::join!(keyed, self.add_traffic(&traffic));
+            out.extend(applied);
+            return out;
+        }
         let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
-        let index = match self.store.lookup_many(&ids).await {
+        let (index, keyed) = futures::join!(self.store.lookup_many(&ids), keyed);
+        out.extend(keyed);
+        let index = match index {
             Ok(index) => index,
             Err(e) => {
                 out.extend(parsed.iter().map(|_| (Err(copy_error(&e)), false)));
+                self.add_traffic(&traffic).await;
                 return out;
             }
         };
@@ -106,6 +127,5 @@ pub(crate) fn copy_error(e: &PortError) -> PortError {
 
 /// A failure record whose provider response says the account's SMS spend limit is used up.
 pub(crate) fn says_spend_exhausted(r: &DeliveryRecord) -> bool {
-    r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
-        && classify(r.provider_response.as_deref()).class == FailureClass::AccountLimit
+    r.failure.is_some_and(|c| c.class == FailureClass::AccountLimit)
 }

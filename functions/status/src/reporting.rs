@@ -16,6 +16,14 @@ pub enum EventOutcome {
     Duplicate,
     Orphaned,
     Unparseable,
+    /// Progress (End User Messaging's queued, pending, the carrier's non-final acceptance):
+    /// stored, never an outcome.
+    Progress,
+    /// Its context names another stack: never applied here.
+    OtherStack,
+    /// Its context names an intent (or a digest) by key that does not exist here, or is not that
+    /// number's: nothing written.
+    NoSuchIntent,
 }
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -31,6 +39,11 @@ pub struct Summary {
     pub duplicates: usize,
     pub orphaned: usize,
     pub unparseable: usize,
+    /// Progress events (End User Messaging's queued, pending, the carrier's non-final
+    /// acceptance): stored, never an outcome.
+    pub progress: usize,
+    pub other_stack: usize,
+    pub no_such_intent: usize,
     pub suppressed: usize,
     /// Records in the batch, tocsin's or other applications', saying the account's SMS spend limit
     /// is used up ([`tocsin::domain::provider::FailureClass::AccountLimit`]): no SMS leaves the account until it is raised.
@@ -62,6 +75,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             // applications' SMS in the account's delivery-status log groups.
             ("foreign_records", summary.orphaned),
             ("unparseable", summary.unparseable),
+            ("progress", summary.progress),
+            ("other_stack_events", summary.other_stack),
+            ("no_such_intent", summary.no_such_intent),
             ("suppressed", summary.suppressed),
             ("spend_exhausted", summary.spend_exhausted),
             ("dependency_error", errors.len()),
@@ -74,7 +90,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         if summary.spend_exhausted > 0 {
             tracing::error!(
                 records = summary.spend_exhausted,
-                "the account's SMS spend limit is reached: SNS is sending no SMS (tocsin's or anyone's) until it is raised"
+                "the account's SMS spend limit is reached: no SMS goes out (tocsin's or anyone's) until it is raised"
             );
         }
         tracing::info!(log_group = group, summary = ?summary, "status batch processed");
@@ -99,4 +115,7 @@ pub(crate) fn handled(s: &Summary) -> usize {
         + s.duplicates
         + s.orphaned
         + s.unparseable
+        + s.progress
+        + s.other_stack
+        + s.no_such_intent
 }

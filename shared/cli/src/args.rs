@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use tocsin::domain::State;
 
 /// tocsin's operator tool: look at alert intents, suppressed recipients and escalations; re-enable
@@ -114,13 +114,17 @@ pub enum Command {
     /// Submits an alert through the deployed intake (the stack's AlertApiUrl, SigV4-signed), as an
     /// upstream system would: the first check after a deploy, and for runbooks.
     Send(SendArgs),
-    /// Checks what on-call must be able to trust (SMS settings, sandbox, spend, delivery logs and
-    /// their subscriptions, the on-call subscriptions, the sender's concurrency, queues, alarms);
-    /// exits 1 with one line per problem. `--probe NUMBER` also sends one SMS through the stack and
-    /// follows it hop by hop (sent, accepted by SNS, delivery record logged, applied by status).
+    /// Checks what on-call must be able to trust, for the stack's SMS provider (End User Messaging:
+    /// sandbox, origination identity, opt-out list, spend, configuration set and event group; SNS:
+    /// SMS preferences, sandbox, spend, origination number, delivery-status logs), the on-call
+    /// subscriptions, the sender's concurrency, queues, alarms; exits 1 with one line per problem.
+    /// `--probe NUMBER` also sends one SMS through the stack and follows it hop by hop (sent,
+    /// accepted, its delivery record or events logged, applied by status); `--simulator` does it on
+    /// AWS's SMS simulator (End User Messaging), once to succeed and once to fail.
     Doctor(DoctorArgs),
-    /// Before the first deploy, with the deployer's credentials (no stack needed): what in the
-    /// account would make `sam deploy` fail or alerts not arrive. One line per blocker, exit 1 if any.
+    /// Before the first deploy, with the deployer's credentials (no stack needed; with --stack a
+    /// deployed one is checked too): what in the account would make `sam deploy` fail or alerts not
+    /// arrive, for the SMS provider you deploy with. One line per blocker, exit 1 if any.
     Preflight(PreflightArgs),
     /// Shows the delivery-status records that could settle an unknown outcome; links one by hand.
     Reconcile {
@@ -162,30 +166,60 @@ pub enum CarriersAction {
 
 /// `tocsin doctor`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("probing").args(["probe", "simulator"]).multiple(true)))]
 pub struct DoctorArgs {
     /// Also send one SMS to this number (E.164) through the deployed stack and follow it: sent
-    /// through the API, accepted by SNS, its delivery record in the log group, applied by status.
-    /// Needs execute-api:Invoke (as `send`) and logs:FilterLogEvents on the two delivery-status groups.
+    /// through the API, accepted by the provider, its delivery record (SNS) or events (End User
+    /// Messaging: by the alert's key, in the stack's event group) logged, applied by status.
+    /// Needs execute-api:Invoke (as `send`) and logs:FilterLogEvents on the group(s) it reads.
     #[arg(long, value_name = "NUMBER")]
     pub probe: Option<String>,
-    /// The longest wait for each hop of the probe (a carrier can take minutes to answer).
-    #[arg(long, default_value = "5m", value_parser = duration, requires = "probe")]
+    /// End User Messaging: probe on AWS's SMS simulator instead of a phone — from the account's
+    /// SIMULATOR origination number to AWS's US success (+14254147755) and failure (+14254147167)
+    /// destinations. The failing one proves the failure path: applied as failed, escalated (on-call
+    /// is paged, as for any failed alert) and acknowledged by doctor.
+    #[arg(long)]
+    pub simulator: bool,
+    /// The longest wait for each hop of the probe (a carrier can take minutes to answer; the
+    /// failure probe's escalation waits for the next sweep, a minute).
+    #[arg(long, default_value = "5m", value_parser = duration, requires = "probing")]
     pub probe_hop_timeout: Duration,
     /// How often the probe looks for the next hop.
-    #[arg(long, default_value = "2s", value_parser = duration, requires = "probe")]
+    #[arg(long, default_value = "2s", value_parser = duration, requires = "probing")]
     pub probe_poll: Duration,
     /// The probe alert's deadline: not delivered by then, it escalates like any alert.
-    #[arg(long, default_value = "15m", requires = "probe")]
+    #[arg(long, default_value = "15m", requires = "probing")]
     pub probe_deadline: String,
+}
+
+/// The template's `SmsProvider` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderArg {
+    /// AWS End User Messaging SMS (the template's default).
+    EndUserMessaging,
+    /// Amazon SNS.
+    Sns,
 }
 
 /// `tocsin preflight`.
 #[derive(Debug, Args)]
 pub struct PreflightArgs {
     /// A number alerts will go to (E.164; repeat for each): checked against the sandbox's verified
-    /// numbers and the account's origination numbers for its country.
+    /// numbers and the account's origination identities for its country; under End User Messaging
+    /// also a SendTextMessage DryRun (nothing is sent).
     #[arg(long = "to", value_name = "NUMBER")]
     pub to: Vec<String>,
+    /// The SmsProvider you mean to deploy with (default: end-user-messaging; with --stack, the
+    /// deployed stack's).
+    #[arg(long, value_enum)]
+    pub sms_provider: Option<ProviderArg>,
+    /// End User Messaging: the SmsOriginationIdentity you mean to deploy with (a phone number id,
+    /// pool id, ARN or number; empty: End User Messaging chooses among the account's).
+    #[arg(long, value_name = "ID")]
+    pub origination_identity: Option<String>,
+    /// End User Messaging: the SmsOptOutListName you mean to deploy with.
+    #[arg(long, default_value = "Default", value_name = "NAME")]
+    pub opt_out_list: String,
     /// The CreateSmsLogGroups you mean to deploy with (default: the template's, true).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub create_sms_log_groups: bool,
@@ -355,6 +389,7 @@ mod tests {
     #[test]
     fn doctor_probe_options_need_a_number_and_preflight_takes_destinations() {
         assert!(Cli::try_parse_from(["tocsin", "doctor", "--probe-hop-timeout", "1m"]).is_err());
+        assert!(Cli::try_parse_from(["tocsin", "doctor", "--simulator", "--probe-hop-timeout", "1m"]).is_ok());
         assert!(
             Cli::try_parse_from(["tocsin", "doctor", "--probe", "+14155550100", "--probe-hop-timeout", "1m"]).is_ok()
         );
@@ -362,9 +397,23 @@ mod tests {
             Cli::try_parse_from(["tocsin", "preflight", "--to", "+14155550100", "--create-sms-log-groups", "false"])
                 .expect("parses");
         match p.command {
-            Command::Preflight(a) => assert_eq!((a.to.len(), a.create_sms_log_groups), (1, false)),
+            Command::Preflight(a) => {
+                assert_eq!((a.to.len(), a.create_sms_log_groups, a.sms_provider), (1, false, None));
+                assert_eq!(a.opt_out_list, "Default");
+            }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn preflight_takes_the_provider_as_the_template_spells_it() {
+        let p = Cli::try_parse_from(["tocsin", "preflight", "--sms-provider", "end-user-messaging"]).expect("parses");
+        assert!(matches!(
+            p.command,
+            Command::Preflight(PreflightArgs { sms_provider: Some(ProviderArg::EndUserMessaging), .. })
+        ));
+        assert!(Cli::try_parse_from(["tocsin", "preflight", "--sms-provider", "sns"]).is_ok());
+        assert!(Cli::try_parse_from(["tocsin", "preflight", "--sms-provider", "pinpoint"]).is_err());
     }
 
     #[test]

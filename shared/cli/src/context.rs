@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
+use tocsin::config::{DeliveryLogs, EumSettings, SendingProvider};
 
 use crate::error::{CliError, CliResult};
 
@@ -18,16 +19,30 @@ pub struct Connection {
     pub region: Option<String>,
 }
 
-/// The outputs of one deployed stack (CloudFormation DescribeStacks), by output key.
+/// The outputs of one deployed stack (CloudFormation DescribeStacks), by output key, and the
+/// parameter values it was deployed with (what no output states, e.g. `SmsOriginationNumber`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StackOutputs {
     pub stack: String,
     values: BTreeMap<String, String>,
+    parameters: BTreeMap<String, String>,
 }
 
 impl StackOutputs {
     pub fn new(stack: &str, values: BTreeMap<String, String>) -> Self {
-        StackOutputs { stack: stack.to_owned(), values }
+        StackOutputs { stack: stack.to_owned(), values, parameters: BTreeMap::new() }
+    }
+
+    /// The same outputs, with the parameter values the stack was deployed with.
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// A parameter's value as deployed; `None` when empty or unknown (a stack registered without
+    /// parameters says nothing about them).
+    pub fn parameter(&self, key: &str) -> Option<&str> {
+        self.parameters.get(key).map(String::as_str).filter(|v| !v.is_empty())
     }
 
     /// Reads the stack's outputs; a stack that does not exist is a clear error, never a guess.
@@ -50,7 +65,12 @@ impl StackOutputs {
             .iter()
             .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
             .collect();
-        Ok(StackOutputs::new(stack, values))
+        let parameters = found
+            .parameters()
+            .iter()
+            .filter_map(|p| Some((p.parameter_key()?.to_owned(), p.parameter_value()?.to_owned())))
+            .collect();
+        Ok(StackOutputs::new(stack, values).with_parameters(parameters))
     }
 
     /// An output the command cannot do without.
@@ -164,6 +184,29 @@ impl Context {
         })
     }
 
+    /// The SMS provider the stack sends through, from its outputs (`SmsProvider`, and under End
+    /// User Messaging `SmsConfigurationSetName`, `SmsOriginationIdentity`, `SmsOptOutListName`). A
+    /// stack with no `SmsProvider` output was deployed before the choice existed: it sent through
+    /// SNS, the only provider then.
+    pub fn sending_provider(&self) -> CliResult<SendingProvider> {
+        sending_provider(&self.outputs)
+    }
+
+    /// Where the stack's delivery records are: its End User Messaging event group, or the
+    /// account's two SNS delivery-status groups in this region.
+    pub async fn delivery_logs(&self) -> CliResult<DeliveryLogs> {
+        if let SendingProvider::EndUserMessaging(_) = self.sending_provider()? {
+            return Ok(DeliveryLogs::EndUserMessaging {
+                event_group: self.outputs.require("SmsEventLogGroupName")?.to_owned(),
+            });
+        }
+        let region = self.sdk.region().map(|r| r.to_string()).unwrap_or_default();
+        let identity = self.sts.get_caller_identity().send().await.map_err(CliError::aws("STS GetCallerIdentity"))?;
+        let account = identity.account.unwrap_or_default();
+        let base = format!("sns/{region}/{account}/DirectPublishToPhoneNumber");
+        Ok(DeliveryLogs::Sns { success_group: base.clone(), failure_group: format!("{base}/Failure") })
+    }
+
     /// Who is acting: the caller's ARN (STS GetCallerIdentity), recorded with audited actions.
     pub async fn operator(&self) -> CliResult<String> {
         let out = self.sts.get_caller_identity().send().await.map_err(CliError::aws("STS GetCallerIdentity"))?;
@@ -174,9 +217,47 @@ impl Context {
     }
 }
 
+/// [`Context::sending_provider`], from the outputs alone.
+pub fn sending_provider(o: &StackOutputs) -> CliResult<SendingProvider> {
+    match o.get("SmsProvider") {
+        None | Some("sns") => Ok(SendingProvider::Sns),
+        Some("end-user-messaging") => Ok(SendingProvider::EndUserMessaging(EumSettings {
+            configuration_set: o.require("SmsConfigurationSetName")?.to_owned(),
+            origination_identity: o.get("SmsOriginationIdentity").map(str::to_owned),
+            opt_out_list: o.require("SmsOptOutListName")?.to_owned(),
+        })),
+        Some(other) => Err(CliError::Usage(format!(
+            "stack {} names an SMS provider this CLI does not know ({other}): use the CLI of its version",
+            o.stack
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_provider_comes_from_the_outputs_and_an_older_stack_sent_through_sns() {
+        assert_eq!(sending_provider(&outputs(&[])).expect("older"), SendingProvider::Sns);
+        let eum = outputs(&[
+            ("SmsProvider", "end-user-messaging"),
+            ("SmsConfigurationSetName", "tocsin-prod"),
+            ("SmsOptOutListName", "Default"),
+            ("SmsOriginationIdentity", ""),
+        ]);
+        assert_eq!(
+            sending_provider(&eum).expect("eum"),
+            SendingProvider::EndUserMessaging(EumSettings {
+                configuration_set: "tocsin-prod".into(),
+                origination_identity: None,
+                opt_out_list: "Default".into()
+            })
+        );
+        let half = outputs(&[("SmsProvider", "end-user-messaging")]);
+        assert!(sending_provider(&half).expect_err("incomplete").to_string().contains("SmsConfigurationSetName"));
+        assert!(sending_provider(&outputs(&[("SmsProvider", "carrier-pigeon")])).is_err());
+    }
 
     fn outputs(pairs: &[(&str, &str)]) -> StackOutputs {
         StackOutputs::new("tocsin-prod", pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())

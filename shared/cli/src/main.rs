@@ -11,11 +11,8 @@ use tocsin_cli::context::{Connection, Context};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     if let tocsin_cli::args::Command::Preflight(args) = &cli.command {
-        // Before the first deploy: the account, no stack.
-        let result = match tocsin_cli::context::load_sdk(cli.profile.as_deref(), cli.region.as_deref()).await {
-            Ok(sdk) => tocsin_cli::commands::preflight::run(&sdk, args, cli.json).await,
-            Err(e) => Err(e),
-        };
+        // Before the first deploy: the account, and a stack only when one is named.
+        let result = preflight(&cli, args).await;
         return finish(result, cli.json);
     }
     let Some(stack) = cli.stack.clone() else {
@@ -29,6 +26,18 @@ async fn main() -> ExitCode {
         Err(e) => Err(e),
     };
     finish(result, cli.json)
+}
+
+async fn preflight(cli: &Cli, args: &tocsin_cli::args::PreflightArgs) -> tocsin_cli::error::CliResult<u8> {
+    let sdk = tocsin_cli::context::load_sdk(cli.profile.as_deref(), cli.region.as_deref()).await?;
+    let stack = match &cli.stack {
+        Some(name) => {
+            let cfn = aws_sdk_cloudformation::Client::new(&sdk);
+            Some(tocsin_cli::context::StackOutputs::describe(&cfn, name).await?)
+        }
+        None => None,
+    };
+    tocsin_cli::commands::preflight::run(&sdk, args, stack.as_ref(), cli.json).await
 }
 
 fn finish(result: tocsin_cli::error::CliResult<u8>, json: bool) -> ExitCode {

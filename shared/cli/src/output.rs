@@ -62,6 +62,32 @@ pub fn opt_time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(|| "—".to_owned(), time)
 }
 
+/// `text` with every run that may be a phone number (a `+` and 7 digits or more, or 7 digits or
+/// more) masked: for messages from AWS, which name the numbers they refuse in clear.
+pub fn mask_numbers_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let digits = run.trim_start_matches('+').len();
+        if digits >= 7 {
+            out.push_str(&tocsin::domain::phone::mask_phone_like(run));
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() || (c == '+' && run.is_empty()) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 pub fn opt(v: Option<&str>) -> String {
     v.filter(|s| !s.is_empty()).map_or_else(|| "—".to_owned(), str::to_owned)
 }
@@ -82,5 +108,14 @@ mod tests {
         assert_eq!(time_relative(at("2026-11-29T19:00:00Z"), now), "2026-11-29 19:00:00 UTC (3h ago)");
         assert_eq!(opt_time(None), "—");
         assert_eq!((count(1, "escalation"), count(2, "escalation")), ("1 escalation".into(), "2 escalations".into()));
+    }
+
+    #[test]
+    fn numbers_in_an_aws_message_are_masked_and_ids_and_prices_are_not() {
+        assert_eq!(
+            mask_numbers_in("+14155550100 is opted out in Default (phone-12ab, 0.00581 USD)"),
+            "+1******0100 is opted out in Default (phone-12ab, 0.00581 USD)"
+        );
+        assert_eq!(mask_numbers_in("18335550001"), "1******0001");
     }
 }

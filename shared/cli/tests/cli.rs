@@ -117,7 +117,9 @@ async fn show_prints_the_intent_and_its_timeline_with_the_number_masked() {
 
     let table = tocsin(&p, &["show", key.as_str()]).await;
     assert_eq!(table.code, 0, "{table:?}");
-    for expected in ["show-1", "disk_full@v1", "+1******0120", "accepted", msg_id.as_str(), "accepted by SNS"] {
+    for expected in
+        ["show-1", "disk_full@v1", "+1******0120", "accepted", msg_id.as_str(), "accepted by the SMS provider"]
+    {
         assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
     }
     assert!(!table.stdout.contains(number) && !table.stderr.contains(number), "the number leaked:\n{}", table.stdout);
@@ -363,7 +365,8 @@ async fn resend_after_send_unknown_sends_exactly_one_more_sms_and_records_who_an
     let msg_id = record.status.sns_message_id.clone().expect("message id recorded");
     assert_eq!(doc["sns_message_id"], msg_id.as_str());
     assert_eq!((record.status.state, record.status.attempts), (State::Accepted, 2));
-    assert_eq!(record.status.attempt_id, None, "the claim is released");
+    assert_eq!(record.status.lease_until, None, "the claim is released");
+    assert_eq!(record.status.attempt_id.as_deref(), Some(attempt_id), "the last attempt is kept");
     let sms = p.emulator.sent_sms().await.expect("sms");
     assert_eq!((sms[1].message_id.as_str(), sms[1].phone_number.as_str()), (msg_id.as_str(), number));
 
@@ -399,7 +402,9 @@ async fn a_throttled_resend_sends_nothing_marks_the_intent_failed_and_may_be_run
     assert!(r.stdout.contains("nothing was sent") && r.stdout.contains("run the same command again"), "{r:?}");
     assert_eq!(sms_count(&p).await, 1, "throttled: SNS sent nothing");
     let record = p.record(&key).await;
-    assert_eq!((record.status.state, record.status.attempt_id.as_deref()), (State::Failed, None));
+    assert_eq!((record.status.state, record.status.lease_until), (State::Failed, None), "the claim is released");
+    let attempt = record.status.attempt_id.as_deref().unwrap_or_default();
+    assert!(attempt.starts_with("operator:"), "the last attempt is the operator's: {record:?}");
     assert!(record.status.last_error.as_deref().unwrap_or_default().contains("retryable"), "{record:?}");
 
     let again = tocsin_via(&p, &proxy.endpoint(), &["resend", key.as_str(), "--reason", "second try"]).await;
@@ -422,7 +427,8 @@ async fn a_resend_whose_answer_is_lost_becomes_send_unknown_again_and_is_not_ret
     assert!(doc["message"].as_str().unwrap_or_default().contains("Do not resend blindly"), "{doc}");
     assert_eq!(sms_count(&p).await, 2, "the publish reached SNS once, and was not retried");
     let record = p.record(&key).await;
-    assert_eq!((record.status.state, record.status.attempts, record.status.attempt_id), (State::SendUnknown, 2, None));
+    assert_eq!((record.status.state, record.status.attempts, record.status.lease_until), (State::SendUnknown, 2, None));
+    assert!(record.status.attempt_id.as_deref().unwrap_or_default().starts_with("operator:"), "the last attempt, kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,7 +485,12 @@ async fn scenario_5_an_operator_resend_racing_an_automatic_retry_publishes_one_s
     assert!(cli.stderr.contains("SNS already took it") && cli.stderr.contains("changed while claiming"), "{cli:?}");
     assert_eq!(sms_count(&p).await, 1, "the retry's SMS only");
     let record = p.record(&key).await;
-    assert_eq!((record.status.state, record.status.attempt_id.as_deref()), (State::Accepted, None));
+    assert_eq!((record.status.state, record.status.lease_until), (State::Accepted, None));
+    let attempt = record.status.attempt_id.as_deref().unwrap_or_default();
+    assert!(
+        !attempt.starts_with("operator:"),
+        "the last attempt is the retry's, never the refused operator's: {attempt}"
+    );
     assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refused claim records nothing");
 }
 

@@ -21,6 +21,7 @@ use tocsin_harness::recorded::{Answer, Recorded};
 
 const STACK: &str = "tocsin-doc";
 
+/// A stack on SNS (these checks read SNS's account settings and its delivery-status log groups).
 async fn deployed() -> (CloudFormationEmulator, BTreeMap<String, String>) {
     deployed_with(&[]).await
 }
@@ -32,7 +33,11 @@ async fn deployed_with(parameters: &[(&str, &str)]) -> (CloudFormationEmulator, 
         .expect("template.yaml translates");
     let (template, _) = deployable_on_emulator(&translated);
     let cfn = CloudFormationEmulator::start().await.expect("emulator");
-    cfn.create_stack(STACK, &template, parameters).await.expect("CloudFormation answers").expect("stack created");
+    let mut parameters = parameters.to_vec();
+    if !parameters.iter().any(|(k, _)| *k == "SmsProvider") {
+        parameters.push(("SmsProvider", "sns"));
+    }
+    cfn.create_stack(STACK, &template, &parameters).await.expect("CloudFormation answers").expect("stack created");
     let client = aws_sdk_cloudformation::Client::new(&cfn.sdk_config().await);
     let stacks = client.describe_stacks().stack_name(STACK).send().await.expect("describe");
     let outputs = stacks.stacks()[0]
@@ -63,6 +68,19 @@ fn spend(usd: f64) -> (&'static str, Answer) {
     let doc = json!({"MetricDataResults": [{"Id": "spend", "Label": "SMSMonthToDateSpentUSD",
         "Timestamps": [{"$timestamp": 1_796_000_000.0}], "Values": [usd], "StatusCode": "Complete"}], "Messages": []});
     ("GetMetricData", Answer::rpc_v2_cbor(&doc))
+}
+
+/// The account's origination numbers (SNS ListOriginationNumbers): one active US toll-free number.
+fn origination() -> (&'static str, Answer) {
+    (
+        "ListOriginationNumbers",
+        Answer::sns_query(
+            "ListOriginationNumbers",
+            "<PhoneNumbers><member><PhoneNumber>+18445550100</PhoneNumber><Status>ACTIVE</Status>\
+             <Iso2CountryCode>US</Iso2CountryCode><RouteType>Transactional</RouteType>\
+             <NumberCapabilities><member>SMS</member></NumberCapabilities></member></PhoneNumbers>",
+        ),
+    )
 }
 
 fn alarms(in_alarm: &[(&str, &str)]) -> (&'static str, Answer) {
@@ -96,8 +114,9 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         ],
     )
     .await;
-    let recorded =
-        Recorded::start(&cfn.endpoint(), vec![sandbox(false), spend(1.25), alarms(&[])]).await.expect("recorded");
+    let recorded = Recorded::start(&cfn.endpoint(), vec![sandbox(false), spend(1.25), origination(), alarms(&[])])
+        .await
+        .expect("recorded");
 
     let r = doctor(&cfn, &recorded, false).await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -107,6 +126,7 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         "ok      success sampling: 100 %",
         "ok      SMS sandbox: out of the sandbox",
         "ok      SMS spend: 1.25 of 10.00 USD this month (12 %)",
+        "ok      origination number: SmsOriginationNumber not set: SNS chooses among 1: +1******0100 (US, Transactional)",
         "ok      delivered log group: sns/us-east-1/123456789012/DirectPublishToPhoneNumber, subscribed by",
         "ok      failed log group: sns/us-east-1/123456789012/DirectPublishToPhoneNumber/Failure, subscribed by",
         "ok      escalation queue: tocsin-doc-escalations: 0 visible, 0 in flight",
@@ -167,6 +187,7 @@ async fn doctor_exits_1_with_one_line_per_problem() {
             sandbox(true),
             ("ListSMSSandboxPhoneNumbers", pending),
             spend(0.95),
+            origination(),
             alarms(&[("tocsin-doc-escalation-waiting", "Threshold Crossed: 1 datapoint [1.0] was >= 1.0")]),
             // The e-mail subscription SNS is still waiting to have confirmed pages nobody.
             (
@@ -194,8 +215,8 @@ async fn doctor_exits_1_with_one_line_per_problem() {
         "PROBLEM delivered log group: sns/us-east-1/123456789012/DirectPublishToPhoneNumber has no subscription filter to",
         "PROBLEM send dead-letter queue: tocsin-doc-send-dlq: 1 visible",
         "PROBLEM alarm: tocsin-doc-escalation-waiting (Threshold Crossed",
-        "PROBLEM on-call subscriptions: nobody confirmed on tocsin-doc-oncall: every alarm pages nobody; waiting for \
-         confirmation: o…@example.com",
+        "PROBLEM on-call subscriptions: nobody confirmed and reachable on tocsin-doc-oncall: every alarm pages nobody; \
+         waiting for confirmation: o…@example.com",
     ];
     assert_eq!(problems.len(), expected.len(), "one line per problem:\n{}", r.stdout);
     for (line, want) in problems.iter().zip(expected) {

@@ -1,4 +1,5 @@
-//! `tocsin preflight`: one test per check, each made to fail and to pass, against the emulator
+//! `tocsin preflight --sms-provider sns`: one test per check of SNS's side, each made to fail and
+//! to pass (End User Messaging's side: `preflight_eum.rs`), against the emulator
 //! with moto's CloudFormation (`moto_cfn.py`: other tocsin stacks deployed from the translated
 //! template hold the subscription filters, as in an account that already runs two).
 //!
@@ -110,7 +111,7 @@ async fn preflight(cfn: &CloudFormationEmulator, a: &Account, args: &[&str]) -> 
     for service in ["SNS", "CLOUDWATCH", "LAMBDA"] {
         env.push((format!("AWS_ENDPOINT_URL_{service}"), rec.endpoint()));
     }
-    let mut all = vec!["preflight"];
+    let mut all = vec!["preflight", "--sms-provider", "sns"];
     all.extend_from_slice(args);
     tocsin_with(env, &all).await
 }
@@ -125,7 +126,11 @@ async fn a_sound_account_has_nothing_blocking_and_preflight_needs_no_stack() {
     let r = preflight(&cfn, &sound(), &["--to", "+14155550100"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(blockers(&r).is_empty(), "{}", r.stdout);
-    assert!(r.stdout.trim_end().ends_with("account 123456789012, us-east-1: nothing blocks a deploy."), "{}", r.stdout);
+    assert!(
+        r.stdout.trim_end().ends_with("account 123456789012, us-east-1, SmsProvider=sns: nothing blocks a deploy."),
+        "{}",
+        r.stdout
+    );
     let doc = preflight(&cfn, &sound(), &["--json"]).await;
     let doc = doc.json();
     assert_eq!((doc["ok"].as_bool(), doc["blockers"].as_u64()), (Some(true), Some(0)), "{doc}");
@@ -165,10 +170,14 @@ async fn the_delivery_status_log_groups_say_which_create_sms_log_groups_and_whet
         .expect("translates");
     let (template, _) = deployable_on_emulator(&translated);
     for (stack, create, manage) in [("tocsin-prod", "true", "true"), ("tocsin-dev", "false", "false")] {
-        cfn.create_stack(stack, &template, &[("CreateSmsLogGroups", create), ("ManageSmsPreferences", manage)])
-            .await
-            .expect("answers")
-            .expect("deployed");
+        cfn.create_stack(
+            stack,
+            &template,
+            &[("SmsProvider", "sns"), ("CreateSmsLogGroups", create), ("ManageSmsPreferences", manage)],
+        )
+        .await
+        .expect("answers")
+        .expect("deployed");
     }
     let r = preflight(&cfn, &sound(), &[]).await;
     let b = blockers(&r);
@@ -285,7 +294,12 @@ async fn the_spend_limit_and_this_months_spend() {
         r.stdout
     );
     let r = preflight(&cfn, &sound(), &[]).await;
-    assert!(r.stdout.contains("WARN    SMS spend: the limit is 1 USD (a new account's)"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("WARN    SMS spend: the limit is 1 USD (a new account's; inside the SMS sandbox it stays 1 USD)"),
+        "{}",
+        r.stdout
+    );
     let spent = Account { spend_usd: 0.95, ..sound() };
     let r = preflight(&cfn, &spent, &[]).await;
     assert_eq!(r.code, 1, "{r:?}");

@@ -112,6 +112,15 @@ async fn setup(secret: &'static str) -> Setup {
             ("DescribeAlarms", Answer::rpc_v2_cbor(&json!({"MetricAlarms": [], "CompositeAlarms": []}))),
             ("DescribeSubscriptionFilters", Answer::json(&filters)),
             ("GetFunctionConcurrency", Answer::json(&json!({"ReservedConcurrentExecutions": 2}))),
+            (
+                "ListOriginationNumbers",
+                Answer::sns_query(
+                    "ListOriginationNumbers",
+                    "<PhoneNumbers><member><PhoneNumber>+18445550100</PhoneNumber><Status>ACTIVE</Status>\
+                     <Iso2CountryCode>US</Iso2CountryCode><RouteType>Transactional</RouteType>\
+                     <NumberCapabilities><member>SMS</member></NumberCapabilities></member></PhoneNumbers>",
+                ),
+            ),
         ],
     )
     .await
@@ -197,13 +206,8 @@ async fn a_probe_the_api_refuses_stops_at_hop_1_and_names_the_permission() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_no_sender_publishes_stops_at_hop_2() {
-    stops_at(
-        World::NoSender,
-        "test",
-        2,
-        "no SNS message id after 3s (state received): the sender has not published it",
-    )
-    .await;
+    stops_at(World::NoSender, "test", 2, "no SNS message id after 3s (state received): the sender has not sent it")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

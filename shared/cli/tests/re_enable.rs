@@ -1,6 +1,8 @@
-//! `tocsin re-enable`: SNS's opt-out list is asked first, and a re-enabled number is flagged for
-//! the sender to ask SNS again before its first send. moto reports every number ending in 99 as
-//! opted out (CheckIfPhoneNumberIsOptedOut) and serves OptInPhoneNumber.
+//! `tocsin re-enable`: the SMS provider's opt-out list is asked first, and a re-enabled number is
+//! flagged for the sender to ask the provider again before its first send. Under SNS, moto reports
+//! every number ending in 99 as opted out (CheckIfPhoneNumberIsOptedOut) and serves
+//! OptInPhoneNumber; under End User Messaging the stand-in keeps the stack's opt-out list
+//! (DescribeOptedOutNumbers, DeleteOptedOutNumber).
 
 mod common;
 
@@ -8,7 +10,7 @@ use common::{Run, aws_env, tocsin_with};
 use tocsin::adapters::registry::RegistryEvent;
 use tocsin::domain::PhoneNumber;
 use tocsin::ports::{RecipientRegistry, SuppressionEvidence};
-use tocsin_tests::Pipeline;
+use tocsin_tests::{Options, Pipeline};
 
 async fn tocsin(p: &Pipeline, args: &[&str]) -> Run {
     let mut all = vec!["--stack", "tocsin-local"];
@@ -46,7 +48,7 @@ async fn a_number_sns_still_has_opted_out_is_not_re_enabled_without_opt_in_and_t
     let calls = p.emulator.stop_recording().await.expect("recording");
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
-    assert_eq!((doc["opted_out_at_sns"].as_bool(), doc["opted_in"].as_bool()), (Some(true), Some(true)), "{doc}");
+    assert_eq!((doc["opted_out"].as_bool(), doc["opted_in"].as_bool()), (Some(true), Some(true)), "{doc}");
     assert!(calls.iter().any(|c| c == "SNS.OptInPhoneNumber"), "{calls:?}");
     assert!(p.registry.suppression(&phone).await.expect("registry").is_none());
     assert!(matches!(p.registry.history(&phone).await.expect("history").last(), Some(RegistryEvent::ReEnabled { .. })));
@@ -62,7 +64,7 @@ async fn a_re_enabled_number_is_flagged_until_a_send_has_asked_sns_about_it() {
     let r = tocsin(&p, &["--json", "re-enable", "+14155550163", "--reason", "carrier fixed it"]).await;
     let calls = p.emulator.stop_recording().await.expect("recording");
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["opted_out_at_sns"], false);
+    assert_eq!(r.json()["opted_out"], false);
     assert!(calls.iter().any(|c| c == "SNS.CheckIfPhoneNumberIsOptedOut"), "{calls:?}");
     assert!(!calls.iter().any(|c| c == "SNS.OptInPhoneNumber"), "not opted out: no opt-in spent");
     assert!(p.registry.needs_opt_out_check(&phone).await.expect("flag"));
@@ -73,4 +75,43 @@ async fn a_re_enabled_number_is_flagged_until_a_send_has_asked_sns_about_it() {
     let phone = suppressed(&p, "+14155550163").await;
     p.registry.opt_out_checked(&phone).await.expect("no error");
     assert!(p.registry.suppression(&phone).await.expect("registry").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_the_stacks_opt_out_list_is_asked_and_opt_in_takes_the_number_off_it() {
+    let p = Pipeline::start_with(Options::end_user_messaging()).await;
+    let number = "+14155550177";
+    let eum = aws_sdk_pinpointsmsvoicev2::Client::new(&p.emulator.sdk_config().await);
+    eum.put_opted_out_number().opt_out_list_name("Default").opted_out_number(number).send().await.expect("STOP");
+    let phone = suppressed(&p, number).await;
+
+    p.emulator.start_recording().await.expect("record");
+    let r = tocsin(&p, &["re-enable", number, "--reason", "says it works again"]).await;
+    let calls = p.emulator.stop_recording().await.expect("recording");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("opted out at End User Messaging opt-out list Default"), "{r:?}");
+    assert!(r.stderr.contains("DeleteOptedOutNumber") && r.stderr.contains("reply START"), "{r:?}");
+    assert!(!r.stderr.contains(number), "masked: {r:?}");
+    assert!(
+        !calls.iter().any(|c| c.ends_with(".CheckIfPhoneNumberIsOptedOut")),
+        "SNS's list is not this stack's: {calls:?}"
+    );
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "still suppressed");
+
+    let r = tocsin(&p, &["--json", "re-enable", number, "--reason", "asked; opting in", "--opt-in"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["opt_out_list"], "End User Messaging opt-out list Default", "{doc}");
+    assert_eq!((doc["opted_out"].as_bool(), doc["opted_in"].as_bool()), (Some(true), Some(true)), "{doc}");
+    let left = eum.describe_opted_out_numbers().opt_out_list_name("Default").send().await.expect("list");
+    assert!(left.opted_out_numbers().iter().all(|n| n.opted_out_number() != number), "taken off the list");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none());
+    assert!(p.registry.needs_opt_out_check(&phone).await.expect("flag"), "the sender asks again before sending");
+
+    // A number not on the list is re-enabled without spending the once-in-30-days opt-in.
+    let other = suppressed(&p, "+14155550178").await;
+    let r = tocsin(&p, &["--json", "re-enable", "+14155550178", "--reason", "carrier fixed it"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!((r.json()["opted_out"].as_bool(), r.json()["opted_in"].as_bool()), (Some(false), Some(false)));
+    assert!(p.registry.suppression(&other).await.expect("registry").is_none());
 }

@@ -2,11 +2,13 @@
 //! [`crate::ports`].
 
 pub mod carriers;
-pub mod cloudwatch_logs;
 pub mod commit;
+pub mod eum;
 pub mod ledger;
+mod publish_errors;
 pub mod registry;
 pub mod sdk;
+pub mod sms;
 pub mod sns;
 pub mod sqs;
 

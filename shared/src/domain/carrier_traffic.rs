@@ -231,13 +231,18 @@ pub fn tally<'a>(
     let mut out = CountryTallies::new();
     for (r, at) in records {
         let Some(at) = at.filter(|at| *at >= oldest && *at <= newest) else { continue };
+        // Progress (End User Messaging's queued, pending, non-final acceptance) is not a record of
+        // an outcome: one SMS is tallied once, by its final event, as SNS logs it once.
+        if matches!(r.status, DeliveryStatus::Pending(_)) {
+            continue;
+        }
         let key = (minute_of(at), slice_of(r.carrier.as_deref()), country_slice(r.mcc.as_deref()));
         let t = out.entry(key).or_default();
         t.records += 1;
         match r.status {
             DeliveryStatus::Success => t.delivered += 1,
             DeliveryStatus::Failure => t.failed += 1,
-            DeliveryStatus::Other(_) => {}
+            DeliveryStatus::Pending(_) | DeliveryStatus::Other(_) => {}
         }
         if let Some(d) = r.dwell_ms {
             t.dwell_ms = t.dwell_ms.saturating_add(d);
@@ -599,6 +604,7 @@ pub fn degraded(verdicts: &BTreeMap<String, TrafficVerdict>) -> BTreeSet<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::delivery::Format;
 
     fn t0() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-09-23T12:00:00Z").map(|d| d.with_timezone(&Utc)).unwrap_or_default()
@@ -764,19 +770,11 @@ mod tests {
     #[test]
     fn records_are_tallied_by_minute_carrier_and_country_with_counts_and_dwell_only() {
         let rec = |carrier: Option<&str>, mcc: Option<&str>, status: DeliveryStatus, dwell: u64| DeliveryRecord {
-            message_id: "m".into(),
-            status,
-            timestamp: None,
             destination: Some("+14155550100".into()),
-            provider_response: None,
             carrier: carrier.map(str::to_owned),
             mcc: mcc.map(str::to_owned),
-            mnc: None,
-            parts: None,
-            price_usd: None,
             dwell_ms: Some(dwell),
-            dwell_until_ack_ms: None,
-            sms_type: None,
+            ..DeliveryRecord::bare(Format::SnsDeliveryLog, "m", status)
         };
         let a = rec(Some("Tel"), Some("310"), DeliveryStatus::Success, 1_000);
         let b = rec(Some("Tel"), Some("310"), DeliveryStatus::Failure, 700_000);

@@ -153,6 +153,8 @@ pub struct Escalation {
 pub struct Status {
     pub state: State,
     pub attempts: u32,
+    /// The current attempt's id while `sending`; afterwards the last attempt's (a keyed delivery
+    /// event names the attempt that sent its SMS).
     pub attempt_id: Option<String>,
     pub claimed_at: Option<DateTime<Utc>>,
     pub lease_until: Option<DateTime<Utc>>,

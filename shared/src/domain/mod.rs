@@ -1,19 +1,23 @@
 //! The domain core: what an alert intent is, how it is validated, keyed and rendered, the state
-//! machine it moves through, how SNS delivery-status records are read and classified, and what the
-//! scheduled sweep decides. Pure: no AWS, no I/O, time passed in.
+//! machine it moves through, how delivery records (SNS logs, End User Messaging events) are read
+//! and classified, what an SMS says about itself (its send context), and what the scheduled sweep
+//! decides. Pure: no AWS, no I/O, time passed in.
 
 pub mod carrier;
 pub mod carrier_traffic;
 pub mod delivery;
 pub mod digest_id;
+pub mod eum_status;
 pub mod intent;
 pub mod key;
 pub mod observation;
 pub mod phone;
 pub mod provider;
 pub mod reconcile;
+pub mod refusal;
 pub mod request;
 pub mod segments;
+pub mod send_context;
 pub mod sms;
 pub mod state;
 pub mod storm;

@@ -127,10 +127,14 @@ impl Observation {
             ObservationKind::Received { origin } => format!("received from {origin}"),
             ObservationKind::Enqueued { by } => format!("enqueued by {by}"),
             ObservationKind::Claimed { attempt, .. } => format!("claimed by sender (attempt {attempt})"),
-            ObservationKind::Accepted { sns_message_id, .. } => format!("accepted by SNS, message id {sns_message_id}"),
-            ObservationKind::PublishRetryable { error, .. } => format!("SNS did not accept ({error}); will retry"),
+            ObservationKind::Accepted { sns_message_id, .. } => {
+                format!("accepted by the SMS provider, message id {sns_message_id}")
+            }
+            ObservationKind::PublishRetryable { error, .. } => {
+                format!("the SMS provider did not accept ({error}); will retry")
+            }
             ObservationKind::Deferred { reason, .. } => format!("not sent yet ({reason}); back on the queue"),
-            ObservationKind::PublishRejected { error, .. } => format!("SNS rejected the publish ({error})"),
+            ObservationKind::PublishRejected { error, .. } => format!("the SMS provider refused it ({error})"),
             ObservationKind::SendUnknown { cause, .. } => format!("outcome unknown ({cause}); not re-sent"),
             ObservationKind::Suppressed { registry_reason } => {
                 format!("recipient suppressed ({registry_reason}); not sent")
@@ -139,6 +143,12 @@ impl Observation {
                 format!("deadline {} passed before sending; not sent", deadline.to_rfc3339())
             }
             ObservationKind::DeliveryStatus { status, provider_response, effect, late, .. } => {
+                let response = provider_response.as_deref().unwrap_or("no provider response");
+                // End User Messaging's progress (queued, pending, the carrier's acceptance): its
+                // status is the event type, which the response already names.
+                if *effect == ReceiptEffect::Unrecognised && status.starts_with("TEXT_") {
+                    return format!("progress: {response} (not an outcome)");
+                }
                 let effect = match effect {
                     ReceiptEffect::Moved { to, .. } => format!("-> {to}"),
                     ReceiptEffect::Redundant => "redundant".into(),
@@ -147,10 +157,7 @@ impl Observation {
                     ReceiptEffect::Unrecognised => "unrecognised status, state kept".into(),
                 };
                 let late = if *late { " (after escalation)" } else { "" };
-                format!(
-                    "delivery status {status}: {}{late} [{effect}]",
-                    provider_response.as_deref().unwrap_or("no provider response")
-                )
+                format!("delivery status {status}: {response}{late} [{effect}]")
             }
             ObservationKind::DelaySuspected => "no delivery receipt yet: delay suspected".into(),
             ObservationKind::ExpiredUnknown => "no delivery receipt within 73 h: expired unknown".into(),

@@ -1,4 +1,5 @@
-//! What a failed delivery's `providerResponse` means for tocsin: a versioned table.
+//! What a failed SNS delivery's `providerResponse` means for tocsin: a versioned table (End User
+//! Messaging's event types have theirs in [`super::eum_status`]), and the failure classes both use.
 //!
 //! AWS does not say which responses are permanent, and public systems disagree, so this is
 //! tocsin's own judgement, with the reasoning next to each entry. Permanent-for-recipient
@@ -129,6 +130,8 @@ pub struct Classification {
     pub class: FailureClass,
     /// False when the response was not in the table (count it: the table may need an entry).
     pub recognised: bool,
+    /// The table that decided it (this one's [`TABLE_VERSION`], or End User Messaging's).
+    pub table_version: &'static str,
 }
 
 fn normalise(s: &str) -> String {
@@ -138,7 +141,7 @@ fn normalise(s: &str) -> String {
 
 pub fn classify(provider_response: Option<&str>) -> Classification {
     let Some(resp) = provider_response else {
-        return Classification { class: FailureClass::Unknown, recognised: false };
+        return Classification { class: FailureClass::Unknown, recognised: false, table_version: TABLE_VERSION };
     };
     // The table's responses, normalised once per process.
     static NORMALISED: std::sync::LazyLock<Vec<(String, &'static Entry)>> =
@@ -153,8 +156,8 @@ pub fn classify(provider_response: Option<&str>) -> Classification {
         lookup(&alt)
     });
     match found {
-        Some(e) => Classification { class: e.class, recognised: true },
-        None => Classification { class: FailureClass::Unknown, recognised: false },
+        Some(e) => Classification { class: e.class, recognised: true, table_version: TABLE_VERSION },
+        None => Classification { class: FailureClass::Unknown, recognised: false, table_version: TABLE_VERSION },
     }
 }
 
@@ -206,7 +209,10 @@ mod tests {
     #[test]
     fn a_used_up_spend_limit_is_the_accounts_failure_never_the_numbers() {
         let c = classify(Some("No quota left for account."));
-        assert_eq!(c, Classification { class: FailureClass::AccountLimit, recognised: true });
+        assert_eq!(
+            c,
+            Classification { class: FailureClass::AccountLimit, recognised: true, table_version: TABLE_VERSION }
+        );
         assert_ne!(c.class, FailureClass::PermanentRecipient);
     }
 
@@ -220,7 +226,7 @@ mod tests {
     #[test]
     fn an_unrecognised_response_is_unknown_and_flagged() {
         let c = classify(Some("Message has been accepted by phone carrier"));
-        assert_eq!(c, Classification { class: FailureClass::Unknown, recognised: false });
+        assert_eq!(c, Classification { class: FailureClass::Unknown, recognised: false, table_version: TABLE_VERSION });
         assert!(!classify(None).recognised);
     }
 }

@@ -88,9 +88,9 @@ pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>)
         }
         State::Sending => format!("not confirmed by {dl}: a send attempt never reported back; check before resending"),
         State::Accepted | State::DelaySuspected => {
-            format!("accepted by SNS but no delivery receipt by {dl}: the carrier is silent")
+            format!("accepted by the SMS provider but no delivery receipt by {dl}: the carrier is silent")
         }
-        State::ExpiredUnknown => "accepted by SNS, no delivery receipt within 73 h".into(),
+        State::ExpiredUnknown => "accepted by the SMS provider, no delivery receipt within 73 h".into(),
         State::Received | State::Queued => format!("never sent by {dl}: the send queue did not get to it"),
         State::Delivered => "delivered".into(),
     }

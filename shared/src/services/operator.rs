@@ -23,10 +23,12 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::intent::SmsOptions;
 use crate::domain::observation::{Observation, ObservationKind};
+use crate::domain::send_context::SendContext;
 use crate::domain::{IdempotencyKey, IntentRecord, State};
 use crate::ports::{
     Clock, Commit, EscalationBacklog, IntentStore, NextCheck, PortError, PortResult, PublishOutcome, RecipientRegistry,
-    SmsGateway, SmsMessage, StatusPatch, Suppression, Transition, TransitionOutcome, after,
+    Refusal, SmsGateway, SmsMessage, StatusPatch, Suppression, SuppressionEvidence, Transition, TransitionOutcome,
+    after,
 };
 
 /// The states an operator may resend from: the outcome is unknown, or the intent ended without a
@@ -129,7 +131,13 @@ pub struct ResendRequest<'a> {
     pub lease: Duration,
     /// The deployment's SMS settings where the intent names none.
     pub defaults: &'a SmsOptions,
+    /// The deployment (stack) sending: the SMS's context names it with the alert and attempt.
+    pub stack: &'a str,
 }
+
+/// How long an operator's resend stays worth delivering when the alert's deadline has passed
+/// (a person asked for it now): the carrier gives up after this (End User Messaging's TimeToLive).
+pub const RESEND_WORTH: Duration = Duration::from_secs(3600);
 
 /// Why nothing was sent.
 #[derive(Debug, thiserror::Error)]
@@ -231,9 +239,29 @@ where
     };
     // Claimed: this operator alone may publish now, once.
     let options = record.intent.sms.or_defaults(req.defaults);
+    let context = SendContext::alert(req.stack, key.clone(), req.attempt_id);
+    let worth_until = record.intent.deadline.max(after(now, RESEND_WORTH));
     let published = gateway
-        .publish(SmsMessage { to: &record.intent.recipient, body: record.intent.body.expose(), options: &options })
+        .publish(SmsMessage {
+            to: &record.intent.recipient,
+            body: record.intent.body.expose(),
+            options: &options,
+            context: &context,
+            worth_until,
+        })
         .await;
+    // An opted-out number (the provider refused the send) is suppressed before anything else is
+    // written, as the sender does: no later alert goes to it.
+    if let PublishOutcome::Rejected { error, refusal: Refusal::Recipient } = &published {
+        let evidence = SuppressionEvidence {
+            log_event_id: format!("refusal:{}", req.attempt_id),
+            provider_response: Some(error.clone()),
+            at: clock.now(),
+            intent_key: key.to_string(),
+            table_version: "refusal".into(),
+        };
+        registry.suppress(&record.intent.recipient, &evidence).await.map_err(port("suppressing the number"))?;
+    }
     let outcome = match &published {
         PublishOutcome::Accepted { .. } => ResendOutcome::Accepted,
         PublishOutcome::Rejected { .. } => ResendOutcome::Rejected,
@@ -262,10 +290,16 @@ async fn record_resend<S: IntentStore>(
             StatusPatch { sns_message_id: Some(message_id.clone()), accepted_at: Some(now), ..base },
             "accepted",
         ),
-        PublishOutcome::Rejected { error } => (
-            State::Failed,
+        PublishOutcome::Rejected { error, refusal: Refusal::Recipient } => (
+            State::Suppressed,
+            ObservationKind::Suppressed { registry_reason: Refusal::Recipient.reason(error) },
+            StatusPatch { last_error: Some(Refusal::Recipient.reason(error)), ..base },
+            "rejected",
+        ),
+        PublishOutcome::Rejected { error, refusal } => (
+            refusal.state(),
             ObservationKind::PublishRejected { attempt_id: attempt_id.into(), error: error.clone() },
-            StatusPatch { last_error: Some(format!("SNS rejected the operator's resend: {error}")), ..base },
+            StatusPatch { last_error: Some(format!("operator's resend: {}", refusal.reason(error))), ..base },
             "rejected",
         ),
         PublishOutcome::Retryable { error } => (

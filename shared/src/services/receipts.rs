@@ -1,14 +1,16 @@
-//! Applying one SNS delivery-status record to the intent it belongs to: an append-only
-//! observation keyed by the CloudWatch Logs event id, a monotonic state change, and immediate
-//! suppression of a number the record proves unusable. Used by the status function (records that
-//! arrive through the subscription) and by reconciliation (records found by searching the logs).
+//! Applying one delivery record (an SNS delivery-status record or an End User Messaging event) to
+//! the intent it belongs to: an append-only observation keyed by the CloudWatch Logs event id, a
+//! monotonic state change, and immediate suppression of a number the record proves unusable. Used
+//! by the status function (records that arrive through the subscription) and by reconciliation
+//! (records found by searching the logs).
 
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::delivery::DeliveryRecord;
 use crate::domain::intent::IntentRecord;
 use crate::domain::observation::{Observation, ObservationKind};
-use crate::domain::provider::{FailureClass, TABLE_VERSION, classify};
+use crate::domain::provider::FailureClass;
+use crate::domain::send_context::Subject;
 use crate::domain::state::{ReceiptEffect, apply_linked_receipt, apply_receipt};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 use crate::ports::{
@@ -32,6 +34,9 @@ pub enum Applied {
     Effect(ReceiptEffect),
     /// This log event was applied before (a redelivery or a retried invocation).
     Duplicate,
+    /// The record names an intent by key that does not exist (expired long ago, or a forged
+    /// event): nothing written, counted.
+    NoSuchIntent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +60,11 @@ pub enum Link {
     /// Found by reconciliation as the SMS of a storm-mode digest this intent is a member of: its
     /// message id is indexed once for every member (never for this intent alone).
     ReconciledDigest,
+    /// The record's own context names this intent and the attempt that sent it (End User
+    /// Messaging echoes it in every event): exact, with no index. The attempt decides whether it
+    /// is the current attempt's SMS (then it settles the intent in any waiting state, `sending`
+    /// and `send_unknown` included) or an earlier one's (stored, never applied).
+    Keyed,
 }
 
 /// Applies `record` (from `event`) to intent `key` of `recipient`.
@@ -69,8 +79,7 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     link: Link,
     now: DateTime<Utc>,
 ) -> Result<Outcome, PortError> {
-    let classification = (record.status.receipt() == Some(crate::domain::state::Receipt::Failed))
-        .then(|| classify(record.provider_response.as_deref()));
+    let classification = record.failure;
     let class = classification.map(|c| c.class);
     // The number first: the record proves it unusable whatever becomes of the state write. Were
     // it second, a state write that landed with its answer lost would leave the number enabled
@@ -78,13 +87,19 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     // intent it searched for has left `send_unknown`. The registry write is idempotent, so a
     // retried record (a redelivered batch) suppresses again harmlessly.
     let mut suppressed = false;
-    if class == Some(FailureClass::PermanentRecipient) {
+    if let Some(c) = classification.filter(|c| c.class == FailureClass::PermanentRecipient) {
+        // A keyed record names its intent itself: before a number is suppressed on its word, the
+        // intent is read and must be that number's and that attempt's (an event anyone could
+        // write into the group suppresses nothing).
+        if link == Link::Keyed && !keyed_record_is_the_intents(store, key, recipient, record).await? {
+            return Ok(Outcome { applied: Applied::NoSuchIntent, suppressed, class, recognised: c.recognised });
+        }
         let evidence = SuppressionEvidence {
             log_event_id: event.id.to_owned(),
             provider_response: record.provider_response.clone(),
             at: now,
             intent_key: key.to_string(),
-            table_version: TABLE_VERSION.into(),
+            table_version: c.table_version.into(),
         };
         registry.suppress(recipient, &evidence).await?;
         suppressed = true;
@@ -92,6 +107,18 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     }
     let applied = apply_observation(store, key, recipient, event.clone(), record, class, link, now).await?;
     Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
+}
+
+/// Whether the intent `key` exists, is to `recipient`, and is the attempt (or the SMS) the keyed
+/// `record` names.
+async fn keyed_record_is_the_intents<S: IntentStore>(
+    store: &S,
+    key: &IdempotencyKey,
+    recipient: &PhoneNumber,
+    record: &DeliveryRecord,
+) -> Result<bool, PortError> {
+    let Some(current) = store.get(key).await? else { return Ok(false) };
+    Ok(current.intent.recipient == *recipient && Basis::of(&current).keyed_attempt(record) != KeyedAttempt::Other)
 }
 
 /// What a failed delivery's intent records as its error (and its escalation repeats to on-call).
@@ -121,6 +148,21 @@ struct Basis {
     in_digest: bool,
     /// When the current claim began (read intents only).
     claimed_at: Option<DateTime<Utc>>,
+    /// The current (or last) attempt (read intents only).
+    attempt_id: Option<String>,
+    /// The intent's recipient (read intents only).
+    recipient: Option<PhoneNumber>,
+}
+
+/// Whose attempt a keyed record is, as the intent's basis tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyedAttempt {
+    /// The current (or last) attempt's SMS.
+    Current,
+    /// An earlier attempt's (the intent was resent since).
+    Earlier,
+    /// Not this intent's at all (another number; or its context names no attempt of it).
+    Other,
 }
 
 impl Basis {
@@ -133,6 +175,27 @@ impl Basis {
             retain_until: Some(record.intent.expires_at()),
             in_digest: record.status.digest_id.is_some(),
             claimed_at: record.status.claimed_at,
+            attempt_id: record.status.attempt_id.clone(),
+            recipient: Some(record.intent.recipient.clone()),
+        }
+    }
+
+    /// Whether a keyed record (its context names this intent) is the current attempt's SMS. The
+    /// message id decides when the intent recorded one for its attempt; else the attempt id in the
+    /// context against the intent's current attempt.
+    fn keyed_attempt(&self, record: &DeliveryRecord) -> KeyedAttempt {
+        let Some(Subject::Alert { attempt, .. }) = record.context.as_ref().map(|c| &c.subject) else {
+            return KeyedAttempt::Other;
+        };
+        if self.recipient.as_ref().zip(record.destination.as_deref()).is_some_and(|(r, d)| r.expose() != d) {
+            return KeyedAttempt::Other;
+        }
+        match self.attempt_id.as_deref() {
+            Some(current) if current == attempt => KeyedAttempt::Current,
+            Some(_) => KeyedAttempt::Earlier,
+            // Written before attempts were kept on the intent: the message id alone can tell.
+            None if self.sns_message_id.as_deref() == Some(record.message_id.as_str()) => KeyedAttempt::Current,
+            None => KeyedAttempt::Earlier,
         }
     }
 
@@ -149,6 +212,8 @@ impl Basis {
             retain_until: None,
             in_digest: false,
             claimed_at: None,
+            attempt_id: None,
+            recipient: None,
         }
     }
 }
@@ -169,7 +234,13 @@ async fn apply_observation<S: IntentStore>(
     link: Link,
     now: DateTime<Utc>,
 ) -> Result<Applied, PortError> {
-    let at = record.timestamp.or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single()).unwrap_or(now);
+    // What the record reports happened then: End User Messaging's event time, else (SNS) when the
+    // SMS was sent, else when the record was logged.
+    let at = record
+        .reported_at
+        .or(record.timestamp)
+        .or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single())
+        .unwrap_or(now);
     let read = || async {
         match store.get(key).await? {
             Some(current) => Ok(Basis::of(&current)),
@@ -177,12 +248,20 @@ async fn apply_observation<S: IntentStore>(
         }
     };
     let mut basis = match link {
-        Link::Indexed => Basis::presumed_accepted(&record.message_id),
+        // Nearly always the intent is accepted with this very message id: decided on that, the
+        // write's conditions check it, and a refusal answers with the intent as it is.
+        Link::Indexed | Link::Keyed => Basis::presumed_accepted(&record.message_id),
         // Reconciliation links intents in other states (sending, send_unknown): read them.
         Link::Reconciled | Link::ReconciledDigest => read().await?,
     };
     for _ in 0..MAX_RACES {
         let state = basis.state;
+        // A keyed record is exactly its attempt's: the presumption (this message id) is checked by
+        // the write; a read intent is judged by the attempt its context names.
+        let keyed = (link == Link::Keyed && !basis.presumed).then(|| basis.keyed_attempt(record));
+        if keyed == Some(KeyedAttempt::Other) {
+            return Ok(Applied::NoSuchIntent);
+        }
         // A record for an earlier attempt's message (the intent was resent since) is evidence
         // about that message, not about the current attempt: stored, never applied. An intent
         // still `sending` has recorded no message id for its current attempt yet: the id it
@@ -193,12 +272,17 @@ async fn apply_observation<S: IntentStore>(
         // resent by an operator), not the current attempt's.
         let before_this_claim = sending
             && record.timestamp.zip(basis.claimed_at).is_some_and(|(sent, claimed)| sent + clock_skew() < claimed);
-        let earlier_attempt = before_this_claim
-            || match basis.sns_message_id.as_deref() {
-                Some(id) if sending => id == record.message_id,
-                Some(id) => id != record.message_id,
-                None => false,
-            };
+        let earlier_attempt = match keyed {
+            Some(k) => k == KeyedAttempt::Earlier,
+            None => {
+                before_this_claim
+                    || match basis.sns_message_id.as_deref() {
+                        Some(id) if sending => id == record.message_id,
+                        Some(id) => id != record.message_id,
+                        None => false,
+                    }
+            }
+        };
         let effect = match (record.status.receipt(), link) {
             (Some(_), _) if earlier_attempt => ReceiptEffect::Late,
             // Found by the message index while still `sending`: its sender stored the MessageId
@@ -206,7 +290,7 @@ async fn apply_observation<S: IntentStore>(
             // (a crash). The record settles it as a linked one would.
             (Some(r), Link::Indexed) if sending => apply_linked_receipt(state, r),
             (Some(r), Link::Indexed) => apply_receipt(state, r),
-            (Some(r), Link::Reconciled | Link::ReconciledDigest) => apply_linked_receipt(state, r),
+            (Some(r), Link::Reconciled | Link::ReconciledDigest | Link::Keyed) => apply_linked_receipt(state, r),
             (None, _) => ReceiptEffect::Unrecognised,
         };
         let mut patch = StatusPatch::default();
@@ -274,7 +358,19 @@ async fn apply_observation<S: IntentStore>(
             // transaction keeps that counter exact under redelivery.
             commit: if effect_moves { Commit::StateFirst } else { Commit::Atomic },
         };
-        match store.transition(t).await? {
+        let written = match store.transition(t).await {
+            // Presumed, and the intent is not there at all: a keyed record may name a key this
+            // stack never had (or one long expired). Read to be sure; nothing is written.
+            Err(PortError::Corrupt { .. }) if link == Link::Keyed && basis.presumed => match store.get(key).await? {
+                None => return Ok(Applied::NoSuchIntent),
+                Some(current) => {
+                    basis = Basis::of(&current);
+                    continue;
+                }
+            },
+            other => other?,
+        };
+        match written {
             TransitionOutcome::Applied => {
                 if effect == ReceiptEffect::Conflicting {
                     tracing::warn!(key = key.short(), state = %state, status = record.status.as_str(), "conflicting delivery record stored; state kept");

@@ -12,7 +12,7 @@ use crate::domain::reconcile::{Found, Window};
 use crate::domain::{IdempotencyKey, State};
 use crate::ports::{
     Commit, DeliveryLogSearch, IntentStore, MessageIndex, NextCheck, PortError, RecipientRegistry, SearchError,
-    StatusPatch, Transition,
+    SearchFor, StatusPatch, Transition,
 };
 use crate::services::receipts::{self, Link, LogEvent};
 
@@ -68,7 +68,12 @@ pub async fn candidates<S: IntentStore + MessageIndex, L: DeliveryLogSearch>(
     }
     let claimed = record.status.claimed_at.ok_or(ManualError::NeverClaimed)?;
     let window = Window::of_attempt(claimed, margin);
-    let found = logs.records_to(&record.intent.recipient, window.logged_by(now), 200).await?;
+    let what = SearchFor {
+        recipient: &record.intent.recipient,
+        key: &record.intent.key,
+        digest: record.status.digest_id.as_ref(),
+    };
+    let found = logs.records_for(what, window.logged_by(now), 200).await?;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for f in found {

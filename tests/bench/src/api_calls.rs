@@ -6,6 +6,10 @@
 //! listed apart: the SQS event source mapping's ReceiveMessage/DeleteMessage (billed to the
 //! account, made by Lambda, not by tocsin's code), SNS writing the delivery record to CloudWatch
 //! Logs, and the subscription reading it (`Logs_…` calls in the status phase).
+//!
+//! Measured on each SMS provider ([`measure`] for SNS, [`measure_end_user_messaging`]). The End
+//! User Messaging stand-in serves beside moto, outside its request recorder: the sender's
+//! `SendTextMessage` calls are counted from the stand-in's own log of the texts it accepted.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -18,6 +22,13 @@ use crate::{BenchError, Result};
 
 /// The target: AWS calls made by tocsin's functions per alert.
 pub const TARGET_CALLS: usize = 8;
+
+/// The target under End User Messaging (issue 34): its events name their alert, so no message-id
+/// index is written or read.
+pub const TARGET_CALLS_EUM: usize = 9;
+
+/// How the End User Messaging stand-in's accepted sends are named in the tables.
+const SEND_TEXT_MESSAGE: &str = "PinpointSMSVoiceV2.SendTextMessage";
 
 #[derive(Debug, Clone, Default)]
 pub struct Phase {
@@ -119,7 +130,13 @@ async fn one_alert(p: &Pipeline, label: &str, recipient: &str) -> Result<ApiCall
     let queue = p.stack.queue("SendQueue").clone();
     let msgs = p.receive(&queue.url, 10).await;
     let event = sqs_event(&queue.arn, &msgs);
-    let (sender, resp) = recorded(p, "sender", all, p.sender.handle(event, p.clock.invocation_deadline())).await?;
+    let eum = p.uses_end_user_messaging();
+    let texts_before = if eum { sent_texts(p).await? } else { 0 };
+    let (mut sender, resp) = recorded(p, "sender", all, p.sender.handle(event, p.clock.invocation_deadline())).await?;
+    if eum {
+        let sent = sent_texts(p).await? - texts_before;
+        sender.ops.insert(SEND_TEXT_MESSAGE.to_owned(), sent);
+    }
     if !resp.batch_item_failures.is_empty() {
         return Err(BenchError::Process(format!("sender reported failures: {:?}", resp.batch_item_failures)));
     }
@@ -139,8 +156,12 @@ async fn one_alert(p: &Pipeline, label: &str, recipient: &str) -> Result<ApiCall
         .await
         .status
         .sns_message_id
-        .ok_or_else(|| BenchError::Process("the sender recorded no SNS message id".into()))?;
-    p.carrier_reports(&message_id, recipient, true, "Message has been accepted by phone carrier").await;
+        .ok_or_else(|| BenchError::Process("the sender recorded no provider message id".into()))?;
+    if !eum {
+        // Under End User Messaging the stand-in's carrier already wrote the message's events
+        // (TEXT_SUCCESSFUL, then TEXT_DELIVERED) into the stack's event group.
+        p.carrier_reports(&message_id, recipient, true, "Message has been accepted by phone carrier").await;
+    }
     // `Logs_…` are the harness reading the log group in place of the subscription.
     let (status, _) = recorded(p, "status", |o| !o.starts_with("Logs_"), p.run_status()).await?;
 
@@ -148,13 +169,26 @@ async fn one_alert(p: &Pipeline, label: &str, recipient: &str) -> Result<ApiCall
     Ok(ApiCalls { phases: vec![intake, sender, status], final_state })
 }
 
-/// A warm-up alert (connections, emulator caches), then the measured one.
+async fn sent_texts(p: &Pipeline) -> Result<usize> {
+    let texts = p.emulator.eum().sent_texts().await.map_err(|e| BenchError::Aws("stand-in texts", e.to_string()))?;
+    Ok(texts.len())
+}
+
+/// A warm-up alert (connections, emulator caches), then the measured one, sent through SNS.
 /// Storm mode off (the default, on, adds the sender's backlog Query and send-log read and write:
 /// BENCHMARKS.md section 4 says so beside the table).
 pub async fn measure() -> Result<ApiCalls> {
-    let p =
-        Pipeline::start_with(tocsin_tests::Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() })
-            .await;
+    measure_with(tocsin_tests::Options::sns()).await
+}
+
+/// The same through AWS End User Messaging (the template's default provider).
+pub async fn measure_end_user_messaging() -> Result<ApiCalls> {
+    measure_with(tocsin_tests::Options::end_user_messaging()).await
+}
+
+async fn measure_with(mut options: tocsin_tests::Options) -> Result<ApiCalls> {
+    options.env.push(("TOCSIN_STORM_MODE", "off"));
+    let p = Pipeline::start_with(options).await;
     one_alert(&p, "calls-warmup", "+14155553000").await?;
     one_alert(&p, "calls-measured", "+14155553001").await
 }

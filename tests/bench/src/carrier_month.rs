@@ -28,7 +28,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use tocsin::domain::carrier::{CarrierPolicy, Classification, SentSms, assess, classify, early_escalation};
 use tocsin::domain::carrier_traffic::{self, Baseline, Tallies, TrafficPolicy, merge, minute_of};
-use tocsin::domain::delivery::{DeliveryRecord, DeliveryStatus};
+use tocsin::domain::delivery::{DeliveryRecord, DeliveryStatus, Format};
 use tocsin::domain::template::TemplateRef;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 
@@ -397,20 +397,11 @@ fn at(ms: i64) -> DateTime<Utc> {
 }
 
 fn record(carrier: &str, failed: bool, dwell_ms: u64) -> DeliveryRecord {
+    let status = if failed { DeliveryStatus::Failure } else { DeliveryStatus::Success };
     DeliveryRecord {
-        message_id: String::new(),
-        status: if failed { DeliveryStatus::Failure } else { DeliveryStatus::Success },
-        timestamp: None,
-        destination: None,
-        provider_response: None,
         carrier: Some(carrier.to_owned()),
-        mcc: None,
-        mnc: None,
-        parts: None,
-        price_usd: None,
         dwell_ms: Some(dwell_ms),
-        dwell_until_ack_ms: None,
-        sms_type: None,
+        ..DeliveryRecord::bare(Format::SnsDeliveryLog, "", status)
     }
 }
 

@@ -30,12 +30,16 @@ pub struct Report {
     pub rss: Option<Vec<Result<PeakRss>>>,
     pub sizes: Option<Vec<Result<BinarySize>>>,
     pub calls: Option<Result<ApiCalls>>,
+    /// The same alert through AWS End User Messaging.
+    pub calls_eum: Option<Result<ApiCalls>>,
     pub sweeps: Option<Vec<(usize, Result<SweepReads>)>>,
     pub criterion: Option<Result<()>>,
     pub status_parse: Option<Result<Estimate>>,
     pub intake_cpu: Option<Result<Estimate>>,
     /// Write units of one delivered alert, measured (and the cost and capacity built on them).
     pub wru: Option<Result<crate::wru::Wru>>,
+    /// The same alert's write units through AWS End User Messaging.
+    pub wru_eum: Option<Result<crate::wru::Wru>>,
     pub capacity: Option<Result<crate::capacity::Capacity>>,
     /// Sweep throughput per concurrency, and the (due intents, budget, defaults?) it ran with.
     pub sweep_rates: Option<Vec<(usize, Result<crate::sweep_rate::SweepRate>)>>,
@@ -105,6 +109,7 @@ impl Report {
         self.rss_section(&mut body, &mut rows);
         self.size_section(&mut body, &mut rows);
         self.calls_section(&mut body, &mut rows);
+        self.calls_eum_section(&mut body, &mut rows);
         self.wru_section(&mut body, &mut rows);
         self.cost_section(&mut body, &mut rows);
         self.capacity_section(&mut body, &mut rows);
@@ -694,6 +699,51 @@ impl Report {
         );
         let _ =
             writeln!(out, "Their write and read units, and the cost per alert, are measured in sections 4b and 4c.\n");
+    }
+
+    /// Section 4 on the other provider: the same alert through AWS End User Messaging.
+    fn calls_eum_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let Some(calls) = &self.calls_eum else { return };
+        let name = "4. AWS calls per alert, End User Messaging (functions)";
+        let target = format!("≤ {}", api_calls::TARGET_CALLS_EUM);
+        let _ = writeln!(out, "### 4, on End User Messaging\n");
+        let _ = writeln!(
+            out,
+            "The same alert with `SmsProvider=end-user-messaging` (the template's default): the sender's \
+             `SendTextMessage` carries the alert's key and attempt in `Context`, the local stand-in's carrier writes \
+             the message's events (`TEXT_SUCCESSFUL`, non-final, then `TEXT_DELIVERED`) into the stack's event \
+             group, and the status function reads them. The stand-in serves beside moto, outside its recorder: \
+             `SendTextMessage` is counted from the stand-in's own log of accepted texts. Target ≤ {}: no \
+             message-id index is written or read when the events name their alert.\n",
+            api_calls::TARGET_CALLS_EUM
+        );
+        let calls = match calls {
+            Ok(c) => c,
+            Err(e) => {
+                error_line(out, "API calls (End User Messaging)", e);
+                rows.push((name.into(), target, "not measured".into(), "—".into()));
+                return;
+            }
+        };
+        let _ = writeln!(out, "| function | operation | calls | handler time (emulator) |\n|---|---|---|---|");
+        for p in &calls.phases {
+            for (op, n) in &p.ops {
+                let _ = writeln!(out, "| {} | {} | {} | {} ms |", p.function, op, n, ms(p.handler));
+            }
+        }
+        let total = calls.total();
+        let met = total <= api_calls::TARGET_CALLS_EUM;
+        let _ = writeln!(out, "| **total** | | **{total}** | |\n\nFinal state: `{}`.\n", calls.final_state);
+        rows.push((name.into(), target, total.to_string(), verdict(met).into()));
+        let _ = writeln!(
+            out,
+            "Against SNS: the sender writes no `MSG#` index item (one `PutItem` fewer) and the status function \
+             reads none (no `BatchGetItem`): each event names its intent, read by key (`GetItem`) only when the \
+             conditional write is refused. End User Messaging writes two events for a delivered SMS — the \
+             carrier's acceptance and the delivery — and the acceptance is kept as an observation of its own \
+             (progress, never delivery): that is where the calls above the goal go{}.\n",
+            if met { " when there are any" } else { "" }
+        );
     }
 
     fn sweep_section(&self, out: &mut String, rows: &mut Vec<Row>) {

@@ -102,57 +102,46 @@ impl Report {
                 return;
             }
         };
-        let _ = writeln!(
-            out,
-            "| function | write | item | bytes before → after | table WRU | index writes | WRU |\n|---|---|---|---|---|---|---|"
-        );
-        for x in &w.writes {
-            let ix = if x.index.is_empty() {
-                "—".to_owned()
-            } else {
-                x.index
-                    .iter()
-                    .map(|i| format!("{} {} ({} B): {}", i.index, i.kind, i.bytes, i.wru))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} | `{}` | {} → {} | {}{} | {} | **{}** |",
-                x.function,
-                x.operation,
-                x.item,
-                x.bytes_before,
-                x.bytes_after,
-                x.table_wru,
-                if x.transactional { " (×2)" } else { "" },
-                ix,
-                x.total()
-            );
-        }
         let total = w.total();
-        let _ = writeln!(out, "| **total** | | | | **{}** | | **{total}** |\n", w.table_wru());
-        let _ = writeln!(out, "| function | WRU per delivered alert |\n|---|---|");
-        for f in ["intake", "sender", "status"] {
-            let _ = writeln!(out, "| {f} | {} |", w.of_function(f));
-        }
-        for i in &w.indexes {
-            let _ = writeln!(out, "| of which GSI `{}` | {} |", i.name, w.of_index(&i.name));
-        }
-        let _ = writeln!(out, "| **all** | **{total}** |\n");
-        let _ = writeln!(out, "Final state: `{}`.", w.final_state);
-        if w.mismatches.is_empty() {
-            let _ = writeln!(out, "Computed item images agree with the emulator's items after every phase.\n");
-        } else {
-            let _ = writeln!(
-                out,
-                "**Computed images differ from the emulator's** (the figures above may be off): {}.\n",
-                w.mismatches.join("; ")
-            );
-        }
+        write_table(out, w);
         let met = (total as f64) <= wru::TARGET_WRU;
         rows.push((
             "4b. WRU per delivered alert (measured)".into(),
+            format!("≤ {}", wru::TARGET_WRU),
+            format!("{total} WRU ({} table, {} GSI)", w.table_wru(), total - w.table_wru()),
+            verdict(met).into(),
+        ));
+        if !met {
+            let _ = writeln!(out, "**Why missed.** {}\n", diagnosis(w));
+        }
+        self.wru_eum_section(out, rows);
+    }
+
+    /// Section 4b on the other provider: the same alert through AWS End User Messaging.
+    fn wru_eum_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let Some(w) = &self.wru_eum else { return };
+        let name = "4b. WRU per delivered alert, End User Messaging (measured)";
+        let _ = writeln!(out, "### 4b, on End User Messaging\n");
+        let _ = writeln!(
+            out,
+            "The same method with `SmsProvider=end-user-messaging`: the stand-in's carrier writes the message's \
+             events (`TEXT_SUCCESSFUL`, non-final, then `TEXT_DELIVERED`) into the stack's event group; no \
+             message-id index is written. Goal: ≤ {} WRU per delivered alert.\n",
+            wru::TARGET_WRU
+        );
+        let w = match w {
+            Ok(w) => w,
+            Err(e) => {
+                error_line(out, "write units (End User Messaging)", e);
+                rows.push((name.into(), format!("≤ {}", wru::TARGET_WRU), "not measured".into(), "—".into()));
+                return;
+            }
+        };
+        let total = w.total();
+        write_table(out, w);
+        let met = (total as f64) <= wru::TARGET_WRU;
+        rows.push((
+            name.into(),
             format!("≤ {}", wru::TARGET_WRU),
             format!("{total} WRU ({} table, {} GSI)", w.table_wru(), total - w.table_wru()),
             verdict(met).into(),
@@ -442,5 +431,57 @@ impl Report {
             format!("${sum:.2} (canary off); ${with_canary:.2} with an hourly canary to a US number"),
             "reported".into(),
         ));
+    }
+}
+
+/// The writes of one measured alert, per write, per function and per index.
+fn write_table(out: &mut String, w: &wru::Wru) {
+    let _ = writeln!(
+        out,
+        "| function | write | item | bytes before → after | table WRU | index writes | WRU |\n|---|---|---|---|---|---|---|"
+    );
+    for x in &w.writes {
+        let ix = if x.index.is_empty() {
+            "—".to_owned()
+        } else {
+            x.index
+                .iter()
+                .map(|i| format!("{} {} ({} B): {}", i.index, i.kind, i.bytes, i.wru))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | `{}` | {} → {} | {}{} | {} | **{}** |",
+            x.function,
+            x.operation,
+            x.item,
+            x.bytes_before,
+            x.bytes_after,
+            x.table_wru,
+            if x.transactional { " (×2)" } else { "" },
+            ix,
+            x.total()
+        );
+    }
+    let total = w.total();
+    let _ = writeln!(out, "| **total** | | | | **{}** | | **{total}** |\n", w.table_wru());
+    let _ = writeln!(out, "| function | WRU per delivered alert |\n|---|---|");
+    for f in ["intake", "sender", "status"] {
+        let _ = writeln!(out, "| {f} | {} |", w.of_function(f));
+    }
+    for i in &w.indexes {
+        let _ = writeln!(out, "| of which GSI `{}` | {} |", i.name, w.of_index(&i.name));
+    }
+    let _ = writeln!(out, "| **all** | **{total}** |\n");
+    let _ = writeln!(out, "Final state: `{}`.", w.final_state);
+    if w.mismatches.is_empty() {
+        let _ = writeln!(out, "Computed item images agree with the emulator's items after every phase.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "**Computed images differ from the emulator's** (the figures above may be off): {}.\n",
+            w.mismatches.join("; ")
+        );
     }
 }

@@ -336,6 +336,7 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
         registry: CountingRegistry(tally.clone()),
         clock: System,
         config: StatusConfig {
+            stack: "tocsin-bench".into(),
             ledger_table: "ledger".into(),
             recipients_table: "recipients".into(),
             // As deployed (template.yaml's 2 s); the records are an hour old, so no record waits.

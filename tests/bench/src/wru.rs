@@ -858,12 +858,21 @@ impl Run<'_> {
     }
 }
 
-/// One delivered alert (after a warm-up alert) with every write's size and units.
-/// Storm mode off (the default, on, adds one send-log write: BENCHMARKS.md section 4b).
+/// One delivered alert (after a warm-up alert) with every write's size and units, sent through
+/// SNS. Storm mode off (the default, on, adds one send-log write: BENCHMARKS.md section 4b).
 pub async fn measure() -> Result<Wru> {
-    let p =
-        Pipeline::start_with(tocsin_tests::Options { env: vec![("TOCSIN_STORM_MODE", "off")], ..Default::default() })
-            .await;
+    measure_with(tocsin_tests::Options::sns()).await
+}
+
+/// The same through AWS End User Messaging (the template's default provider): its carrier (the
+/// local stand-in) writes the message's events into the stack's event group.
+pub async fn measure_end_user_messaging() -> Result<Wru> {
+    measure_with(tocsin_tests::Options::end_user_messaging()).await
+}
+
+async fn measure_with(mut options: tocsin_tests::Options) -> Result<Wru> {
+    options.env.push(("TOCSIN_STORM_MODE", "off"));
+    let p = Pipeline::start_with(options).await;
     let template = template_json()?;
     let directive = p
         .stack
@@ -956,8 +965,11 @@ async fn deliver(
         .await
         .status
         .sns_message_id
-        .ok_or_else(|| BenchError::Process("the sender recorded no SNS message id".into()))?;
-    p.carrier_reports(&message_id, recipient, true, "Message has been accepted by phone carrier").await;
+        .ok_or_else(|| BenchError::Process("the sender recorded no provider message id".into()))?;
+    if !p.uses_end_user_messaging() {
+        // Under End User Messaging the stand-in's carrier already wrote the message's events.
+        p.carrier_reports(&message_id, recipient, true, "Message has been accepted by phone carrier").await;
+    }
     let record_bytes = delivery_record_bytes(p, &message_id).await?;
     match run {
         Some(r) => {
@@ -970,9 +982,10 @@ async fn deliver(
     Ok((key, record_bytes))
 }
 
-/// The delivery-status record of `message_id`, as SNS wrote it (its message bytes).
+/// The delivery record of `message_id` as the provider wrote it (its message bytes): SNS's
+/// success record, or End User Messaging's final event (the largest naming the message).
 async fn delivery_record_bytes(p: &Pipeline, message_id: &str) -> Result<usize> {
-    let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
+    let group = p.delivery_log_groups().into_iter().next().unwrap_or_default();
     let events = p
         .logs
         .filter_log_events()
@@ -980,7 +993,14 @@ async fn delivery_record_bytes(p: &Pipeline, message_id: &str) -> Result<usize> 
         .send()
         .await
         .map_err(|e| BenchError::Aws("FilterLogEvents", e.to_string()))?;
-    Ok(events.events().iter().filter_map(|e| e.message()).find(|m| m.contains(message_id)).map(str::len).unwrap_or(0))
+    Ok(events
+        .events()
+        .iter()
+        .filter_map(|e| e.message())
+        .filter(|m| m.contains(message_id))
+        .map(str::len)
+        .max()
+        .unwrap_or(0))
 }
 
 /// A line for stderr while the bench runs.

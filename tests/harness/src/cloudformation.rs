@@ -1,17 +1,20 @@
 //! Deploying the translated template with CloudFormation on the emulator: moto's CloudFormation
-//! (the same pinned moto, started by `moto_cfn.py`, which adds the `AWS::Logs::SubscriptionFilter`
-//! resource moto lacks) reached over its query API on loopback, and the reduction that makes the
-//! translated template deployable there.
+//! (the same pinned moto, started by `moto_cfn.py`, which adds the resource types moto lacks —
+//! `AWS::Logs::SubscriptionFilter`, `AWS::SNS::Subscription`, `AWS::Scheduler::Schedule` and End
+//! User Messaging's `AWS::SMSVOICE::ConfigurationSet`, made in the stand-in of the same process)
+//! reached over its query API on loopback, and the reduction that makes the translated template
+//! deployable there.
 //!
 //! Like [`crate::Emulator`], it sits behind the IAM gate: a process signing as a function or as
 //! the operator is checked against the policies of the stack created last (its roles as
-//! translated, the operator policy for that stack name).
+//! translated with that stack's parameters, the operator policy for that stack name).
 //!
 //! moto's `CreateStack` runs synchronously: a resource that fails makes the call fail with that
-//! service's error (e.g. `ResourceAlreadyExistsException`, `LimitExceededException`) and leaves
-//! the stack half-made instead of rolling back — tests give each stack its own name.
+//! service's error (e.g. `ResourceAlreadyExistsException`, `LimitExceededException`; for a
+//! registry resource type, CloudFormation's handler error code such as `AlreadyExists`), and
+//! `moto_cfn.py` rolls the stack back as CloudFormation does (`ROLLBACK_COMPLETE`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::net::TcpListener;
 use std::path::Path;
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::iam::{Gate, LOCAL_STACK, principals_for};
+use crate::iam::{Gate, LOCAL_STACK, principals_for, principals_with};
 use crate::{HarnessError, Result, workspace_root};
 
 /// Why CloudFormation refused a stack operation: the error code and message it answered.
@@ -126,11 +129,22 @@ impl CloudFormationEmulator {
 
     /// Checks functions and the operator against stack `name`'s policies from now on.
     pub async fn enforce_for(&self, name: &str) -> Result<()> {
+        self.enforce_for_stack(name, &[]).await
+    }
+
+    /// [`Self::enforce_for`] for a stack deployed with these parameters (its roles' conditional
+    /// statements follow them: the provider's, say).
+    pub async fn enforce_for_stack(&self, name: &str, parameters: &[(&str, &str)]) -> Result<()> {
         let stack = name.to_owned();
-        let principals = tokio::task::spawn_blocking(move || principals_for(&stack))
-            .await
-            .map_err(|e| HarnessError::Emulator(e.to_string()))?
-            .map_err(|e| HarnessError::Template(e.to_string()))?;
+        let parameters: Vec<(String, String)> =
+            parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let principals = tokio::task::spawn_blocking(move || {
+            let p: Vec<(&str, &str)> = parameters.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            principals_with(&stack, &p)
+        })
+        .await
+        .map_err(|e| HarnessError::Emulator(e.to_string()))?
+        .map_err(|e| HarnessError::Template(e.to_string()))?;
         self.gate.enforce(principals);
         Ok(())
     }
@@ -188,9 +202,49 @@ impl CloudFormationEmulator {
         }
         let created = self.call(&p).await?.map(|_| ());
         if created.is_ok() {
-            self.enforce_for(name).await?;
+            self.enforce_for_stack(name, parameters).await?;
         }
         Ok(created)
+    }
+
+    /// UpdateStack with a new JSON template. Parameters not given take the template's defaults,
+    /// as on AWS (the previous values only with UsePreviousValue, which this does not send).
+    pub async fn update_stack(
+        &self,
+        name: &str,
+        template: &Value,
+        parameters: &[(&str, &str)],
+    ) -> Result<std::result::Result<(), StackFailure>> {
+        let mut p = vec![
+            ("Action".to_owned(), "UpdateStack".to_owned()),
+            ("Version".to_owned(), "2010-05-15".to_owned()),
+            ("StackName".to_owned(), name.to_owned()),
+            ("TemplateBody".to_owned(), template.to_string()),
+            ("Capabilities.member.1".to_owned(), "CAPABILITY_IAM".to_owned()),
+            ("Capabilities.member.2".to_owned(), "CAPABILITY_AUTO_EXPAND".to_owned()),
+        ];
+        for (i, (k, v)) in parameters.iter().enumerate() {
+            p.push((format!("Parameters.member.{}.ParameterKey", i + 1), (*k).to_owned()));
+            p.push((format!("Parameters.member.{}.ParameterValue", i + 1), (*v).to_owned()));
+        }
+        let updated = self.call(&p).await?.map(|_| ());
+        if updated.is_ok() {
+            self.enforce_for_stack(name, parameters).await?;
+        }
+        Ok(updated)
+    }
+
+    /// The stack's outputs (`DescribeStacks`), by key.
+    pub async fn stack_outputs(
+        &self,
+        name: &str,
+    ) -> Result<std::result::Result<BTreeMap<String, String>, StackFailure>> {
+        let p = [
+            ("Action".to_owned(), "DescribeStacks".to_owned()),
+            ("Version".to_owned(), "2010-05-15".to_owned()),
+            ("StackName".to_owned(), name.to_owned()),
+        ];
+        Ok(self.call(&p).await?.map(|xml| outputs_of(&xml)))
     }
 
     /// The stack's status (`CREATE_COMPLETE`, `DELETE_COMPLETE`, ...).
@@ -236,7 +290,27 @@ fn element(xml: &str, name: &str) -> Option<String> {
     let open = format!("<{name}>");
     let start = xml.find(&open)? + open.len();
     let end = xml[start..].find(&format!("</{name}>"))? + start;
-    Some(xml[start..end].to_owned())
+    Some(unescape(&xml[start..end]))
+}
+
+/// XML's five predefined entities (what moto's answers escape).
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
+/// `OutputKey` → `OutputValue` of every `<member>` in a DescribeStacks answer's `<Outputs>`.
+fn outputs_of(xml: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(outputs) = xml.split_once("<Outputs>").and_then(|(_, r)| r.split_once("</Outputs>")).map(|(o, _)| o)
+    else {
+        return out;
+    };
+    for member in outputs.split("<member>").skip(1) {
+        if let Some(key) = element(member, "OutputKey") {
+            out.insert(key, element(member, "OutputValue").unwrap_or_default());
+        }
+    }
+    out
 }
 
 /// CloudFormation's own errors come as query-API XML; a resource's service error is passed on
@@ -364,5 +438,25 @@ fn sub_variables(s: &str, out: &mut BTreeSet<String>) {
             out.insert(var.split('.').next().unwrap_or_default().to_owned());
         }
         rest = &after[end + 1..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_are_read_by_key_with_xml_entities_undone() {
+        let xml = "<DescribeStacksResponse><DescribeStacksResult><Stacks><member><StackName>s</StackName>\
+                   <Outputs><member><OutputKey>Url</OutputKey><OutputValue>https://x/?a=1&amp;b=&lt;2&gt;</OutputValue>\
+                   </member><member><Description>d</Description><OutputKey>Name</OutputKey><OutputValue>tocsin-prod</OutputValue>\
+                   </member></Outputs><StackStatus>CREATE_COMPLETE</StackStatus></member></Stacks></DescribeStacksResult>\
+                   </DescribeStacksResponse>";
+        let outputs = outputs_of(xml);
+        assert_eq!(outputs.get("Url").map(String::as_str), Some("https://x/?a=1&b=<2>"));
+        assert_eq!(outputs.get("Name").map(String::as_str), Some("tocsin-prod"));
+        assert_eq!(outputs.len(), 2);
+        assert_eq!(element(xml, "StackStatus").as_deref(), Some("CREATE_COMPLETE"));
+        assert!(outputs_of("<Stacks><member><StackName>s</StackName></member></Stacks>").is_empty(), "no outputs");
     }
 }

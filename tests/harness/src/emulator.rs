@@ -63,13 +63,23 @@ impl Emulator {
     /// Installs (first time) and starts a fresh, empty emulator, with IAM enforced for the local
     /// stack (`tocsin-local`, the parameters' defaults).
     pub async fn start() -> Result<Self> {
+        Self::start_for(&[]).await
+    }
+
+    /// As [`Emulator::start`], with IAM enforced for the local stack deployed with these template
+    /// parameters (e.g. `SmsProvider=sns`: the roles' conditional statements follow them).
+    pub async fn start_for(parameters: &[(&str, &str)]) -> Result<Self> {
         let server = tokio::task::spawn_blocking(ensure_installed)
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))??;
-        let principals = tokio::task::spawn_blocking(|| crate::iam::principals_for(LOCAL_STACK))
-            .await
-            .map_err(|e| HarnessError::Emulator(e.to_string()))?
-            .map_err(|e| HarnessError::Template(e.to_string()))?;
+        let owned: Vec<(String, String)> = parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let principals = tokio::task::spawn_blocking(move || {
+            let borrowed: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            crate::iam::principals_with(LOCAL_STACK, &borrowed)
+        })
+        .await
+        .map_err(|e| HarnessError::Emulator(e.to_string()))?
+        .map_err(|e| HarnessError::Template(e.to_string()))?;
         let mut last = None;
         for _ in 0..3 {
             match Self::spawn(&server).await {
@@ -182,6 +192,42 @@ impl Emulator {
     /// SDK configuration for `principal`, straight to the gate.
     pub async fn sdk_config_as(&self, principal: &Principal) -> SdkConfig {
         Self::sdk_config_for(&self.endpoint(), principal).await
+    }
+
+    /// The End User Messaging stand-in's control API (carriers, throttling, the account, the
+    /// messages it accepted): see [`crate::eum`].
+    pub fn eum(&self) -> crate::eum::EumControl {
+        crate::eum::EumControl::new(&self.moto_endpoint())
+    }
+
+    /// Every log event of `log_group` so far, oldest first, read with `FilterLogEvents` as the
+    /// harness (the shape a subscription hands a function: [`crate::events::logs_payload`]).
+    pub async fn log_events(&self, log_group: &str) -> Result<Vec<crate::events::LogLine>> {
+        let logs = aws_sdk_cloudwatchlogs::Client::new(&self.sdk_config().await);
+        let mut lines = Vec::new();
+        let mut token = None;
+        loop {
+            let page = logs
+                .filter_log_events()
+                .log_group_name(log_group)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| crate::aws_err("FilterLogEvents", e))?;
+            for e in page.events() {
+                lines.push(crate::events::LogLine {
+                    id: e.event_id().unwrap_or_default().to_owned(),
+                    timestamp: e.timestamp().unwrap_or_default(),
+                    message: e.message().unwrap_or_default().to_owned(),
+                });
+            }
+            token = page.next_token().map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        lines.sort_by_key(|l| l.timestamp);
+        Ok(lines)
     }
 
     /// Every SMS "sent" through SNS so far, in publish order.

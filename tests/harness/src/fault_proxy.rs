@@ -1,6 +1,7 @@
 //! A fault-injecting HTTP proxy between the functions' SDK clients and the emulator.
 //!
-//! Per AWS operation (`SNS.Publish`, `DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessage`, …)
+//! Per AWS operation (`SNS.Publish`, `DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessage`,
+//! `PinpointSMSVoiceV2.SendTextMessage`, …)
 //! it can drop the response after forwarding the request (the request took effect, the caller
 //! never hears), answer with an error without forwarding (throttling, 5xx, any service error),
 //! delay, or reset the connection before forwarding. Each rule fires with a probability, and
@@ -69,6 +70,19 @@ impl Fault {
             content_type: "application/x-amz-json-1.0",
             body: serde_json::json!({"__type": type_, "message": message}).to_string(),
         }
+    }
+    /// An End User Messaging SMS error (`pinpoint-sms-voice-v2`, AWS JSON 1.0), as the service
+    /// answers one: `__type` names the error, `Message` its text, `Reason` the modeled reason the
+    /// SDK decodes (`ConflictException` + `DESTINATION_PHONE_NUMBER_OPTED_OUT`, …; `None` for the
+    /// errors without one, such as `ThrottlingException`). HTTP 400, or 500 for
+    /// `InternalServerException`.
+    pub fn eum_error(type_: &str, message: &str, reason: Option<&str>) -> Fault {
+        let mut body = serde_json::json!({"__type": type_, "Message": message});
+        if let Some(reason) = reason {
+            body["Reason"] = serde_json::json!(reason);
+        }
+        let status = if type_ == "InternalServerException" { 500 } else { 400 };
+        Fault::Respond { status, content_type: "application/x-amz-json-1.0", body: body.to_string() }
     }
     /// DynamoDB refusing a request for the table's throughput (what a throttled write answers).
     pub fn dynamodb_throttled() -> Fault {
@@ -501,6 +515,29 @@ mod tests {
         // Uniform enough for probabilities: about 10 % of 10,000 draws below 0.1.
         let below = (0..10_000u64).filter(|i| unit(&[2026, *i, 0, 0]) < 0.1).count();
         assert!((900..1100).contains(&below), "{below}");
+    }
+
+    #[test]
+    fn an_end_user_messaging_request_is_named_by_its_target_and_its_error_carries_the_reason() {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-amz-target", hyper::header::HeaderValue::from_static("PinpointSMSVoiceV2.SendTextMessage"));
+        assert_eq!(
+            operation(&headers, br#"{"DestinationPhoneNumber":"+14255550100"}"#),
+            "PinpointSMSVoiceV2.SendTextMessage"
+        );
+        let Fault::Respond { status, content_type, body } =
+            Fault::eum_error("ConflictException", "opted out", Some("DESTINATION_PHONE_NUMBER_OPTED_OUT"))
+        else {
+            panic!("a response")
+        };
+        assert_eq!((status, content_type), (400, "application/x-amz-json-1.0"));
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["__type"], "ConflictException");
+        assert_eq!(v["Reason"], "DESTINATION_PHONE_NUMBER_OPTED_OUT");
+        let Fault::Respond { status, .. } = Fault::eum_error("InternalServerException", "boom", None) else {
+            panic!("a response")
+        };
+        assert_eq!(status, 500);
     }
 
     /// Sends `requests` (key, timestamp) one after another as GetItems; returns identity → what.

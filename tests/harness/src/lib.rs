@@ -5,6 +5,7 @@
 
 pub mod cloudformation;
 pub mod emulator;
+pub mod eum;
 pub mod events;
 pub mod fault_proxy;
 pub mod iam;
@@ -31,6 +32,8 @@ pub enum HarnessError {
     Iam(String),
     #[error("python: {0}")]
     Python(String),
+    #[error("End User Messaging stand-in: {0}")]
+    Eum(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -35,6 +35,8 @@ pub struct Stack {
     pub queues: BTreeMap<String, Queue>,
     pub log_groups: BTreeMap<String, String>,
     pub topics: BTreeMap<String, String>,
+    /// End User Messaging configuration sets (created in the stand-in), by logical id: their names.
+    pub configuration_sets: BTreeMap<String, String>,
     template: Value,
     parameters: HashMap<String, String>,
 }
@@ -111,6 +113,7 @@ impl Stack {
             queues: BTreeMap::new(),
             log_groups: BTreeMap::new(),
             topics: BTreeMap::new(),
+            configuration_sets: BTreeMap::new(),
             template,
             parameters,
         };
@@ -180,6 +183,15 @@ impl Stack {
                 return Err(tmpl_err("queues with unresolvable redrive targets"));
             }
             pending = rest;
+        }
+        // End User Messaging configuration sets, once the log groups their destinations name exist:
+        // created in the stand-in through its API, as CloudFormation would.
+        for (id, r) in res.iter().filter(|(_, r)| resource_type(r) == "AWS::SMSVOICE::ConfigurationSet") {
+            let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+            let name =
+                stack.resolve(p.get("ConfigurationSetName").ok_or_else(|| tmpl_err(format!("{id}: no name")))?)?;
+            create_configuration_set(sdk, &stack, &name, &p).await?;
+            stack.configuration_sets.insert(id.clone(), name);
         }
         // DescribeStacks answers with template.yaml's outputs, as for a deployed stack.
         if let Some(endpoint) = sdk.endpoint_url() {
@@ -318,6 +330,9 @@ impl Stack {
         if let Some(t) = self.topics.get(name) {
             return Ok(t.clone());
         }
+        if let Some(c) = self.configuration_sets.get(name) {
+            return Ok(c.clone());
+        }
         Err(tmpl_err(format!("!Ref {name}: not provisioned locally")))
     }
 
@@ -373,6 +388,11 @@ impl Stack {
         self.queues.get(logical_id).unwrap_or_else(|| {
             EMPTY.get_or_init(|| Queue { name: String::new(), url: String::new(), arn: String::new() })
         })
+    }
+
+    /// The End User Messaging configuration set `logical_id` (its name; empty when not created).
+    pub fn configuration_set(&self, logical_id: &str) -> &str {
+        self.configuration_sets.get(logical_id).map(String::as_str).unwrap_or_default()
     }
 
     pub fn log_group(&self, logical_id: &str) -> &str {
@@ -490,4 +510,36 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, stack: &Stack, p: &Value, id: &
     let out = req.send().await.map_err(|e| aws_err("CreateQueue", e))?;
     let url = out.queue_url.unwrap_or_default();
     Ok(Queue { arn: format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"), name, url })
+}
+
+/// An `AWS::SMSVOICE::ConfigurationSet` with its event destinations, through the End User
+/// Messaging API (the stand-in validates each call against the service's model).
+async fn create_configuration_set(sdk: &SdkConfig, stack: &Stack, name: &str, p: &Value) -> Result<()> {
+    use aws_sdk_pinpointsmsvoicev2::types::{CloudWatchLogsDestination, EventType};
+    let client = aws_sdk_pinpointsmsvoicev2::Client::new(sdk);
+    client
+        .create_configuration_set()
+        .configuration_set_name(name)
+        .send()
+        .await
+        .map_err(|e| aws_err("CreateConfigurationSet", e))?;
+    for d in p.get("EventDestinations").and_then(Value::as_sequence).into_iter().flatten() {
+        let dest_name =
+            stack.resolve(d.get("EventDestinationName").ok_or_else(|| tmpl_err("no EventDestinationName"))?)?;
+        let mut req = client.create_event_destination().configuration_set_name(name).event_destination_name(&dest_name);
+        for t in d.get("MatchingEventTypes").and_then(Value::as_sequence).into_iter().flatten() {
+            req = req.matching_event_types(EventType::from(stack.resolve(t)?.as_str()));
+        }
+        let cw = d
+            .get("CloudWatchLogsDestination")
+            .ok_or_else(|| tmpl_err(format!("{name}: only CloudWatch Logs destinations are provisioned locally")))?;
+        let get = |k: &str| -> Result<String> { stack.resolve(cw.get(k).ok_or_else(|| tmpl_err(format!("no {k}")))?) };
+        let destination = CloudWatchLogsDestination::builder()
+            .iam_role_arn(get("IamRoleArn")?)
+            .log_group_arn(get("LogGroupArn")?)
+            .build()
+            .map_err(|e| tmpl_err(e.to_string()))?;
+        req.cloud_watch_logs_destination(destination).send().await.map_err(|e| aws_err("CreateEventDestination", e))?;
+    }
+    Ok(())
 }

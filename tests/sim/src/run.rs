@@ -562,6 +562,7 @@ impl Driver {
         let clock = self.escalation.clock.clone();
         let gateway = SimSns { sim: self.sim.clone() };
         let defaults = self.deployment.sender.sms_defaults.clone();
+        let stack = self.deployment.sender.stack.clone();
         let fut: crate::exec::TaskFuture<Done> = match (action, target, number) {
             (0, Some(key), _) => Box::pin(async move {
                 let attempt = operator_attempt_id(&new_id(&clock));
@@ -572,6 +573,7 @@ impl Driver {
                     attempt_id: &attempt,
                     lease: std::time::Duration::from_secs(120),
                     defaults: &defaults,
+                    stack: &stack,
                 };
                 let _ = resend(&store, &registry, &gateway, &clock, req).await;
                 Done::Operator

@@ -35,7 +35,17 @@ async fn main() -> ExitCode {
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("starting the local AWS emulator and creating the stack from template.yaml …");
     let emulator = Emulator::start().await?;
-    let stack = Stack::provision(&emulator.sdk_config().await, "tocsin-local").await?;
+    let sdk = emulator.sdk_config().await;
+    let stack = Stack::provision(&sdk, "tocsin-local").await?;
+    if stack.condition("UsesEndUserMessaging")? {
+        // As an account owner does before the first send: out of the sandbox, one active number.
+        let eum = emulator.eum();
+        eum.production_account().await?;
+        let number = eum
+            .active_phone_number(&sdk, aws_sdk_pinpointsmsvoicev2::types::RequestableNumberType::TollFree, "US")
+            .await?;
+        println!("End User Messaging (local stand-in): production account, origination number {}", number.number);
+    }
     let dir = workspace_root().join("target/tocsin-local");
     std::fs::create_dir_all(&dir)?;
     let aws: BTreeMap<String, String> = emulator.aws_env(&Principal::Harness).into_iter().collect();
@@ -72,6 +82,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("  cargo lambda invoke intake --data-file events/intake/http-api-post.json");
     println!("  cargo lambda invoke sender --data-file events/sender/sqs-send-request.json");
     println!("  cargo lambda invoke escalation --data-file events/escalation/scheduled.json");
+    println!("  cargo lambda invoke status --data-file events/status/eum-text-successful-then-delivered.json");
     println!(
         "  cargo run -p tocsin-cli -- --stack tocsin-local list   # with the emulator's AWS variables from the env file"
     );

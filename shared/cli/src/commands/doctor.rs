@@ -1,6 +1,13 @@
 //! `tocsin doctor`: checks what on-call must be able to trust, one line per check, and exits 1
-//! when any check finds a problem (warnings alone exit 0).
+//! when any check finds a problem (warnings alone exit 0). What it checks of the SMS path follows
+//! the stack's provider (its `SmsProvider` output).
 //!
+//! Under End User Messaging: the region, the account tier (the sandbox and its verified numbers),
+//! the stack's origination identity (or the account's), its opt-out list, the text spend limit and
+//! this month's spend, the stack's configuration set and event destination, the stack's event group
+//! with the status function subscribed, and a DryRun to `CanaryNumber` when set ([`super::eum`]).
+//!
+//! Under SNS:
 //! - SMS preferences (SNS GetSMSAttributes): a delivery-status role set (this stack's, when the
 //!   stack manages them), success sampling at 100 % (below it some deliveries are never logged),
 //!   Transactional as the default type.
@@ -10,19 +17,27 @@
 //!   AWS/SNS SMSMonthToDateSpentUSD): SNS stops sending at the limit, on-call SMS included.
 //! - Both delivery-status log groups exist with the stack's status function subscribed
 //!   (DescribeLogGroups, DescribeSubscriptionFilters): without them no delivery is ever seen.
+//! - The origination number alerts leave from: the stack's `SmsOriginationNumber` (a parameter,
+//!   from DescribeStacks) among the account's (ListOriginationNumbers), or that SNS chooses.
+//!
+//! Under both:
 //! - Queues: escalations waiting, dead letters, parked rejects and status failures
 //!   (GetQueueAttributes, which receives nothing).
 //! - Alarms of this stack in ALARM (CloudWatch DescribeAlarms by the stack's alarm-name prefix).
 //! - The on-call topic has a confirmed subscription (SNS ListSubscriptionsByTopic): an e-mail or
-//!   webhook subscription SNS is still waiting to have confirmed pages nobody.
+//!   webhook subscription SNS is still waiting to have confirmed pages nobody, and an SMS one
+//!   (`OnCallSmsNumber`) that cannot receive — the account's SNS SMS sandbox with the number not
+//!   verified, or a US/Canadian number and no origination number there — is not counted as one.
 //! - The sender's reserved concurrency (Lambda GetFunctionConcurrency): a warning while none is
 //!   reserved (ReserveSenderConcurrency=false, the default for accounts whose quota is 10).
-//! - With `--probe NUMBER`, the delivery-status loop itself, hop by hop ([`super::probe`]).
+//! - With `--probe NUMBER`, the delivery loop itself, hop by hop ([`super::probe`]); with
+//!   `--simulator` (End User Messaging), the same on AWS's SMS simulator, success and failure.
 //!
 //! A check whose API call fails reports a problem saying so (e.g. a missing permission): doctor
 //! never passes what it could not see.
 
 use serde::Serialize;
+use tocsin::config::SendingProvider;
 use tocsin::domain::PhoneNumber;
 
 use crate::args::DoctorArgs;
@@ -48,11 +63,23 @@ pub struct Check {
 #[derive(Debug, Serialize)]
 struct Report<'a> {
     stack: &'a str,
+    provider: &'a str,
     ok: bool,
     problems: usize,
     checks: &'a [Check],
     #[serde(skip_serializing_if = "Option::is_none")]
     probe: Option<&'a super::probe::ProbeReport>,
+    /// `--simulator`: the success probe, then the failure probe.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    simulator: &'a [super::probe::ProbeReport],
+}
+
+/// The provider's name as the template's `SmsProvider` spells it.
+pub fn provider_name(p: &SendingProvider) -> &'static str {
+    match p {
+        SendingProvider::Sns => "sns",
+        SendingProvider::EndUserMessaging(_) => "end-user-messaging",
+    }
 }
 
 pub(crate) fn ok(check: &'static str, detail: impl Into<String>) -> Check {
@@ -66,18 +93,78 @@ pub(crate) fn problem(check: &'static str, detail: impl Into<String>) -> Check {
 }
 
 pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
+    let provider = ctx.sending_provider()?;
+    if args.simulator && provider == SendingProvider::Sns {
+        // Refused before anything is read: the simulator exists only behind End User Messaging.
+        return Err(crate::error::CliError::Usage(format!(
+            "stack {} sends through SNS: AWS's SMS simulator is End User Messaging's. Use --probe NUMBER",
+            ctx.names.stack
+        )));
+    }
     let spinner = crate::progress::Spinner::start("checking…");
     let sns = aws_sdk_sns::Client::new(&ctx.sdk);
-    let mut checks = Vec::new();
-    spinner.set_message(format!("SMS preferences… ({} checks done)", checks.len()));
-    let limit = sms_preferences(ctx, &sns, &mut checks).await;
-    spinner.set_message(format!("SMS sandbox… ({} checks done)", checks.len()));
-    sandbox(&sns, &mut checks).await;
-    spinner.set_message(format!("SMS spend… ({} checks done)", checks.len()));
     let cloudwatch = aws_sdk_cloudwatch::Client::new(&ctx.sdk);
-    checks.push(spend(&cloudwatch, limit).await);
-    spinner.set_message(format!("delivery-status logs… ({} checks done)", checks.len()));
-    delivery_logs(ctx, &mut checks).await;
+    let mut checks = Vec::new();
+    match &provider {
+        SendingProvider::Sns => {
+            spinner.set_message(format!("SMS preferences… ({} checks done)", checks.len()));
+            let limit = sms_preferences(ctx, &sns, &mut checks).await;
+            spinner.set_message(format!("SMS sandbox… ({} checks done)", checks.len()));
+            sandbox(&sns, &mut checks).await;
+            spinner.set_message(format!("SMS spend… ({} checks done)", checks.len()));
+            checks.push(spend(&cloudwatch, limit).await);
+            spinner.set_message(format!("origination number… ({} checks done)", checks.len()));
+            checks.push(sns_origination(ctx, &sns).await);
+            spinner.set_message(format!("delivery-status logs… ({} checks done)", checks.len()));
+            for (check, key) in
+                [("delivered log group", "SmsSuccessLogGroupName"), ("failed log group", "SmsFailureLogGroupName")]
+            {
+                checks.push(match ctx.outputs.get(key) {
+                    Some(group) => {
+                        subscribed_log_group(
+                            ctx,
+                            check,
+                            group,
+                            "SNS has nowhere to write delivery status (deploy with CreateSmsLogGroups=true)",
+                        )
+                        .await
+                    }
+                    None => {
+                        problem(check, format!("the stack has no output {key}: deploy this version of template.yaml"))
+                    }
+                });
+            }
+        }
+        SendingProvider::EndUserMessaging(eum) => {
+            spinner.set_message(format!("End User Messaging… ({} checks done)", checks.len()));
+            let region = ctx.sdk.region().map(|r| r.to_string()).unwrap_or_default();
+            let group = ctx.outputs.require("SmsEventLogGroupName")?.to_owned();
+            // The canary's number is the one destination the stack itself texts on a schedule.
+            let canary: Vec<PhoneNumber> =
+                ctx.outputs.parameter("CanaryNumber").and_then(|n| PhoneNumber::parse(n).ok()).into_iter().collect();
+            // What the sender leaves from when a request names nothing: the stack's
+            // SmsOriginationNumber (a deployment-wide number) wins over SmsOriginationIdentity.
+            let identity = ctx.outputs.parameter("SmsOriginationNumber").or(eum.origination_identity.as_deref());
+            let settings = super::eum::Settings {
+                region: &region,
+                identity,
+                opt_out_list: &eum.opt_out_list,
+                deployed: Some((&eum.configuration_set, &group)),
+                to: &canary,
+            };
+            checks.extend(super::eum::checks(&ctx.sdk, &settings).await);
+            spinner.set_message(format!("the stack's event group… ({} checks done)", checks.len()));
+            checks.push(
+                subscribed_log_group(
+                    ctx,
+                    "event log group",
+                    &group,
+                    "End User Messaging has nowhere to write the stack's events: redeploy the stack",
+                )
+                .await,
+            );
+        }
+    }
     spinner.set_message(format!("queues… ({} checks done)", checks.len()));
     queues(ctx, &mut checks).await;
     spinner.set_message(format!("alarms… ({} checks done)", checks.len()));
@@ -86,25 +173,40 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     checks.push(alarm_subscriptions(ctx, &sns).await);
     spinner.set_message(format!("sender concurrency… ({} checks done)", checks.len()));
     checks.push(sender_concurrency(ctx).await);
+    let settings = |number: String, expect: super::probe::Expect| super::probe::ProbeSettings {
+        number,
+        hop_timeout: args.probe_hop_timeout,
+        poll: args.probe_poll,
+        deadline: args.probe_deadline.clone(),
+        expect,
+    };
     let probe = match &args.probe {
         Some(number) => {
             spinner.set_message(format!("probe: one SMS round the loop… ({} checks done)", checks.len()));
-            let settings = super::probe::ProbeSettings {
-                number: number.clone(),
-                hop_timeout: args.probe_hop_timeout,
-                poll: args.probe_poll,
-                deadline: args.probe_deadline.clone(),
-            };
-            Some(super::probe::run(ctx, &settings, &mut checks).await?)
+            let s = settings(number.clone(), super::probe::Expect::Delivered);
+            Some(super::probe::run(ctx, &provider, &s, &mut checks).await?)
         }
         None => None,
+    };
+    let simulator = if args.simulator {
+        spinner.set_message(format!("probe on AWS's SMS simulator… ({} checks done)", checks.len()));
+        super::probe::simulator(ctx, &provider, &settings, &mut checks).await?
+    } else {
+        Vec::new()
     };
     spinner.done();
 
     let problems = checks.iter().filter(|c| c.verdict == Verdict::Problem).count();
     if ctx.json {
-        let report =
-            Report { stack: &ctx.names.stack, ok: problems == 0, problems, checks: &checks, probe: probe.as_ref() };
+        let report = Report {
+            stack: &ctx.names.stack,
+            provider: provider_name(&provider),
+            ok: problems == 0,
+            problems,
+            checks: &checks,
+            probe: probe.as_ref(),
+            simulator: &simulator,
+        };
         output::json(&report)?;
     } else {
         for c in &checks {
@@ -237,16 +339,20 @@ async fn sandbox(sns: &aws_sdk_sns::Client, checks: &mut Vec<Check>) {
     }
 }
 
-/// Month-to-date SMS spend against the limit: 80 % is a problem (the spend alarm's threshold).
-pub(crate) async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option<f64>) -> Check {
+/// The latest hourly maximum of a month-to-date spend metric over the last day (`None`: no data,
+/// e.g. nothing sent yet).
+pub(crate) async fn latest_maximum(
+    cloudwatch: &aws_sdk_cloudwatch::Client,
+    namespace: &str,
+    metric: &str,
+) -> Result<Option<f64>, String> {
     use aws_sdk_cloudwatch::types::{Metric, MetricDataQuery, MetricStat};
-    const C: &str = "SMS spend";
     let now = chrono::Utc::now();
     let query = MetricDataQuery::builder()
         .id("spend")
         .metric_stat(
             MetricStat::builder()
-                .metric(Metric::builder().namespace("AWS/SNS").metric_name("SMSMonthToDateSpentUSD").build())
+                .metric(Metric::builder().namespace(namespace).metric_name(metric).build())
                 .period(3600)
                 .stat("Maximum")
                 .build(),
@@ -258,14 +364,21 @@ pub(crate) async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option
         .start_time(aws_sdk_cloudwatch::primitives::DateTime::from_secs((now - chrono::Duration::days(1)).timestamp()))
         .end_time(aws_sdk_cloudwatch::primitives::DateTime::from_secs(now.timestamp()))
         .send()
-        .await;
-    let spent = match out {
-        Ok(o) => o
-            .metric_data_results()
-            .iter()
-            .flat_map(|r| r.values().iter().copied())
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
-        Err(e) => return problem(C, format!("cannot read it (CloudWatch GetMetricData: {})", describe(&e))),
+        .await
+        .map_err(|e| format!("CloudWatch GetMetricData {namespace} {metric}: {}", describe(&e)))?;
+    Ok(out
+        .metric_data_results()
+        .iter()
+        .flat_map(|r| r.values().iter().copied())
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))))
+}
+
+/// Month-to-date SNS SMS spend against the limit: 80 % is a problem (the spend alarm's threshold).
+pub(crate) async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option<f64>) -> Check {
+    const C: &str = "SMS spend";
+    let spent = match latest_maximum(cloudwatch, "AWS/SNS", "SMSMonthToDateSpentUSD").await {
+        Ok(s) => s,
+        Err(e) => return problem(C, format!("cannot read it ({e})")),
     };
     let Some(limit) = limit else {
         return problem(C, "the spend limit could not be read (see SMS preferences)");
@@ -284,59 +397,86 @@ pub(crate) async fn spend(cloudwatch: &aws_sdk_cloudwatch::Client, limit: Option
     }
 }
 
-async fn delivery_logs(ctx: &Context, checks: &mut Vec<Check>) {
-    let logs = aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk);
-    let status_fn = ctx.outputs.get("StatusFunctionArn");
-    for (check, key) in
-        [("delivered log group", "SmsSuccessLogGroupName"), ("failed log group", "SmsFailureLogGroupName")]
-    {
-        let Some(group) = ctx.outputs.get(key) else {
-            checks.push(problem(check, format!("the stack has no output {key}: deploy this version of template.yaml")));
-            continue;
-        };
-        let exists = match logs.describe_log_groups().log_group_name_prefix(group).send().await {
-            Ok(out) => out.log_groups().iter().any(|g| g.log_group_name() == Some(group)),
-            Err(e) => {
-                checks.push(problem(check, format!("{group}: cannot read it ({})", describe(&e))));
-                continue;
+/// The origination number SNS sends the stack's alerts from: its `SmsOriginationNumber` among the
+/// account's numbers, or SNS's choice among them (its delivery records do not say which).
+async fn sns_origination(ctx: &Context, sns: &aws_sdk_sns::Client) -> Check {
+    const C: &str = "origination number";
+    let numbers = match super::preflight::origination_numbers(sns).await {
+        Ok(n) => n,
+        Err(e) => return problem(C, format!("cannot list them ({e})")),
+    };
+    sns_origination_check(ctx.outputs.parameter("SmsOriginationNumber"), &numbers)
+}
+
+/// [`sns_origination`]'s judgement.
+pub fn sns_origination_check(configured: Option<&str>, numbers: &[super::preflight::Origination]) -> Check {
+    const C: &str = "origination number";
+    let shown = |o: &super::preflight::Origination| {
+        format!("{} ({}, {})", tocsin::domain::phone::mask_phone_like(&o.number), o.country, o.kind)
+    };
+    match configured {
+        Some(n) => match numbers.iter().find(|o| o.number == n) {
+            Some(o) if o.active && o.sms => ok(C, format!("{}: alerts leave from it (SmsOriginationNumber)", shown(o))),
+            Some(o) => {
+                problem(C, format!("{}: SmsOriginationNumber names it, but it is not an active SMS number", shown(o)))
             }
-        };
-        if !exists {
-            checks.push(problem(
-                check,
-                format!("{group} does not exist: SNS has nowhere to write delivery status (deploy with CreateSmsLogGroups=true)"),
-            ));
-            continue;
-        }
-        let filters = match logs.describe_subscription_filters().log_group_name(group).send().await {
-            Ok(out) => out.subscription_filters().to_vec(),
-            Err(e) => {
-                checks
-                    .push(problem(check, format!("{group}: cannot read its subscription filters ({})", describe(&e))));
-                continue;
-            }
-        };
-        let ours = |f: &aws_sdk_cloudwatchlogs::types::SubscriptionFilter| match status_fn {
-            Some(arn) => f.destination_arn() == Some(arn),
-            None => false,
-        };
-        match (status_fn, filters.iter().find(|f| ours(f))) {
-            (None, _) => checks.push(problem(
-                check,
-                "the stack has no output StatusFunctionArn: deploy this version of template.yaml",
-            )),
-            (Some(_), Some(f)) => checks.push(ok(
-                check,
-                format!("{group}, subscribed by {}", f.filter_name().unwrap_or("the status function")),
-            )),
-            (Some(arn), None) => checks.push(problem(
-                check,
+            None => problem(
+                C,
                 format!(
-                    "{group} has no subscription filter to {arn} ({} other): delivery records are never applied",
-                    filters.len()
+                    "SmsOriginationNumber {} is not an origination number of this account in this region (a number \
+                     belongs to one region): SNS refuses the publish",
+                    tocsin::domain::phone::mask_phone_like(n)
                 ),
-            )),
+            ),
+        },
+        None => {
+            let usable: Vec<String> = numbers.iter().filter(|o| o.active && o.sms).map(shown).collect();
+            if usable.is_empty() {
+                warning(
+                    C,
+                    "SmsOriginationNumber not set and the account has none: SNS sends from a shared route where a \
+                     country allows one, and US and Canadian numbers receive nothing",
+                )
+            } else {
+                ok(
+                    C,
+                    format!(
+                        "SmsOriginationNumber not set: SNS chooses among {}: {}; its delivery records do not say which",
+                        usable.len(),
+                        usable.join(", ")
+                    ),
+                )
+            }
         }
+    }
+}
+
+/// A log group the status function must be subscribed to: it exists and has the stack's filter.
+async fn subscribed_log_group(ctx: &Context, check: &'static str, group: &str, missing: &str) -> Check {
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk);
+    let Some(status_fn) = ctx.outputs.get("StatusFunctionArn") else {
+        return problem(check, "the stack has no output StatusFunctionArn: deploy this version of template.yaml");
+    };
+    let exists = match logs.describe_log_groups().log_group_name_prefix(group).send().await {
+        Ok(out) => out.log_groups().iter().any(|g| g.log_group_name() == Some(group)),
+        Err(e) => return problem(check, format!("{group}: cannot read it ({})", describe(&e))),
+    };
+    if !exists {
+        return problem(check, format!("{group} does not exist: {missing}"));
+    }
+    let filters = match logs.describe_subscription_filters().log_group_name(group).send().await {
+        Ok(out) => out.subscription_filters().to_vec(),
+        Err(e) => return problem(check, format!("{group}: cannot read its subscription filters ({})", describe(&e))),
+    };
+    match filters.iter().find(|f| f.destination_arn() == Some(status_fn)) {
+        Some(f) => ok(check, format!("{group}, subscribed by {}", f.filter_name().unwrap_or("the status function"))),
+        None => problem(
+            check,
+            format!(
+                "{group} has no subscription filter to {status_fn} ({} other): delivery records are never applied",
+                filters.len()
+            ),
+        ),
     }
 }
 
@@ -433,23 +573,25 @@ pub fn masked_endpoint(protocol: &str, endpoint: &str) -> String {
     }
 }
 
-/// At least one confirmed subscription on the on-call topic: every alarm pages it.
+/// At least one confirmed subscription on the on-call topic that can be reached: every alarm pages
+/// it. An SMS subscription needs no confirmation, so SNS lists it as confirmed whether or not its
+/// number can receive: it counts only when the account's SNS SMS can reach the number.
 async fn alarm_subscriptions(ctx: &Context, sns: &aws_sdk_sns::Client) -> Check {
     const C: &str = "on-call subscriptions";
     let Some(topic) = ctx.outputs.get("AlarmTopicArn") else {
         return problem(C, "the stack has no output AlarmTopicArn: deploy this version of template.yaml");
     };
-    let (mut confirmed, mut pending) = (Vec::new(), Vec::new());
+    let mut subscriptions = Vec::new();
     let mut token = None;
     loop {
         match sns.list_subscriptions_by_topic().topic_arn(topic).set_next_token(token.take()).send().await {
             Ok(out) => {
                 for sub in out.subscriptions() {
-                    let shown = masked_endpoint(sub.protocol().unwrap_or_default(), sub.endpoint().unwrap_or_default());
-                    match sub.subscription_arn() {
-                        Some(arn) if arn.starts_with("arn:") => confirmed.push(shown),
-                        _ => pending.push(shown),
-                    }
+                    subscriptions.push(Subscription {
+                        protocol: sub.protocol().unwrap_or_default().to_owned(),
+                        endpoint: sub.endpoint().unwrap_or_default().to_owned(),
+                        confirmed: sub.subscription_arn().is_some_and(|a| a.starts_with("arn:")),
+                    });
                 }
                 match out.next_token {
                     Some(t) if !t.is_empty() => token = Some(t),
@@ -459,24 +601,118 @@ async fn alarm_subscriptions(ctx: &Context, sns: &aws_sdk_sns::Client) -> Check 
             Err(e) => return problem(C, format!("cannot read them (SNS ListSubscriptionsByTopic: {})", describe(&e))),
         }
     }
-    let pending_text = if pending.is_empty() {
-        String::new()
+    let reach = if subscriptions.iter().any(|s| s.confirmed && s.protocol == "sms") {
+        Some(sms_reach(sns).await)
     } else {
-        format!("; waiting for confirmation: {} (confirm from the message SNS sent)", pending.join(", "))
+        None
     };
+    subscriptions_check(topic.rsplit(':').next().unwrap_or(topic), &subscriptions, reach.as_ref())
+}
+
+/// One subscription of the on-call topic.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub protocol: String,
+    pub endpoint: String,
+    pub confirmed: bool,
+}
+
+/// What decides whether SNS can text a number: its SMS sandbox and the account's origination numbers.
+#[derive(Debug, Clone)]
+pub struct SmsReach {
+    /// `None`: the sandbox could not be read (a problem of its own).
+    pub in_sandbox: Result<bool, String>,
+    pub verified: Vec<String>,
+    pub origination: Result<Vec<super::preflight::Origination>, String>,
+}
+
+async fn sms_reach(sns: &aws_sdk_sns::Client) -> SmsReach {
+    let in_sandbox = sns
+        .get_sms_sandbox_account_status()
+        .send()
+        .await
+        .map(|o| o.is_in_sandbox())
+        .map_err(|e| format!("SNS GetSMSSandboxAccountStatus: {}", describe(&e)));
+    let mut verified = Vec::new();
+    if in_sandbox == Ok(true) {
+        let mut token = None;
+        while let Ok(out) = sns.list_sms_sandbox_phone_numbers().set_next_token(token.take()).send().await {
+            verified.extend(
+                out.phone_numbers()
+                    .iter()
+                    .filter(|n| n.status().map(|s| s.as_str()) == Some("Verified"))
+                    .filter_map(|n| n.phone_number().map(str::to_owned)),
+            );
+            match out.next_token {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+    }
+    SmsReach { in_sandbox, verified, origination: super::preflight::origination_numbers(sns).await }
+}
+
+/// Why SNS cannot text `number`, if it cannot.
+pub fn sms_unreachable(number: &str, reach: &SmsReach) -> Option<String> {
+    match &reach.in_sandbox {
+        Err(e) => return Some(format!("the SMS sandbox could not be read ({e})")),
+        Ok(true) if !reach.verified.iter().any(|v| v == number) => {
+            return Some("the account's SNS SMS is in the sandbox and the number is not verified".into());
+        }
+        _ => {}
+    }
+    let north_american =
+        PhoneNumber::parse(number).ok().and_then(|p| super::preflight::countries_of(&p)) == Some(&["US", "CA"][..]);
+    match &reach.origination {
+        Err(e) if north_american => Some(format!("the origination numbers could not be read ({e})")),
+        Ok(numbers)
+            if north_american
+                && !numbers.iter().any(|o| o.active && o.sms && (o.country == "US" || o.country == "CA")) =>
+        {
+            Some("a US/Canadian number, and the account has no active origination number there".into())
+        }
+        _ => None,
+    }
+}
+
+/// [`alarm_subscriptions`]' judgement.
+pub fn subscriptions_check(topic: &str, subscriptions: &[Subscription], reach: Option<&SmsReach>) -> Check {
+    const C: &str = "on-call subscriptions";
+    let (mut confirmed, mut pending, mut unreachable) = (Vec::new(), Vec::new(), Vec::new());
+    for s in subscriptions {
+        let shown = masked_endpoint(&s.protocol, &s.endpoint);
+        let cannot = match (s.protocol.as_str(), reach) {
+            ("sms", Some(r)) if s.confirmed => sms_unreachable(&s.endpoint, r),
+            _ => None,
+        };
+        match (s.confirmed, cannot) {
+            (true, None) => confirmed.push(shown),
+            (true, Some(why)) => unreachable.push(format!("{shown} ({why})")),
+            (false, _) => pending.push(shown),
+        }
+    }
+    let mut notes = String::new();
+    if !unreachable.is_empty() {
+        notes.push_str(&format!("; cannot receive, so not counted: {}", unreachable.join(", ")));
+    }
+    if !pending.is_empty() {
+        notes.push_str(&format!(
+            "; waiting for confirmation: {} (confirm from the message SNS sent)",
+            pending.join(", ")
+        ));
+    }
     if confirmed.is_empty() {
         problem(
             C,
             format!(
-                "nobody confirmed on {}: every alarm pages nobody{pending_text}. Redeploy with AlarmEmail, \
-                 AlarmWebhookUrl or OnCallSmsNumber",
-                topic.rsplit(':').next().unwrap_or(topic)
+                "nobody confirmed and reachable on {topic}: every alarm pages nobody{notes}. Redeploy with AlarmEmail, \
+                 AlarmWebhookUrl or a reachable OnCallSmsNumber"
             ),
         )
-    } else if pending.is_empty() {
+    } else if notes.is_empty() {
         ok(C, format!("{} confirmed: {}", confirmed.len(), confirmed.join(", ")))
     } else {
-        warning(C, format!("{} confirmed: {}{pending_text}", confirmed.len(), confirmed.join(", ")))
+        warning(C, format!("{} confirmed: {}{notes}", confirmed.len(), confirmed.join(", ")))
     }
 }
 
@@ -501,5 +737,57 @@ async fn sender_concurrency(ctx: &Context) -> Check {
             ),
         },
         Err(e) => problem(C, format!("cannot read it (Lambda GetFunctionConcurrency: {})", describe(&e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::preflight::Origination;
+
+    fn tfn(country: &str, active: bool) -> Origination {
+        Origination {
+            number: "+18445550100".into(),
+            country: country.into(),
+            sms: true,
+            active,
+            kind: "Transactional".into(),
+        }
+    }
+
+    #[test]
+    fn sns_doctor_names_the_number_alerts_leave_from_or_that_sns_chooses() {
+        let named = sns_origination_check(Some("+18445550100"), &[tfn("US", true)]);
+        assert_eq!(named.verdict, Verdict::Ok);
+        assert!(named.detail.starts_with("+1******0100 (US, Transactional): alerts leave from it"), "{}", named.detail);
+        assert_eq!(sns_origination_check(Some("+18445550199"), &[tfn("US", true)]).verdict, Verdict::Problem);
+        assert_eq!(sns_origination_check(Some("+18445550100"), &[tfn("US", false)]).verdict, Verdict::Problem);
+        let chosen = sns_origination_check(None, &[tfn("US", true)]);
+        assert!(chosen.detail.contains("SNS chooses among 1") && chosen.detail.contains("do not say which"));
+        assert_eq!(sns_origination_check(None, &[]).verdict, Verdict::Warning);
+    }
+
+    fn sub(protocol: &str, endpoint: &str) -> Subscription {
+        Subscription { protocol: protocol.into(), endpoint: endpoint.into(), confirmed: true }
+    }
+
+    #[test]
+    fn an_sms_only_paging_target_that_cannot_receive_is_not_counted_as_confirmed() {
+        let sandboxed = SmsReach { in_sandbox: Ok(true), verified: vec![], origination: Ok(vec![tfn("US", true)]) };
+        let only_sms = [sub("sms", "+14155550123")];
+        let c = subscriptions_check("tocsin-prod-oncall", &only_sms, Some(&sandboxed));
+        assert_eq!(c.verdict, Verdict::Problem);
+        assert!(
+            c.detail.contains("cannot receive, so not counted: +1******0123 (the account's SNS SMS is in the sandbox")
+        );
+        assert!(!c.detail.contains("+14155550123"), "masked");
+        let no_number = SmsReach { in_sandbox: Ok(false), verified: vec![], origination: Ok(vec![]) };
+        let c = subscriptions_check("tocsin-prod-oncall", &only_sms, Some(&no_number));
+        assert!(c.detail.contains("no active origination number there"), "{}", c.detail);
+        // Beside a reachable target it is a warning, not a problem.
+        let both = [sub("email", "oncall@example.com"), sub("sms", "+14155550123")];
+        assert_eq!(subscriptions_check("t", &both, Some(&sandboxed)).verdict, Verdict::Warning);
+        let verified = SmsReach { verified: vec!["+14155550123".into()], ..sandboxed };
+        assert_eq!(subscriptions_check("t", &only_sms, Some(&verified)).verdict, Verdict::Ok);
     }
 }

@@ -341,7 +341,11 @@ fn ack_error(e: AckError) -> CliError {
 }
 
 /// Receives the queue through, deletes `key`'s messages and releases every other one at once.
-async fn delete_messages_of(ctx: &Context, key: &IdempotencyKey, spinner: &Spinner) -> CliResult<(usize, usize)> {
+pub(crate) async fn delete_messages_of(
+    ctx: &Context,
+    key: &IdempotencyKey,
+    spinner: &Spinner,
+) -> CliResult<(usize, usize)> {
     delete_messages(ctx, spinner, |k| k == key.as_str()).await
 }
 

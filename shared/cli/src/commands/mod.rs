@@ -3,7 +3,9 @@
 pub mod carriers;
 pub mod doctor;
 pub mod escalations;
+pub mod eum;
 pub mod list;
+pub mod opt_outs;
 pub mod preflight;
 pub mod probe;
 pub mod re_enable;

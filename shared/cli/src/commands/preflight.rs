@@ -1,23 +1,35 @@
 //! `tocsin preflight`: before the first `sam deploy`, with the deployer's credentials and no stack,
 //! what in the account would make the deploy fail or the alerts not arrive. One line per check;
 //! a BLOCKER line is something to fix before deploying (exit 1), a WARN line something to know.
+//! With `--stack`, a deployed stack's provider, origination identity, opt-out list and
+//! configuration set are read from its outputs and checked too.
 //!
+//! Under End User Messaging (`--sms-provider end-user-messaging`, the default): [`super::eum`] —
+//! the region, the account tier and its verified numbers (in the order AWS requires: identity,
+//! destinations, production access), the origination identity, the opt-out list, the spend limit
+//! and this month's spend, a deployed stack's configuration set, and a DryRun to each `--to`.
+//!
+//! Under SNS (`--sms-provider sns`):
 //! - The account's SNS delivery-status log groups (`sns/<region>/<account>/DirectPublishToPhoneNumber`
 //!   and `/Failure`) and their subscription filters: which `CreateSmsLogGroups` to deploy with, and
 //!   whether a filter is left (a log group takes at most 2).
 //! - The account's SMS attributes that `ManageSmsPreferences=true` would overwrite, as a diff; with
 //!   `false`, whether delivery-status logging is on without the stack.
-//! - The Lambda concurrency quota (GetAccountSettings): a new account's 10 refuses any reservation.
 //! - The SMS sandbox and its verified numbers, against the numbers given with `--to`.
 //! - The SMS spend limit, and this month's spend against it.
 //! - The account's origination numbers for the countries of the `--to` numbers.
+//!
+//! Under both: the Lambda concurrency quota (GetAccountSettings): a new account's 10 refuses any
+//! reservation.
 
 use aws_config::SdkConfig;
 use serde::Serialize;
+use tocsin::config::SendingProvider;
 use tocsin::domain::PhoneNumber;
 
 use super::doctor::{Check, Verdict, ok, problem, warning};
-use crate::args::PreflightArgs;
+use crate::args::{PreflightArgs, ProviderArg};
+use crate::context::{StackOutputs, sending_provider};
 use crate::error::{CliError, CliResult, describe, exit};
 use crate::output;
 
@@ -37,6 +49,9 @@ pub struct Change {
 struct Report<'a> {
     account: &'a str,
     region: &'a str,
+    provider: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack: Option<&'a str>,
     ok: bool,
     blockers: usize,
     checks: &'a [Check],
@@ -241,8 +256,34 @@ pub fn concurrency_check(limit: i32, unreserved: i32, reserve: bool, sender: u32
     ok(C, format!("quota {limit}, {unreserved} unreserved"))
 }
 
+/// The provider to check: a deployed stack's (its outputs), else `--sms-provider`, else the
+/// template's default. A flag that contradicts the stack is refused rather than half-applied.
+pub fn provider_to_check(args: &PreflightArgs, stack: Option<&StackOutputs>) -> CliResult<SendingProvider> {
+    let flag = |p: ProviderArg| match p {
+        ProviderArg::Sns => SendingProvider::Sns,
+        ProviderArg::EndUserMessaging => SendingProvider::EndUserMessaging(tocsin::config::EumSettings {
+            configuration_set: String::new(),
+            origination_identity: args.origination_identity.clone().filter(|i| !i.trim().is_empty()),
+            opt_out_list: args.opt_out_list.clone(),
+        }),
+    };
+    let Some(outputs) = stack else {
+        return Ok(flag(args.sms_provider.unwrap_or(ProviderArg::EndUserMessaging)));
+    };
+    let deployed = sending_provider(outputs)?;
+    match (args.sms_provider, &deployed) {
+        (Some(ProviderArg::Sns), SendingProvider::EndUserMessaging(_))
+        | (Some(ProviderArg::EndUserMessaging), SendingProvider::Sns) => Err(CliError::Usage(format!(
+            "stack {} sends through {}: --sms-provider contradicts it (leave it out to check the stack as deployed)",
+            outputs.stack,
+            super::doctor::provider_name(&deployed)
+        ))),
+        _ => Ok(deployed),
+    }
+}
+
 /// Runs every check and prints them; exit 1 when any is a blocker.
-pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, json: bool) -> CliResult<u8> {
+pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, stack: Option<&StackOutputs>, json: bool) -> CliResult<u8> {
     let to: Vec<PhoneNumber> = args
         .to
         .iter()
@@ -251,6 +292,7 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, json: bool) -> CliResult
                 .map_err(|e| CliError::Usage(format!("--to {}: {e}", tocsin::domain::phone::mask_phone_like(n))))
         })
         .collect::<CliResult<_>>()?;
+    let provider = provider_to_check(args, stack)?;
     let region = sdk.region().map(|r| r.to_string()).ok_or_else(|| CliError::Usage("no AWS region".into()))?;
     let sts = aws_sdk_sts::Client::new(sdk);
     let account = sts
@@ -262,7 +304,92 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, json: bool) -> CliResult
         .unwrap_or_default();
     let spinner = crate::progress::Spinner::start("checking the account…");
     let mut checks = Vec::new();
+    let mut diff = Vec::new();
+    match &provider {
+        SendingProvider::EndUserMessaging(eum) => {
+            spinner.set_message("End User Messaging…");
+            let group = stack.and_then(|o| o.get("SmsEventLogGroupName"));
+            let deployed = match (eum.configuration_set.as_str(), group) {
+                ("", _) | (_, None) => None,
+                (cs, Some(g)) => Some((cs, g)),
+            };
+            let settings = super::eum::Settings {
+                region: &region,
+                identity: eum.origination_identity.as_deref(),
+                opt_out_list: &eum.opt_out_list,
+                deployed,
+                to: &to,
+            };
+            checks.extend(super::eum::checks(sdk, &settings).await);
+        }
+        SendingProvider::Sns => {
+            diff = sns_checks(sdk, args, &to, &region, &account, &spinner, &mut checks).await;
+        }
+    }
 
+    spinner.set_message("Lambda concurrency…");
+    let lambda = aws_sdk_lambda::Client::new(sdk);
+    match lambda.get_account_settings().send().await {
+        Ok(out) => {
+            let limit = out.account_limit().map(|l| l.concurrent_executions()).unwrap_or_default();
+            let unreserved = out.account_limit().and_then(|l| l.unreserved_concurrent_executions()).unwrap_or(limit);
+            checks.push(concurrency_check(
+                limit,
+                unreserved,
+                args.reserve_sender_concurrency,
+                args.sender_max_concurrency,
+            ));
+        }
+        Err(e) => checks.push(problem(
+            "Lambda concurrency",
+            format!("cannot read it (Lambda GetAccountSettings: {})", describe(&e)),
+        )),
+    }
+    spinner.done();
+
+    let blockers = checks.iter().filter(|c| c.verdict == Verdict::Problem).count();
+    let provider = super::doctor::provider_name(&provider);
+    if json {
+        output::json(&Report {
+            account: &account,
+            region: &region,
+            provider,
+            stack: stack.map(|s| s.stack.as_str()),
+            ok: blockers == 0,
+            blockers,
+            checks: &checks,
+            sms_preferences_diff: &diff,
+        })?;
+    } else {
+        for c in &checks {
+            let tag = match c.verdict {
+                Verdict::Ok => "ok     ",
+                Verdict::Warning => "WARN   ",
+                Verdict::Problem => "BLOCKER",
+            };
+            output::line(format!("{tag} {}: {}", c.check, c.detail))?;
+        }
+        output::line(match blockers {
+            0 => format!("account {account}, {region}, SmsProvider={provider}: nothing blocks a deploy."),
+            n => format!(
+                "account {account}, {region}, SmsProvider={provider}: {} to fix before deploying.",
+                output::count(n, "blocker")
+            ),
+        })?;
+    }
+    Ok(if blockers == 0 { exit::OK } else { exit::REFUSED })
+}
+
+/// SNS's checks (`SmsProvider=sns`); returns the SMS preferences' diff.
+async fn sns_checks(
+    sdk: &SdkConfig,
+    args: &PreflightArgs,
+    to: &[PhoneNumber],
+    region: &str,
+    account: &str,
+    spinner: &crate::progress::Spinner,
+    checks: &mut Vec<Check>,
+) -> Vec<Change> {
     spinner.set_message("delivery-status log groups…");
     let logs = aws_sdk_cloudwatchlogs::Client::new(sdk);
     let base = format!("sns/{region}/{account}/DirectPublishToPhoneNumber");
@@ -316,27 +443,8 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, json: bool) -> CliResult
             .push(problem("SMS preferences", format!("cannot read them (SNS GetSMSAttributes: {})", describe(&e)))),
     }
 
-    spinner.set_message("Lambda concurrency…");
-    let lambda = aws_sdk_lambda::Client::new(sdk);
-    match lambda.get_account_settings().send().await {
-        Ok(out) => {
-            let limit = out.account_limit().map(|l| l.concurrent_executions()).unwrap_or_default();
-            let unreserved = out.account_limit().and_then(|l| l.unreserved_concurrent_executions()).unwrap_or(limit);
-            checks.push(concurrency_check(
-                limit,
-                unreserved,
-                args.reserve_sender_concurrency,
-                args.sender_max_concurrency,
-            ));
-        }
-        Err(e) => checks.push(problem(
-            "Lambda concurrency",
-            format!("cannot read it (Lambda GetAccountSettings: {})", describe(&e)),
-        )),
-    }
-
     spinner.set_message("SMS sandbox…");
-    checks.push(sandbox_check(&sns, &to).await);
+    checks.push(sandbox_check(&sns, to).await);
 
     spinner.set_message("SMS spend…");
     let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
@@ -352,42 +460,16 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, json: bool) -> CliResult
     } else if limit.is_some_and(|l| l <= 1.0) {
         checks.push(warning(
             "SMS spend",
-            "the limit is 1 USD (a new account's): a few dozen SMS a month, on-call's included; raise the quota (support case), then deploy with MonthlySpendLimitUsd",
+            "the limit is 1 USD (a new account's; inside the SMS sandbox it stays 1 USD): leave the sandbox, raise the quota (support case), then deploy with MonthlySpendLimitUsd",
         ));
     }
 
     spinner.set_message("origination numbers…");
     match origination_numbers(&sns).await {
-        Ok(numbers) => checks.extend(origination_checks(&to, &numbers)),
+        Ok(numbers) => checks.extend(origination_checks(to, &numbers)),
         Err(e) => checks.push(problem("origination numbers", format!("cannot list them ({e})"))),
     }
-    spinner.done();
-
-    let blockers = checks.iter().filter(|c| c.verdict == Verdict::Problem).count();
-    if json {
-        output::json(&Report {
-            account: &account,
-            region: &region,
-            ok: blockers == 0,
-            blockers,
-            checks: &checks,
-            sms_preferences_diff: &diff,
-        })?;
-    } else {
-        for c in &checks {
-            let tag = match c.verdict {
-                Verdict::Ok => "ok     ",
-                Verdict::Warning => "WARN   ",
-                Verdict::Problem => "BLOCKER",
-            };
-            output::line(format!("{tag} {}: {}", c.check, c.detail))?;
-        }
-        output::line(match blockers {
-            0 => format!("account {account}, {region}: nothing blocks a deploy."),
-            n => format!("account {account}, {region}: {} to fix before deploying.", output::count(n, "blocker")),
-        })?;
-    }
-    Ok(if blockers == 0 { exit::OK } else { exit::REFUSED })
+    diff
 }
 
 fn preferences_check(attrs: &std::collections::HashMap<String, String>, diff: &[Change], manage: bool) -> Check {
@@ -480,7 +562,7 @@ async fn sandbox_check(sns: &aws_sdk_sns::Client, to: &[PhoneNumber]) -> Check {
     )
 }
 
-async fn origination_numbers(sns: &aws_sdk_sns::Client) -> Result<Vec<Origination>, String> {
+pub(crate) async fn origination_numbers(sns: &aws_sdk_sns::Client) -> Result<Vec<Origination>, String> {
     let mut out = Vec::new();
     let mut token = None;
     loop {

@@ -1,11 +1,12 @@
 //! `tocsin re-enable <E.164> --reason <text> [--opt-in]`: the audited way back from suppression.
 //!
-//! The registry is tocsin's; the opt-out list is SNS's. A number that replied STOP stays opted out
-//! at SNS whatever the registry says, and SNS accepts a publish to it only to fail it later. So
-//! SNS is asked first (CheckIfPhoneNumberIsOptedOut): an opted-out number is re-enabled only with
-//! `--opt-in` (OptInPhoneNumber, which SNS allows once per 30 days per number); otherwise nothing
-//! changes and the person must reply START. The re-enabled number carries
-//! `needs_opt_out_check`, for the sender to ask SNS again before its first send.
+//! The registry is tocsin's; the opt-out list is the SMS provider's ([`OptOutList`]: SNS's, or the
+//! stack's End User Messaging list). A number that replied STOP stays on that list whatever the
+//! registry says: SNS accepts a publish to it only to fail it later, End User Messaging refuses
+//! the send. So the list is asked first: an opted-out number is re-enabled only with `--opt-in`
+//! (OptInPhoneNumber or DeleteOptedOutNumber, each allowed once per 30 days per number);
+//! otherwise nothing changes and the person must reply START. The re-enabled number carries
+//! `needs_opt_out_check`, for the sender to ask the provider again before its first send.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -13,6 +14,7 @@ use tocsin::adapters::registry::RegistryEvent;
 use tocsin::domain::PhoneNumber;
 use tocsin::ports::RecipientRegistry;
 
+use super::opt_outs::OptOutList;
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 use crate::output;
@@ -23,9 +25,11 @@ struct ReEnabled<'a> {
     operator: &'a str,
     reason: &'a str,
     at: DateTime<Utc>,
-    /// SNS had the number opted out (CheckIfPhoneNumberIsOptedOut) before this command.
-    opted_out_at_sns: bool,
-    /// This command opted it back in (OptInPhoneNumber).
+    /// The provider's opt-out list asked: "SNS", or "End User Messaging opt-out list NAME".
+    opt_out_list: String,
+    /// That list held the number before this command.
+    opted_out: bool,
+    /// This command took it off the list (OptInPhoneNumber or DeleteOptedOutNumber).
     opted_in: bool,
     history: &'a [RegistryEvent],
 }
@@ -36,30 +40,20 @@ pub async fn run(ctx: &Context, number: &str, reason: &str, opt_in: bool) -> Cli
     if ctx.registry.suppression(&phone).await.map_err(CliError::port(format!("reading {masked}")))?.is_none() {
         return Err(CliError::Refused(format!("{masked} is not suppressed: nothing changed")));
     }
-    let sns = aws_sdk_sns::Client::new(&ctx.sdk);
-    let opted_out = sns
-        .check_if_phone_number_is_opted_out()
-        .phone_number(phone.expose())
-        .send()
-        .await
-        .map_err(CliError::aws("SNS CheckIfPhoneNumberIsOptedOut"))?
-        .is_opted_out;
+    let list = OptOutList::of(ctx)?;
+    let opted_out = list.holds(&phone).await?;
     let mut opted_in = false;
     if opted_out {
         if !opt_in {
             return Err(CliError::Refused(format!(
-                "{masked} is opted out at SNS (the person replied STOP): SMS to it are dropped whatever tocsin's \
-                 registry says. The person must reply START to your sending number; or run this again with \
-                 --opt-in (SNS OptInPhoneNumber, allowed once per 30 days per number). Nothing changed"
+                "{masked} is opted out at {} (the person replied STOP): SMS to it are refused or dropped whatever \
+                 tocsin's registry says. The person must reply START to your sending number; or run this again \
+                 with --opt-in ({}, allowed once per 30 days per number). Nothing changed",
+                list.describe(),
+                list.opt_in_call()
             )));
         }
-        sns.opt_in_phone_number().phone_number(phone.expose()).send().await.map_err(|e| CliError::Aws {
-            operation: "SNS OptInPhoneNumber",
-            message: format!(
-                "{}. SNS allows it once per 30 days per number: the person must reply START instead. Nothing changed",
-                crate::error::describe(&e)
-            ),
-        })?;
+        list.opt_in(&phone).await?;
         opted_in = true;
     }
     let operator = ctx.operator().await?;
@@ -80,13 +74,18 @@ pub async fn run(ctx: &Context, number: &str, reason: &str, opt_in: bool) -> Cli
             operator: &operator,
             reason,
             at,
-            opted_out_at_sns: opted_out,
+            opt_out_list: list.describe(),
+            opted_out,
             opted_in,
             history: &history,
         });
     }
     if opted_in {
-        output::line(format!("{masked} was opted out at SNS and is opted back in (OptInPhoneNumber)."))?;
+        output::line(format!(
+            "{masked} was opted out at {} and is opted back in ({}).",
+            list.describe(),
+            list.opt_in_call()
+        ))?;
     }
     output::line(format!("{masked} re-enabled by {operator}: alerts to it will be sent again."))?;
     output::line(format!("Audit trail of {masked}, oldest first:"))?;

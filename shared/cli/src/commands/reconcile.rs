@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use serde::Serialize;
-use tocsin::adapters::cloudwatch_logs::CloudWatchLogsSearch;
+use tocsin::adapters::sms::ProviderLogs;
 use tocsin::domain::phone::mask_phone_like;
 use tocsin::services::reconcile::{ManualError, candidates, link};
 
@@ -42,17 +42,9 @@ fn manual(context: &str) -> impl FnOnce(ManualError) -> CliError + '_ {
     }
 }
 
-/// The two SNS SMS delivery-status log groups of this account and region.
-async fn log_search(ctx: &Context) -> CliResult<CloudWatchLogsSearch> {
-    let region = ctx.sdk.region().map(|r| r.to_string()).unwrap_or_default();
-    let identity = ctx.sts.get_caller_identity().send().await.map_err(CliError::aws("STS GetCallerIdentity"))?;
-    let account = identity.account.unwrap_or_default();
-    let base = format!("sns/{region}/{account}/DirectPublishToPhoneNumber");
-    Ok(CloudWatchLogsSearch::new(
-        aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk),
-        base.clone(),
-        format!("{base}/Failure"),
-    ))
+/// The stack's delivery logs: its End User Messaging event group, or the account's SNS groups.
+async fn log_search(ctx: &Context) -> CliResult<ProviderLogs> {
+    Ok(ProviderLogs::new(aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk), &ctx.delivery_logs().await?))
 }
 
 pub async fn run(

@@ -4,7 +4,7 @@
 //! module says in plain words what happened, or why nothing was sent.
 
 use serde::Serialize;
-use tocsin::adapters::sns::SnsGateway;
+use tocsin::adapters::sms::SmsProvider;
 use tocsin::domain::intent::{IntentRecord, SmsOptions};
 use tocsin::domain::{PhoneNumber, State};
 use tocsin::ports::{PublishOutcome, System};
@@ -43,7 +43,7 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
     let key = resolve_key(ctx, &args.key).await?;
     let operator = ctx.operator().await?;
     let attempt_id = operator_attempt_id(&uuid::Uuid::new_v4().to_string());
-    let gateway = SnsGateway::new(&ctx.sdk, args.publish_timeout);
+    let gateway = SmsProvider::new(&ctx.sdk, &ctx.sending_provider()?, args.publish_timeout);
     let request = ResendRequest {
         key: &key,
         operator: &operator,
@@ -51,6 +51,7 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
         attempt_id: &attempt_id,
         lease: args.lease,
         defaults: &defaults,
+        stack: &ctx.names.stack,
     };
     let resent = match resend(&ctx.ledger, &ctx.registry, &gateway, &System, request).await {
         Ok(r) => r,
@@ -76,9 +77,8 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
     let masked = resent.record.intent.recipient.masked();
     let (state, sns_message_id, error) = match &resent.published {
         PublishOutcome::Accepted { message_id } => (State::Accepted, Some(message_id.as_str()), None),
-        PublishOutcome::Rejected { error } | PublishOutcome::Retryable { error } => {
-            (State::Failed, None, Some(error.as_str()))
-        }
+        PublishOutcome::Rejected { error, refusal } => (refusal.state(), None, Some(error.as_str())),
+        PublishOutcome::Retryable { error } => (State::Failed, None, Some(error.as_str())),
         PublishOutcome::Unknown { error } => (State::SendUnknown, None, Some(error.as_str())),
     };
     if let Err(why) = resent.recorded {

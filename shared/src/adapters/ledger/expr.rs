@@ -111,7 +111,8 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
         x.set("claimed_at", s(ts(*at)));
         x.set("lease_until", s(ts(*until)));
     } else if p.clear_claim {
-        x.remove("attempt_id");
+        // The attempt id stays: it names the intent's last attempt, which a keyed delivery event
+        // (End User Messaging's context) is matched against once the attempt is over.
         x.remove("lease_until");
     }
     if let Some(m) = &p.sns_message_id {

@@ -106,6 +106,7 @@ async fn run() -> std::io::Result<()> {
     if enabled("calls") {
         eprintln!("bench: AWS API calls per alert");
         report.calls = Some(api_calls::measure().await);
+        report.calls_eum = Some(api_calls::measure_end_user_messaging().await);
         write(&report)?;
     }
     if enabled("wru") {
@@ -116,6 +117,7 @@ async fn run() -> std::io::Result<()> {
             report.capacity = Some(wru::template_json().and_then(|t| capacity::model(w, &t)));
         }
         report.wru = Some(measured);
+        report.wru_eum = Some(wru::measure_end_user_messaging().await);
         write(&report)?;
     }
     if enabled("idle") {

@@ -8,7 +8,7 @@
 //! which `Pipeline` calls after each function invocation) and, at the latest, when the gate is
 //! dropped.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -252,8 +252,12 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map_err(|_| Dropped)?.to_bytes();
     let path = parts.uri.path().to_owned();
+    let identities = match sms_identities_needed(&parts) {
+        Some(region) => sms_identities(&client, &upstream, &region).await,
+        None => BTreeMap::new(),
+    };
     if !path.starts_with("/moto-api")
-        && let Some(refusal) = judge(&shared, &parts, &body)
+        && let Some(refusal) = judge(&shared, &parts, &body, identities)
     {
         return Ok(refusal);
     }
@@ -273,8 +277,40 @@ async fn handle(
     out.body(Full::new(rbody)).map_err(|_| Dropped)
 }
 
+/// The region of an End User Messaging request the gate will check (signed by a principal other
+/// than the harness): its origination identities must be named by ARN, which only the stand-in
+/// knows (`request::Facts::sms_identities`).
+fn sms_identities_needed(parts: &hyper::http::request::Parts) -> Option<String> {
+    let (key, region, service) = credential(&parts.headers, parts.uri.query())?;
+    (service == "sms-voice" && Principal::from_access_key_id(&key).is_some_and(|p| p != Principal::Harness))
+        .then_some(region)
+}
+
+/// The stand-in's identity forms → ARNs (`GET /tocsin-eum/identities`); empty when it cannot say,
+/// and the requirements then name each identity by the form it was given.
+async fn sms_identities(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    upstream: &str,
+    region: &str,
+) -> BTreeMap<String, String> {
+    let Ok(uri) = format!("{upstream}/tocsin-eum/identities?region={region}").parse::<hyper::Uri>() else {
+        return BTreeMap::new();
+    };
+    let Ok(response) = client.get(uri).await else { return BTreeMap::new() };
+    let Ok(body) = response.into_body().collect().await.map(|b| b.to_bytes()) else { return BTreeMap::new() };
+    serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| serde_json::from_value(v["resolve"].clone()).ok())
+        .unwrap_or_default()
+}
+
 /// `None`: forward. `Some`: the AccessDenied answer (the denial is recorded).
-fn judge(shared: &Shared, parts: &hyper::http::request::Parts, body: &[u8]) -> Option<Response<Full<Bytes>>> {
+fn judge(
+    shared: &Shared,
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    sms_identities: BTreeMap<String, String>,
+) -> Option<Response<Full<Bytes>>> {
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok());
     let Some((key, region, service)) = credential(&parts.headers, parts.uri.query()) else {
         let call = Call {
@@ -311,7 +347,14 @@ fn judge(shared: &Shared, parts: &hyper::http::request::Parts, body: &[u8]) -> O
         }
         Some(r) => r,
     };
-    let mut requirements = match request::requirements(&call, &principals.facts) {
+    let with_identities;
+    let facts = if sms_identities.is_empty() {
+        &principals.facts
+    } else {
+        with_identities = request::Facts { sms_identities, ..principals.facts.clone() };
+        &with_identities
+    };
+    let mut requirements = match request::requirements(&call, facts) {
         Ok(r) => r,
         Err(e) => return Some(refuse(shared, &principal.to_string(), &call, Some(role), e.to_string())),
     };
@@ -480,6 +523,13 @@ fn access_denied(call: &Call<'_>, role: &Role, d: &Denial) -> Response<Full<Byte
             serde_json::json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": aws_message})
                 .to_string(),
             Some(("x-amzn-query-error", "AccessDenied;Sender")),
+        ),
+        // End User Messaging SMS: AWS JSON 1.0, the error named by `__type`, its text in `Message`.
+        "sms-voice" => (
+            400,
+            "application/x-amz-json-1.0",
+            serde_json::json!({"__type": "AccessDeniedException", "Message": aws_message}).to_string(),
+            None,
         ),
         "logs" | "kms" => (
             400,

@@ -96,19 +96,26 @@ pub enum IamError {
 /// translated by the SAM translator, resolved for that stack; loaded once per process.
 /// Blocking (the translator runs in Python).
 pub fn principals_for(stack: &str) -> Result<Arc<Principals>, IamError> {
+    principals_with(stack, &[])
+}
+
+/// [`principals_for`] with these template parameters instead of their defaults (a stack deployed
+/// with `--parameter-overrides`: its roles' conditional statements follow them).
+pub fn principals_with(stack: &str, parameters: &[(&str, &str)]) -> Result<Arc<Principals>, IamError> {
     static CACHE: OnceLock<Mutex<BTreeMap<String, Arc<Principals>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
-    if let Some(p) = cache.lock().map_err(|_| IamError::Harness("cache lock".into()))?.get(stack) {
+    let cache_key = format!("{stack}{parameters:?}");
+    if let Some(p) = cache.lock().map_err(|_| IamError::Harness("cache lock".into()))?.get(&cache_key) {
         return Ok(p.clone());
     }
     let translated = crate::sam::translate_template_yaml(&[])
         .map_err(|e| IamError::Harness(format!("translating template.yaml: {e}")))?;
-    let resolved = template::Resolved::new(translated, stack, &[]);
+    let resolved = template::Resolved::new(translated, stack, parameters);
     let path = crate::workspace_root().join(roles::OPERATOR_POLICY_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))?;
     let operator = serde_json::from_str(&text).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))?;
     let p = Arc::new(roles::load(resolved, &operator)?);
-    cache.lock().map_err(|_| IamError::Harness("cache lock".into()))?.insert(stack.to_owned(), p.clone());
+    cache.lock().map_err(|_| IamError::Harness("cache lock".into()))?.insert(cache_key, p.clone());
     Ok(p)
 }
 

@@ -20,6 +20,32 @@
 //!   → `log-group:*`.
 //! - CloudFormation: `DescribeStacks` of a stack → `stack/NAME/*`. STS `GetCallerIdentity` needs
 //!   no permission.
+//! - End User Messaging SMS (`sms-voice`, AWS JSON 1.0, `X-Amz-Target: PinpointSMSVoiceV2.<Op>`):
+//!   action `sms-voice:<Op>`, on the resources the request names, as the Service Authorization
+//!   Reference lists them ("Actions, resources, and condition keys for AWS End User Messaging SMS
+//!   and Voice V2", https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsendusermessagingsmsandvoicev2.html):
+//!   - `SendTextMessage`: resource types ConfigurationSet, PhoneNumber, Pool, ProtectConfiguration,
+//!     SenderId, none of them required — so the action on each one the request names: the
+//!     configuration set (`configuration-set/NAME`), the origination identity (`phone-number/ID`,
+//!     `pool/ID` or `sender-id/SENDERID/COUNTRY`), the protect configuration
+//!     (`protect-configuration/ID`); a request naming none is authorized on `*`. An identity given
+//!     as an E.164 number or a bare sender ID is named by the ARN of the resource it is: the gate
+//!     asks the stand-in (`Facts::sms_identities`); one the account does not have keeps the form
+//!     given (`phone-number/+1…`), and the stand-in then answers ResourceNotFoundException.
+//!   - `CreateEventDestination`, `UpdateEventDestination`: `configuration-set/NAME` (required), and
+//!     `iam:PassRole` on the destination's `IamRoleArn` with `iam:PassedToService` =
+//!     `sms-voice.amazonaws.com` (the operations table's dependent action). `DeleteEventDestination`,
+//!     `DeleteConfigurationSet`: `configuration-set/NAME`.
+//!   - `PutOptedOutNumber`, `DeleteOptedOutNumber`, `DescribeOptedOutNumbers`:
+//!     `opt-out-list/NAME` (required).
+//!   - `RequestPhoneNumber`: the opt-out list, pool and registration it names (none required: `*`
+//!     when it names none), plus `sms-voice:AssociateOriginationIdentity` on the pool it names;
+//!     `CreatePool`: the phone number or sender ID it starts with; any create with `Tags` also needs
+//!     `sms-voice:TagResource`.
+//!   - `DescribeConfigurationSets`, `DescribeOptOutLists`, `DescribePhoneNumbers`, `DescribePools`,
+//!     `DescribeSenderIds`, `DescribeVerifiedDestinationNumbers`: each resource named, or `*`.
+//!   - `CreateConfigurationSet`, `CreateOptOutList`, `RequestSenderId`, `DescribeAccountAttributes`,
+//!     `DescribeSpendLimits`: no resource type: `*`.
 //!
 //! An operation this module does not know is an error, never a silent pass.
 
@@ -66,6 +92,9 @@ pub struct Facts {
     pub queue_keys: BTreeMap<String, Key>,
     /// Table ARN → the customer managed key it is encrypted with.
     pub table_keys: BTreeMap<String, Key>,
+    /// End User Messaging origination identities as a request may name them (E.164 number, id,
+    /// bare sender ID) → the identity's ARN: filled per request from the stand-in's state.
+    pub sms_identities: BTreeMap<String, String>,
 }
 
 /// One request as the gate sees it.
@@ -128,6 +157,7 @@ pub fn requirements(call: &Call<'_>, facts: &Facts) -> Result<Vec<Requirement>, 
         "cloudformation" => Ok(cloudformation(&short, &form(call.body), facts)),
         "monitoring" => cloudwatch(call.path, facts),
         "lambda" => lambda(call.method, call.path, facts),
+        "sms-voice" if call.target.is_some() => sms_voice(&short, &json()?, facts),
         _ => Err(MapError::Unknown(op.clone())),
     }
     .map_err(|e| match e {
@@ -426,6 +456,158 @@ fn lambda(method: &str, path: &str, f: &Facts) -> Result<Vec<Requirement>, MapEr
     }
 }
 
+fn sms_arn(f: &Facts, resource: &str) -> String {
+    format!("arn:aws:sms-voice:{}:{}:{resource}", f.region, f.account)
+}
+
+/// A name or ARN (the API takes either) → the ARN of `kind/NAME`.
+fn sms_named(f: &Facts, kind: &str, name_or_arn: &str) -> String {
+    if name_or_arn.starts_with("arn:") { name_or_arn.to_owned() } else { sms_arn(f, &format!("{kind}/{name_or_arn}")) }
+}
+
+/// An origination identity as a request names it → the ARN AWS authorizes.
+fn origination_identity(f: &Facts, identity: &str) -> String {
+    if identity.starts_with("arn:") {
+        return identity.to_owned();
+    }
+    if let Some(arn) = f.sms_identities.get(identity) {
+        return arn.clone();
+    }
+    if identity.starts_with("pool-") {
+        sms_arn(f, &format!("pool/{identity}"))
+    } else if identity.starts_with("phone-") || identity.starts_with('+') {
+        sms_arn(f, &format!("phone-number/{identity}"))
+    } else {
+        // A bare sender ID the stand-in could not tie to one country.
+        sms_arn(f, &format!("sender-id/{identity}/*"))
+    }
+}
+
+fn str_list<'v>(v: &'v Value, field: &str) -> Vec<&'v str> {
+    v[field].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
+}
+
+fn sms_voice(op: &str, body: &Value, f: &Facts) -> Result<Vec<Requirement>, MapError> {
+    let action = format!("sms-voice:{op}");
+    let on = |resources: Vec<String>| -> Vec<Requirement> {
+        if resources.is_empty() {
+            vec![Requirement::plain(action.clone(), "*")]
+        } else {
+            resources.into_iter().map(|r| Requirement::plain(action.clone(), r)).collect()
+        }
+    };
+    let configuration_set = || -> Result<String, MapError> {
+        Ok(sms_named(f, "configuration-set", str_field(body, "ConfigurationSetName")?))
+    };
+    let tagged = |mut out: Vec<Requirement>, resource: &str| {
+        if body["Tags"].as_array().is_some_and(|t| !t.is_empty()) {
+            out.push(Requirement::plain("sms-voice:TagResource", resource).because(format!("{op} with Tags")));
+        }
+        out
+    };
+    Ok(match op {
+        "SendTextMessage" => {
+            let mut named = Vec::new();
+            if let Some(cs) = body["ConfigurationSetName"].as_str() {
+                named.push(sms_named(f, "configuration-set", cs));
+            }
+            if let Some(identity) = body["OriginationIdentity"].as_str() {
+                named.push(origination_identity(f, identity));
+            }
+            if let Some(protect) = body["ProtectConfigurationId"].as_str() {
+                named.push(sms_named(f, "protect-configuration", protect));
+            }
+            on(named)
+        }
+        "CreateEventDestination" | "UpdateEventDestination" => {
+            let mut out = on(vec![configuration_set()?]);
+            for destination in ["CloudWatchLogsDestination", "KinesisFirehoseDestination"] {
+                if let Some(role) = body[destination]["IamRoleArn"].as_str() {
+                    let mut context = Context::new();
+                    context.insert("iam:PassedToService".into(), vec!["sms-voice.amazonaws.com".into()]);
+                    out.push(Requirement {
+                        action: "iam:PassRole".into(),
+                        resource: role.to_owned(),
+                        context,
+                        because: Some(format!("{op} hands this role to End User Messaging ({destination})")),
+                    });
+                }
+            }
+            out
+        }
+        "DeleteEventDestination" | "DeleteConfigurationSet" => on(vec![configuration_set()?]),
+        "PutOptedOutNumber" | "DeleteOptedOutNumber" | "DescribeOptedOutNumbers" => {
+            on(vec![sms_named(f, "opt-out-list", str_field(body, "OptOutListName")?)])
+        }
+        "RequestPhoneNumber" => {
+            let mut named = Vec::new();
+            if let Some(list) = body["OptOutListName"].as_str() {
+                named.push(sms_named(f, "opt-out-list", list));
+            }
+            let pool = body["PoolId"].as_str().filter(|p| !p.is_empty()).map(|p| sms_named(f, "pool", p));
+            named.extend(pool.clone());
+            if let Some(registration) = body["RegistrationId"].as_str() {
+                named.push(sms_named(f, "registration", registration));
+            }
+            let mut out = on(named);
+            if let Some(pool) = pool {
+                out.push(
+                    Requirement::plain("sms-voice:AssociateOriginationIdentity", pool)
+                        .because("RequestPhoneNumber puts the new number in this pool"),
+                );
+            }
+            tagged(out, "*")
+        }
+        "CreatePool" => {
+            let identity = origination_identity(f, str_field(body, "OriginationIdentity")?);
+            tagged(on(vec![identity]), "*")
+        }
+        "CreateConfigurationSet" => {
+            let cs = sms_named(f, "configuration-set", str_field(body, "ConfigurationSetName")?);
+            tagged(on(Vec::new()), &cs)
+        }
+        "CreateOptOutList" => {
+            let list = sms_named(f, "opt-out-list", str_field(body, "OptOutListName")?);
+            tagged(on(Vec::new()), &list)
+        }
+        "RequestSenderId" => {
+            let sid = format!("sender-id/{}/{}", str_field(body, "SenderId")?, str_field(body, "IsoCountryCode")?);
+            tagged(on(Vec::new()), &sms_arn(f, &sid))
+        }
+        "DescribeConfigurationSets" => on(str_list(body, "ConfigurationSetNames")
+            .into_iter()
+            .map(|n| sms_named(f, "configuration-set", n))
+            .collect()),
+        "DescribeOptOutLists" => {
+            on(str_list(body, "OptOutListNames").into_iter().map(|n| sms_named(f, "opt-out-list", n)).collect())
+        }
+        "DescribePhoneNumbers" => {
+            on(str_list(body, "PhoneNumberIds").into_iter().map(|n| origination_identity(f, n)).collect())
+        }
+        "DescribePools" => on(str_list(body, "PoolIds").into_iter().map(|n| sms_named(f, "pool", n)).collect()),
+        "DescribeSenderIds" => {
+            let wanted = body["SenderIds"].as_array().map(Vec::as_slice).unwrap_or_default();
+            on(wanted
+                .iter()
+                .map(|w| {
+                    let sid = w["SenderId"].as_str().unwrap_or_default();
+                    if sid.starts_with("arn:") {
+                        sid.to_owned()
+                    } else {
+                        sms_arn(f, &format!("sender-id/{sid}/{}", w["IsoCountryCode"].as_str().unwrap_or_default()))
+                    }
+                })
+                .collect())
+        }
+        "DescribeVerifiedDestinationNumbers" => on(str_list(body, "VerifiedDestinationNumberIds")
+            .into_iter()
+            .map(|n| sms_named(f, "verified-destination-number", n))
+            .collect()),
+        "DescribeAccountAttributes" | "DescribeSpendLimits" => on(Vec::new()),
+        other => return Err(MapError::Unknown(format!("PinpointSMSVoiceV2.{other}"))),
+    })
+}
+
 fn cloudformation(op: &str, form: &BTreeMap<String, String>, f: &Facts) -> Vec<Requirement> {
     let resource = match form.get("StackName") {
         Some(arn) if arn.starts_with("arn:") => arn.clone(),
@@ -452,6 +634,7 @@ mod tests {
             queue_keys: [(send, key.clone())].into(),
             table_keys: [("arn:aws:dynamodb:us-east-1:123456789012:table/tocsin-local-encrypted".to_owned(), key)]
                 .into(),
+            sms_identities: BTreeMap::new(),
         }
     }
 
@@ -649,6 +832,136 @@ mod tests {
         );
         let put = Call { method: "PUT", ..get("/2019-09-30/functions/tocsin-sender/concurrency") };
         assert!(matches!(requirements(&put, &facts()), Err(MapError::Unknown(_))), "a write is not a read");
+    }
+
+    const SMS: &str = "arn:aws:sms-voice:us-east-1:123456789012";
+
+    fn sms_call(op: &str, body: &Value, facts: &Facts) -> Vec<(String, String)> {
+        let target = format!("PinpointSMSVoiceV2.{op}");
+        let body = body.to_string();
+        requirements(&json_call("sms-voice", &target, body.as_bytes()), facts)
+            .expect("maps")
+            .into_iter()
+            .map(|r| (r.action, r.resource))
+            .collect()
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(a, r)| ((*a).to_owned(), (*r).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_text_is_authorized_on_its_configuration_set_and_the_identity_it_leaves_from() {
+        let mut f = facts();
+        let phone = format!("{SMS}:phone-number/phone-0123abcd");
+        f.sms_identities.insert("+18335550001".into(), phone.clone());
+        let sent = sms_call(
+            "SendTextMessage",
+            &json!({"DestinationPhoneNumber": "+14255550100", "OriginationIdentity": "+18335550001", "ConfigurationSetName": "tocsin-local"}),
+            &f,
+        );
+        let cs = format!("{SMS}:configuration-set/tocsin-local");
+        assert_eq!(sent, owned(&[("sms-voice:SendTextMessage", &cs), ("sms-voice:SendTextMessage", &phone)]));
+        let by_pool = sms_call(
+            "SendTextMessage",
+            &json!({"DestinationPhoneNumber": "+14255550100", "OriginationIdentity": "pool-9f", "ProtectConfigurationId": "protect-1"}),
+            &f,
+        );
+        assert_eq!(
+            by_pool,
+            owned(&[
+                ("sms-voice:SendTextMessage", &format!("{SMS}:pool/pool-9f")),
+                ("sms-voice:SendTextMessage", &format!("{SMS}:protect-configuration/protect-1")),
+            ])
+        );
+        let nothing_named = sms_call("SendTextMessage", &json!({"DestinationPhoneNumber": "+14255550100"}), &f);
+        assert_eq!(nothing_named, owned(&[("sms-voice:SendTextMessage", "*")]));
+        let unknown_number = sms_call(
+            "SendTextMessage",
+            &json!({"DestinationPhoneNumber": "+14255550100", "OriginationIdentity": "+12065550199"}),
+            &f,
+        );
+        assert_eq!(
+            unknown_number,
+            owned(&[("sms-voice:SendTextMessage", &format!("{SMS}:phone-number/+12065550199"))])
+        );
+    }
+
+    #[test]
+    fn an_event_destination_passes_its_role_to_end_user_messaging() {
+        let body = json!({
+            "ConfigurationSetName": "tocsin-local", "EventDestinationName": "logs", "MatchingEventTypes": ["TEXT_ALL"],
+            "CloudWatchLogsDestination": {"IamRoleArn": "arn:aws:iam::123456789012:role/eum-events", "LogGroupArn": "arn:aws:logs:us-east-1:123456789012:log-group:g"}
+        });
+        let r = requirements(
+            &json_call("sms-voice", "PinpointSMSVoiceV2.CreateEventDestination", body.to_string().as_bytes()),
+            &facts(),
+        )
+        .expect("maps");
+        assert_eq!(
+            asked(&r),
+            [
+                ("sms-voice:CreateEventDestination", format!("{SMS}:configuration-set/tocsin-local").as_str()),
+                ("iam:PassRole", "arn:aws:iam::123456789012:role/eum-events")
+            ]
+        );
+        assert_eq!(r[1].context["iam:PassedToService"], ["sms-voice.amazonaws.com"]);
+    }
+
+    #[test]
+    fn opt_outs_are_authorized_on_their_list_and_describes_on_what_they_name_or_star() {
+        let f = facts();
+        let list = format!("{SMS}:opt-out-list/Default");
+        for op in ["DescribeOptedOutNumbers", "PutOptedOutNumber", "DeleteOptedOutNumber"] {
+            let r = sms_call(op, &json!({"OptOutListName": "Default", "OptedOutNumber": "+14255550100"}), &f);
+            assert_eq!(r, owned(&[(&format!("sms-voice:{op}"), &list)]));
+        }
+        let by_arn = sms_call("DescribeOptedOutNumbers", &json!({"OptOutListName": list}), &f);
+        assert_eq!(by_arn, owned(&[("sms-voice:DescribeOptedOutNumbers", &list)]));
+        assert_eq!(sms_call("DescribePhoneNumbers", &json!({}), &f), owned(&[("sms-voice:DescribePhoneNumbers", "*")]));
+        assert_eq!(
+            sms_call("DescribePhoneNumbers", &json!({"PhoneNumberIds": ["phone-1"]}), &f),
+            owned(&[("sms-voice:DescribePhoneNumbers", &format!("{SMS}:phone-number/phone-1"))])
+        );
+        assert_eq!(
+            sms_call("DescribeSenderIds", &json!({"SenderIds": [{"SenderId": "TOCSIN", "IsoCountryCode": "GB"}]}), &f),
+            owned(&[("sms-voice:DescribeSenderIds", &format!("{SMS}:sender-id/TOCSIN/GB"))])
+        );
+        assert_eq!(sms_call("DescribeSpendLimits", &json!({}), &f), owned(&[("sms-voice:DescribeSpendLimits", "*")]));
+    }
+
+    #[test]
+    fn a_phone_number_requested_into_a_pool_also_associates_it_and_tags_need_tag_resource() {
+        let r = sms_call(
+            "RequestPhoneNumber",
+            &json!({"IsoCountryCode": "US", "MessageType": "TRANSACTIONAL", "NumberCapabilities": ["SMS"], "NumberType": "TOLL_FREE",
+                    "OptOutListName": "alerts", "PoolId": "pool-1", "Tags": [{"Key": "k", "Value": "v"}]}),
+            &facts(),
+        );
+        assert_eq!(
+            r,
+            owned(&[
+                ("sms-voice:RequestPhoneNumber", &format!("{SMS}:opt-out-list/alerts")),
+                ("sms-voice:RequestPhoneNumber", &format!("{SMS}:pool/pool-1")),
+                ("sms-voice:AssociateOriginationIdentity", &format!("{SMS}:pool/pool-1")),
+                ("sms-voice:TagResource", "*"),
+            ])
+        );
+        let plain = sms_call(
+            "RequestPhoneNumber",
+            &json!({"IsoCountryCode": "US", "MessageType": "TRANSACTIONAL", "NumberCapabilities": ["SMS"], "NumberType": "TOLL_FREE"}),
+            &facts(),
+        );
+        assert_eq!(plain, owned(&[("sms-voice:RequestPhoneNumber", "*")]));
+    }
+
+    #[test]
+    fn an_end_user_messaging_operation_the_gate_does_not_know_is_an_error() {
+        let body = json!({"DestinationPhoneNumber": "+14255550100"}).to_string();
+        assert!(matches!(
+            requirements(&json_call("sms-voice", "PinpointSMSVoiceV2.SendVoiceMessage", body.as_bytes()), &facts()),
+            Err(MapError::Unknown(_))
+        ));
     }
 
     #[test]

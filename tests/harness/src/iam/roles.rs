@@ -184,5 +184,11 @@ fn facts(t: &Resolved) -> Result<Facts, RoleError> {
             table_keys.insert(format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{}", t.physical_name(&id)?), key);
         }
     }
-    Ok(Facts { region: REGION.into(), account: ACCOUNT.into(), queue_keys, table_keys })
+    Ok(Facts {
+        region: REGION.into(),
+        account: ACCOUNT.into(),
+        queue_keys,
+        table_keys,
+        sms_identities: BTreeMap::new(),
+    })
 }

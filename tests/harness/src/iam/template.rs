@@ -236,6 +236,7 @@ impl Resolved {
             "AWS::SNS::Topic" => "TopicName",
             "AWS::KMS::Alias" => "AliasName",
             "AWS::IAM::Role" => "RoleName",
+            "AWS::SMSVOICE::ConfigurationSet" => "ConfigurationSetName",
             _ => "",
         };
         match p.get(field) {

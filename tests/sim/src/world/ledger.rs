@@ -188,7 +188,7 @@ impl World {
             s.claimed_at = Some(ms(*at));
             s.lease_until = Some(ms(*until));
         } else if p.clear_claim {
-            s.attempt_id = None;
+            // As the ledger adapter: the last attempt's id stays.
             s.lease_until = None;
         }
         if let Some(m) = &p.sns_message_id {

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use aws_lambda_events::cloudwatch_logs::LogEntry;
-use tocsin::domain::PhoneNumber;
 use tocsin::domain::delivery::parse_record;
 use tocsin::domain::reconcile::{Found, Window};
-use tocsin::ports::{DeliveryLogSearch, PortError, SearchError};
+use tocsin::ports::{DeliveryLogSearch, PortError, SearchError, SearchFor};
 
 use crate::exec::{Millis, OpKind, Sim, to_ms};
 
@@ -106,12 +105,8 @@ pub struct SimLogs {
 }
 
 impl DeliveryLogSearch for SimLogs {
-    async fn records_to(
-        &self,
-        destination: &PhoneNumber,
-        window: Window,
-        max: usize,
-    ) -> Result<Vec<Found>, SearchError> {
+    async fn records_for(&self, what: SearchFor<'_>, window: Window, max: usize) -> Result<Vec<Found>, SearchError> {
+        let destination = what.recipient;
         let mut out = Vec::new();
         for group in [Group::Success, Group::Failure] {
             let number = destination.expose().to_owned();

@@ -223,6 +223,10 @@ pub struct SimSns {
 }
 
 impl SmsGateway for SimSns {
+    fn records_name_their_alert(&self) -> bool {
+        false
+    }
+
     async fn publish(&self, message: SmsMessage<'_>) -> PublishOutcome {
         let (to, body) = (message.to.clone(), message.body.to_owned());
         match self.sim.call("SNS Publish", OpKind::Publish, move |w| w.sns_publish(&to, &body)).await {

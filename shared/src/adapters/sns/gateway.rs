@@ -16,8 +16,9 @@ use aws_sdk_sns::operation::publish::PublishError;
 use aws_sdk_sns::types::MessageAttributeValue;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
-use super::describe;
-use crate::ports::{PublishOutcome, SmsGateway, SmsMessage};
+use crate::adapters::describe;
+use crate::adapters::publish_errors::transport_outcome;
+use crate::ports::{PublishOutcome, Refusal, SmsGateway, SmsMessage};
 
 #[derive(Clone, Debug)]
 pub struct SnsGateway {
@@ -64,53 +65,43 @@ fn typed_attr(data_type: &str, v: &str) -> Option<MessageAttributeValue> {
     MessageAttributeValue::builder().data_type(data_type).string_value(v).build().ok()
 }
 
-/// True when the error chain shows the connection was never made, so nothing was sent.
-fn never_connected(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable)
-        {
-            return true;
-        }
-        let text = err.to_string().to_ascii_lowercase();
-        if text.contains("connection refused") || text.contains("dns error") {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
-}
+/// Refusals that are the account's or the deployment's, not this message's: every SMS would be
+/// refused the same way until someone fixes the account (the role, the key).
+const ACCOUNT_CODES: &[&str] = &[
+    "AuthorizationError",
+    "InvalidSecurity",
+    "KMSAccessDenied",
+    "KMSDisabled",
+    "KMSInvalidState",
+    "KMSNotFound",
+    "KMSOptInRequired",
+];
 
-/// Sorts an SDK error into the three classes that matter.
+/// Sorts an SDK error into the classes that matter.
 pub fn classify_error(err: &SdkError<PublishError, HttpResponse>) -> PublishOutcome {
     let text = describe(err);
     match err {
         SdkError::ServiceError(se) => {
             let code = se.err().code().unwrap_or("");
             let is_5xx = se.raw().status().is_server_error();
+            let error = format!("{code}: {}", se.err().message().unwrap_or(""));
             if RETRYABLE_CODES.contains(&code) || is_5xx {
-                PublishOutcome::Retryable { error: format!("{code}: {}", se.err().message().unwrap_or("")) }
+                PublishOutcome::Retryable { error }
+            } else if ACCOUNT_CODES.contains(&code) {
+                PublishOutcome::Rejected { error, refusal: Refusal::Account }
             } else {
-                PublishOutcome::Rejected { error: format!("{code}: {}", se.err().message().unwrap_or("")) }
+                PublishOutcome::Rejected { error, refusal: Refusal::Message }
             }
         }
-        SdkError::ConstructionFailure(_) => PublishOutcome::Rejected { error: text },
-        SdkError::DispatchFailure(d) => {
-            if d.is_user() {
-                PublishOutcome::Rejected { error: text }
-            } else if !d.is_timeout() && never_connected(err) {
-                PublishOutcome::Retryable { error: text }
-            } else {
-                PublishOutcome::Unknown { error: text }
-            }
-        }
-        // Timed out, or an answer came back that could not be read: SNS may have accepted it.
-        _ => PublishOutcome::Unknown { error: text },
+        _ => transport_outcome(err, text),
     }
 }
 
 impl SmsGateway for SnsGateway {
+    fn records_name_their_alert(&self) -> bool {
+        false
+    }
+
     async fn is_opted_out(&self, recipient: &crate::domain::PhoneNumber) -> crate::ports::PortResult<bool> {
         // A read: safe to ask again if the answer is lost (the client's retries are off for
         // Publish's sake, so the caller retries through SQS).
@@ -162,6 +153,11 @@ mod tests {
     use super::*;
     use crate::domain::PhoneNumber;
     use crate::domain::intent::SmsOptions;
+
+    fn test_context() -> crate::domain::send_context::SendContext {
+        let key = crate::domain::IdempotencyKey::parse(&"ab".repeat(32)).expect("key");
+        crate::domain::send_context::SendContext::alert("tocsin-test", key, "attempt-1")
+    }
 
     /// Accepts one request, answers with a Publish result, returns the request's form body.
     fn one_request_endpoint() -> (String, std::thread::JoinHandle<String>) {
@@ -249,7 +245,16 @@ mod tests {
             origination_number: Some(PhoneNumber::parse("+18005550100").expect("valid")),
             max_price_usd: Some("0.50".into()),
         };
-        let outcome = gateway.publish(SmsMessage { to: &to, body: "disk full on db-1", options: &options }).await;
+        let context = test_context();
+        let outcome = gateway
+            .publish(SmsMessage {
+                to: &to,
+                body: "disk full on db-1",
+                options: &options,
+                context: &context,
+                worth_until: chrono::Utc::now(),
+            })
+            .await;
         assert_eq!(outcome, PublishOutcome::Accepted { message_id: "5a6b7c8d-0000-4000-8000-000000000001".into() });
         let form = server.join().expect("the endpoint saw one request");
         assert!(form.contains("Action=Publish"), "{form}");
@@ -276,7 +281,16 @@ mod tests {
             .await;
         let gateway = SnsGateway::new(&sdk, Duration::from_secs(5));
         let to = PhoneNumber::parse("+14155550100").expect("valid");
-        gateway.publish(SmsMessage { to: &to, body: "x", options: &SmsOptions::default() }).await;
+        let context = test_context();
+        gateway
+            .publish(SmsMessage {
+                to: &to,
+                body: "x",
+                options: &SmsOptions::default(),
+                context: &context,
+                worth_until: chrono::Utc::now(),
+            })
+            .await;
         let form = server.join().expect("one request");
         let only: BTreeSet<_> =
             [("AWS.SNS.SMS.SMSType".to_owned(), "String".to_owned(), "Transactional".to_owned())].into();
@@ -331,9 +345,22 @@ mod classifier_tests {
     }
 
     #[test]
+    fn a_refusal_of_the_role_or_the_key_is_the_accounts_and_a_bad_parameter_the_messages() {
+        let refusal = |code| match classify_error(&answer(400, code, "x")) {
+            PublishOutcome::Rejected { refusal, .. } => refusal,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(refusal("AuthorizationError"), Refusal::Account);
+        assert_eq!(refusal("KMSDisabled"), Refusal::Account);
+        assert_eq!(refusal("InvalidParameter"), Refusal::Message);
+    }
+
+    #[test]
     fn a_rejection_keeps_the_code_and_message_for_the_record() {
         match classify_error(&answer(400, "InvalidParameter", "Invalid parameter: PhoneNumber")) {
-            PublishOutcome::Rejected { error } => assert_eq!(error, "InvalidParameter: Invalid parameter: PhoneNumber"),
+            PublishOutcome::Rejected { error, .. } => {
+                assert_eq!(error, "InvalidParameter: Invalid parameter: PhoneNumber")
+            }
             other => panic!("{other:?}"),
         }
     }

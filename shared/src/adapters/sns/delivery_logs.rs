@@ -7,11 +7,10 @@
 use aws_sdk_cloudwatchlogs::Client;
 use aws_sdk_cloudwatchlogs::error::{ProvideErrorMetadata, SdkError};
 
-use super::describe;
-use crate::domain::PhoneNumber;
+use crate::adapters::describe;
 use crate::domain::delivery::parse_record;
 use crate::domain::reconcile::{Found, Window};
-use crate::ports::{DeliveryLogSearch, PortError, SearchError};
+use crate::ports::{DeliveryLogSearch, PortError, SearchError, SearchFor};
 
 #[derive(Clone, Debug)]
 pub struct CloudWatchLogsSearch {
@@ -26,12 +25,9 @@ impl CloudWatchLogsSearch {
 }
 
 impl DeliveryLogSearch for CloudWatchLogsSearch {
-    async fn records_to(
-        &self,
-        destination: &PhoneNumber,
-        window: Window,
-        max: usize,
-    ) -> Result<Vec<Found>, SearchError> {
+    /// An SNS record shows nothing of the alert: the search is for records to its recipient.
+    async fn records_for(&self, what: SearchFor<'_>, window: Window, max: usize) -> Result<Vec<Found>, SearchError> {
+        let destination = what.recipient;
         let mut out = Vec::new();
         for group in &self.groups {
             let mut token: Option<String> = None;

@@ -1,0 +1,431 @@
+//! AWS End User Messaging SMS as tocsin's provider, end to end on the emulator: the real sender,
+//! status and escalation handlers, the real `aws-sdk-pinpointsmsvoicev2` client, the local
+//! stand-in for the service (validated against its API model, writing AWS's event format into
+//! the stack's own event group), IAM enforced from the template.
+//!
+//! What these pin: every event names its alert by key and attempt (the message's Context), so a
+//! delivery is tied to its alert exactly — never by number and time, whatever else the phone
+//! receives; progress is never delivery; refusals and failure events reach the number, the alert
+//! and on-call at once; an unknown outcome is settled by its own events, or escalated.
+
+use chrono::Duration;
+use tocsin::domain::State;
+use tocsin::domain::observation::ObservationKind;
+use tocsin::ports::RecipientRegistry;
+use tocsin_harness::eum::{Carrier, CarrierBehaviour};
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
+
+async fn pipeline() -> Pipeline {
+    Pipeline::start_with(Options::end_user_messaging()).await
+}
+
+/// A pipeline whose functions talk through a fault proxy (seed `seed`).
+async fn pipeline_with_faults(seed: u64) -> Pipeline {
+    Pipeline::start_with(Options { fault_seed: Some(seed), ..Options::end_user_messaging() }).await
+}
+
+fn proxy(p: &Pipeline) -> &FaultProxy {
+    p.proxy.as_ref().expect("a fault proxy")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_is_delivered_by_the_final_event_that_names_its_key_and_attempt() {
+    let p = pipeline().await;
+    let number = "+14155550201";
+    let (status, body) = p.submit(&alert("eum-1", number)).await;
+    assert_eq!(status, 201, "{body}");
+    let key = key_of(&body);
+    p.run_sender().await;
+
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(sent.len(), 1, "one SMS");
+    let text = &sent[0];
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::Accepted);
+    let attempt = record.status.attempt_id.clone().expect("the last attempt is kept");
+    let context = text.context.clone().expect("a context");
+    assert_eq!(context.get("tocsin-key").map(String::as_str), Some(key.as_str()));
+    assert_eq!(context.get("tocsin-attempt"), Some(&attempt));
+    assert_eq!(context.get("tocsin-stack").map(String::as_str), Some(p.stack.name.as_str()));
+    assert_eq!(text.message_type, "TRANSACTIONAL");
+    assert_eq!(text.configuration_set.as_deref(), Some(p.stack.configuration_set("SmsConfigurationSet")));
+    // The TimeToLive ends at the alert's deadline (15 minutes by default).
+    let ttl = text.time_to_live.expect("a TimeToLive");
+    assert!((880..=900).contains(&ttl), "TTL {ttl} s ends at the deadline");
+    assert_eq!(record.status.sns_message_id.as_deref(), Some(text.message_id.as_str()));
+    // Its events name it: no message-id index entry is written, none is read.
+    use tocsin::ports::MessageIndex;
+    assert!(p.inspect.lookup(&text.message_id).await.expect("lookup").is_none(), "no index entry");
+
+    let summaries = p.run_status().await;
+    let progress: usize = summaries.iter().map(|s| s.progress).sum();
+    let delivered: usize = summaries.iter().map(|s| s.delivered).sum();
+    assert_eq!(
+        (progress, delivered),
+        (1, 1),
+        "the carrier's acceptance is progress, the delivery final: {summaries:?}"
+    );
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    let statuses: Vec<String> = p
+        .timeline(&key)
+        .await
+        .into_iter()
+        .filter_map(|o| match o.kind {
+            ObservationKind::DeliveryStatus { status, .. } => Some(status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses, ["TEXT_SUCCESSFUL", "SUCCESS"], "both events stored, in order");
+    assert!(p.escalations().await.is_empty(), "delivered is never escalated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_carriers_non_final_acceptance_never_makes_an_alert_delivered() {
+    let p = pipeline().await;
+    let number = "+14155550202";
+    // Only the acceptance arrives now; the delivery is held back (it comes late, or never).
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::Deliver).held()).await.expect("carrier");
+    let (_, body) = p.submit(&alert("eum-2", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Accepted, "nothing arrived yet");
+    assert_eq!(p.emulator.eum().release(None).await.expect("release"), 2, "the held events come now");
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| s.progress).sum::<usize>(), 1, "{summaries:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered, "the final event delivers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_whose_answer_was_lost_is_settled_by_its_own_events_by_key() {
+    let p = pipeline_with_faults(341).await;
+    let number = "+14155550203";
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-3", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown, "the answer was lost");
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "the SMS went out once");
+    p.run_sender().await;
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "never re-sent blindly");
+
+    // Its events name its key and attempt: the status function applies them, no index needed.
+    p.run_status().await;
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::Delivered, "settled exactly by its own events");
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(record.status.sns_message_id.as_deref(), Some(sent[0].message_id.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_finds_an_unknown_outcomes_events_by_key_when_the_subscription_missed_them() {
+    let p = pipeline_with_faults(342).await;
+    let number = "+14155550204";
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-4", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    // The subscription never hands the events over (Lambda gave up on the batch): the sweep
+    // searches the stack's event group for the alert's key.
+    p.clock.advance(Duration::minutes(3));
+    let summary = p.run_escalation().await;
+    assert_eq!(summary.reconciled, 1, "{summary:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    assert!(p.escalations().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_senders_sms_to_the_same_phone_never_makes_an_alert_never_sent_delivered() {
+    let p = pipeline_with_faults(343).await;
+    let number = "+14155550205";
+    // The send never reaches End User Messaging: nothing of this alert exists anywhere.
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::Reset));
+    let (_, body) = p.submit(&alert("eum-5", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let state = p.record(&key).await.status.state;
+    assert!(matches!(state, State::SendUnknown | State::Queued), "{state}");
+    // In the same minutes the phone gets another alert of this stack (delivered) and an MFA-like
+    // SMS whose event (no context of ours) lands in the group too.
+    let (_, other) = p.submit(&alert("eum-5-other", number)).await;
+    p.run_sender().await;
+    let mfa = r#"{"eventType":"TEXT_DELIVERED","eventVersion":"1.0","eventTimestamp":1,"isFinal":true,"destinationPhoneNumber":"+14155550205","messageId":"mfa-1","messageStatus":"DELIVERED","context":{"app":"cognito"}}"#;
+    p.put_log(p.stack.log_group("SmsEventLogGroup"), mfa).await;
+    p.run_status().await;
+    assert_eq!(p.record(&key_of(&other)).await.status.state, State::Delivered, "the other alert's own SMS");
+    p.clock.advance(Duration::minutes(5));
+    p.run_escalation().await;
+    let state = p.record(&key).await.status.state;
+    assert_ne!(state, State::Delivered, "no SMS carried this alert");
+    // At its deadline it is escalated, never delivered.
+    p.clock.advance(Duration::minutes(15));
+    p.run_escalation().await;
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::SendUnknown, "{record:?}");
+    assert!(record.status.escalation.is_some(), "escalated at its deadline: {record:?}");
+    let escalations = p.escalations().await;
+    assert_eq!(escalations.len(), 1, "{escalations:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opted_out_number_is_refused_suppressed_at_once_and_escalated() {
+    let p = pipeline().await;
+    let number = "+14155550206";
+    let sdk = p.emulator.sdk_config().await;
+    aws_sdk_pinpointsmsvoicev2::Client::new(&sdk)
+        .put_opted_out_number()
+        .opt_out_list_name("Default")
+        .opted_out_number(number)
+        .send()
+        .await
+        .expect("opted out");
+    let (_, body) = p.submit(&alert("eum-6", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert!(p.emulator.eum().sent_texts().await.expect("texts").is_empty(), "refused: nothing sent");
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::Suppressed, "{record:?}");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    let suppression = p.registry.suppression(&phone).await.expect("registry").expect("suppressed");
+    assert!(suppression.reason.contains("DESTINATION_PHONE_NUMBER_OPTED_OUT"), "{suppression:?}");
+    p.run_escalation().await;
+    let escalations = p.escalations().await;
+    assert_eq!(escalations.len(), 1, "on-call learns at once that SMS cannot reach them");
+    // The next alert to the number is not even tried.
+    let (_, next) = p.submit(&alert("eum-6-next", number)).await;
+    p.run_sender().await;
+    assert_eq!(p.record(&key_of(&next)).await.status.state, State::Suppressed);
+    assert!(p.emulator.eum().sent_texts().await.expect("texts").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_number_event_suppresses_the_number_before_the_status_function_returns() {
+    let p = pipeline().await;
+    let number = "+14155550207";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::Blocked)).await.expect("carrier");
+    let (_, body) = p.submit(&alert("eum-7", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.iter().map(|s| s.suppressed).sum::<usize>(), 1, "{summaries:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Failed);
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_some(), "suppressed at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spend_limit_refusal_fails_the_alert_for_the_account_and_suppresses_nobody() {
+    let p = pipeline().await;
+    let number = "+14155550208";
+    p.emulator.eum().set_spend_exhausted(true).await.expect("spend");
+    let (_, body) = p.submit(&alert("eum-8", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::Failed);
+    assert!(record.status.last_error.as_deref().unwrap_or_default().contains("spend limit"), "{record:?}");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none(), "the number is fine");
+    assert!(tocsin_tests::emitted_metrics().contains("spend_exhausted"), "the spend alarm's metric");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_send_sent_nothing_and_goes_out_once_on_retry() {
+    let p = pipeline().await;
+    let number = "+14155550209";
+    p.emulator.eum().throttle_next(1).await.expect("throttle");
+    let (_, body) = p.submit(&alert("eum-9", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    p.make_send_queue_visible().await;
+    p.run_sender().await;
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "once");
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_expired_event_fails_the_alert_and_it_is_escalated_without_suppressing() {
+    let p = pipeline().await;
+    let number = "+14155550210";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::TtlExpired)).await.expect("carrier");
+    let (_, body) = p.submit(&alert("eum-10", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    p.run_status().await;
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::Failed);
+    assert!(record.status.last_error.as_deref().unwrap_or_default().contains("TEXT_TTL_EXPIRED"), "{record:?}");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none());
+    p.run_escalation().await;
+    assert_eq!(p.escalations().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicated_and_redelivered_events_are_stored_once() {
+    let p = pipeline().await;
+    let number = "+14155550211";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::Deliver).duplicated()).await.expect("carrier");
+    let (_, body) = p.submit(&alert("eum-11", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let summaries = p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    let stored =
+        p.timeline(&key).await.into_iter().filter(|o| matches!(o.kind, ObservationKind::DeliveryStatus { .. })).count();
+    // Each duplicate is its own log event (its own id): four events, each stored once; the
+    // second delivery is redundant, never a second state change.
+    assert_eq!(stored, 4, "{summaries:?}");
+    assert_eq!(summaries.iter().map(|s| s.delivered).sum::<usize>(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_naming_another_stack_or_a_key_that_does_not_exist_changes_nothing() {
+    let p = pipeline().await;
+    let group = p.stack.log_group("SmsEventLogGroup").to_owned();
+    let event = |stack: &str, key: &str| {
+        format!(
+            r#"{{"eventType":"TEXT_BLOCKED","isFinal":true,"destinationPhoneNumber":"+14155550212","messageId":"m-{stack}","messageStatus":"BLOCKED","context":{{"tocsin-stack":"{stack}","tocsin-key":"{key}","tocsin-attempt":"a"}}}}"#
+        )
+    };
+    let missing = "ab".repeat(32);
+    p.put_log(&group, &event("another-stack", &missing)).await;
+    p.put_log(&group, &event(&p.stack.name, &missing)).await;
+    let summaries = p.run_status().await;
+    let s = summaries.first().expect("one batch");
+    assert_eq!((s.other_stack, s.no_such_intent, s.suppressed), (1, 1, 0), "{s:?}");
+    let phone = tocsin::domain::PhoneNumber::parse("+14155550212").expect("number");
+    assert!(p.registry.suppression(&phone).await.expect("registry").is_none(), "no number suppressed on its word");
+}
+
+fn storm_on() -> Options {
+    let mut o = Options::end_user_messaging();
+    o.env.push(("TOCSIN_STORM_MODE", "on"));
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digests_events_name_the_digest_and_its_fate_reaches_every_member() {
+    let p = Pipeline::start_with(storm_on()).await;
+    let number = "+14155550213";
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let (_, body) = p.submit(&alert(&format!("eum-storm-{i}"), number)).await;
+        keys.push(key_of(&body));
+    }
+    p.run_sender().await;
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(sent.len(), 1, "one digest SMS for the three alerts");
+    let context = sent[0].context.clone().expect("a context");
+    let digest = p.record(&keys[0]).await.status.digest_id.expect("a digest");
+    assert_eq!(context.get("tocsin-digest").map(String::as_str), Some(digest.as_str()), "{context:?}");
+    assert!(!context.contains_key("tocsin-key"), "a digest names no single alert");
+    p.run_status().await;
+    for k in &keys {
+        assert_eq!(p.record(k).await.status.state, State::Delivered, "every member learns it");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_whose_answer_was_lost_is_settled_for_every_member_by_its_events() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(344), ..storm_on() }).await;
+    let number = "+14155550214";
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let (_, body) = p.submit(&alert(&format!("eum-storm-lost-{i}"), number)).await;
+        keys.push(key_of(&body));
+    }
+    p.run_sender().await;
+    for k in &keys {
+        assert_eq!(p.record(k).await.status.state, State::SendUnknown);
+    }
+    p.run_status().await;
+    for k in &keys {
+        assert_eq!(p.record(k).await.status.state, State::Delivered, "settled by the digest's own events");
+    }
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "one SMS, never re-sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_carrier_view_reads_the_carrier_and_country_from_the_events() {
+    let p = pipeline().await;
+    let number = "+14155550215";
+    let (_, body) = p.submit(&alert("eum-carrier", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    use tocsin::ports::carriers::CarrierBook;
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    let seen = p.registry.carriers_of(&[phone]).await.expect("carriers");
+    let (_, carrier) = seen.into_iter().next().expect("the number's carrier is kept");
+    assert!(!carrier.carrier.is_empty() && carrier.carrier != "unknown", "{carrier:?}");
+    assert_eq!(carrier.mcc.as_deref(), Some("310"), "{carrier:?}");
+    let metrics = tocsin_tests::emitted_metrics();
+    assert!(metrics.contains("\"country\":\"US\""), "latency by country from the event's own ISO code");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_reply_puts_the_number_in_the_opt_out_list_and_the_next_alert_suppresses_it_at_once() {
+    let p = pipeline().await;
+    let number = "+14155550216";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::OptedOutByReply)).await.expect("carrier");
+    let (_, first) = p.submit(&alert("eum-stop-1", number)).await;
+    p.run_sender().await;
+    p.run_status().await;
+    assert_eq!(p.record(&key_of(&first)).await.status.state, State::Delivered, "the first one arrived");
+    let (_, second) = p.submit(&alert("eum-stop-2", number)).await;
+    p.run_sender().await;
+    let record = p.record(&key_of(&second)).await;
+    assert_eq!(record.status.state, State::Suppressed, "refused, suppressed: {record:?}");
+    p.run_escalation().await;
+    let escalations = p.escalations().await;
+    assert_eq!(escalations.len(), 1, "on-call learns at once this person cannot be reached by SMS");
+    assert!(escalations[0].0.reason.to_lowercase().contains("suppress"), "{:?}", escalations[0].0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_enabled_number_still_in_the_opt_out_list_is_not_sent_to() {
+    let p = pipeline().await;
+    let number = "+14155550217";
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("number");
+    let sdk = p.emulator.sdk_config().await;
+    aws_sdk_pinpointsmsvoicev2::Client::new(&sdk)
+        .put_opted_out_number()
+        .opt_out_list_name("Default")
+        .opted_out_number(number)
+        .send()
+        .await
+        .expect("opted out");
+    let evidence = tocsin::ports::SuppressionEvidence {
+        log_event_id: "e".into(),
+        provider_response: Some("TEXT_BLOCKED".into()),
+        at: p.clock.now_utc(),
+        intent_key: "k".into(),
+        table_version: "t".into(),
+    };
+    p.registry.suppress(&phone, &evidence).await.expect("suppress");
+    p.registry.re_enable(&phone, "on-call", "they asked", p.clock.now_utc()).await.expect("re-enable");
+    let (_, body) = p.submit(&alert("eum-reenabled", number)).await;
+    p.run_sender().await;
+    let record = p.record(&key_of(&body)).await;
+    assert_eq!(record.status.state, State::Suppressed, "checked against the opt-out list first: {record:?}");
+    assert!(p.emulator.eum().sent_texts().await.expect("texts").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_events_name_an_alert_this_stack_does_not_have_and_change_nothing() {
+    let p = pipeline().await;
+    for (file, events) in
+        [("events/status/eum-text-successful-then-delivered.json", 2), ("events/status/eum-text-blocked.json", 1)]
+    {
+        let text = std::fs::read_to_string(tocsin_tests::tocsin_harness::workspace_root().join(file)).expect("sample");
+        let s = p.status.handle(serde_json::from_str(&text).expect("json")).await.expect("accepted");
+        // The samples name stack tocsin-local (the harness's) and a key it never had.
+        assert_eq!((s.events, s.no_such_intent, s.suppressed), (events, events, 0), "{file}: {s:?}");
+    }
+    assert_eq!(p.ledger_item_count().await, 0, "nothing written for a key this stack does not have");
+}
