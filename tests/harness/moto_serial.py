@@ -10,6 +10,11 @@ X-Amz-Target starts with `PinpointSMSVoiceV2.`, and the stand-in's control API u
 go to eum_standin.py instead, under the same lock (it writes its events into moto's CloudWatch Logs
 backend, in this process). `POST /moto-api/reset` resets the stand-in too.
 
+`GET /tocsin-emulator/id` answers the instance id the harness gave in `TOCSIN_EMULATOR_ID`: the
+harness picks a free port and releases it before this binds it, so a parallel test may start its
+own emulator on the same port; only the one that answers its own id is the harness's (the other
+exits with "Address already in use").
+
 Usage: python moto_serial.py HOST PORT
 """
 
@@ -36,8 +41,12 @@ def main() -> None:
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
     eum = StandIn()
+    instance = os.environ.get("TOCSIN_EMULATOR_ID", "").encode()
 
     def serial(environ, start_response):
+        if environ.get("PATH_INFO") == "/tocsin-emulator/id":
+            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(instance)))])
+            return [instance]
         with lock:
             answer = eum.wsgi(environ, start_response)
             if answer is not None:

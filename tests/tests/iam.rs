@@ -4,7 +4,7 @@
 //! it, and check what AWS does with a role that no request shows (`tocsin_harness::iam::implicit`).
 
 use tocsin_harness::Principal;
-use tocsin_harness::iam::{LOCAL_STACK, coverage, implicit, principals_for};
+use tocsin_harness::iam::{LOCAL_STACK, coverage, implicit, principals_with};
 use tocsin_tests::Pipeline;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,36 +75,43 @@ async fn an_unknown_access_key_is_refused_whoever_it_claims_to_be() {
 /// environment and writes its logs — all with the function's role.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_role_allows_what_aws_does_with_it_where_no_request_shows_it() {
-    let principals =
-        tokio::task::spawn_blocking(|| principals_for(LOCAL_STACK)).await.expect("join").expect("translated roles");
-    let required = implicit::requirements(&principals).expect("read from the translated template");
-    let mapping: Vec<_> = required
-        .iter()
-        .filter(|i| i.principal == Principal::EventSourceMapping("SenderFunction".into()))
-        .map(|i| (i.requirement.action.as_str(), i.requirement.resource.as_str()))
-        .collect();
-    assert_eq!(
-        mapping,
-        [
-            ("sqs:ReceiveMessage", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
-            ("sqs:DeleteMessage", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
-            ("sqs:GetQueueAttributes", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
-            ("kms:Decrypt", "arn:aws:kms:us-east-1:123456789012:key/tocsin-local-DataKey"),
-        ],
-        "the sender's mapping on the send queue, encrypted with the stack's key"
-    );
-    for function in ["IntakeFunction", "StatusFunction"] {
-        let destination: Vec<&str> = required
+    // Both SMS providers: the roles' conditional statements, and the functions that exist only
+    // for one (SNS's SMS-preferences custom resource), differ between them.
+    for parameters in [vec![("SmsProvider", "end-user-messaging")], vec![("SmsProvider", "sns")]] {
+        let p = parameters.clone();
+        let principals = tokio::task::spawn_blocking(move || principals_with(LOCAL_STACK, &p))
+            .await
+            .expect("join")
+            .expect("translated roles");
+        let required = implicit::requirements(&principals).expect("read from the translated template");
+        let mapping: Vec<_> = required
             .iter()
-            .filter(|i| i.principal == Principal::function(function) && i.requirement.action.starts_with("sqs:"))
-            .map(|i| i.requirement.action.as_str())
+            .filter(|i| i.principal == Principal::EventSourceMapping("SenderFunction".into()))
+            .map(|i| (i.requirement.action.as_str(), i.requirement.resource.as_str()))
             .collect();
-        assert_eq!(destination, ["sqs:SendMessage"], "{function}'s on-failure destination");
-    }
+        assert_eq!(
+            mapping,
+            [
+                ("sqs:ReceiveMessage", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
+                ("sqs:DeleteMessage", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
+                ("sqs:GetQueueAttributes", "arn:aws:sqs:us-east-1:123456789012:tocsin-local-send"),
+                ("kms:Decrypt", "arn:aws:kms:us-east-1:123456789012:key/tocsin-local-DataKey"),
+            ],
+            "the sender's mapping on the send queue, encrypted with the stack's key ({parameters:?})"
+        );
+        for function in ["IntakeFunction", "StatusFunction"] {
+            let destination: Vec<&str> = required
+                .iter()
+                .filter(|i| i.principal == Principal::function(function) && i.requirement.action.starts_with("sqs:"))
+                .map(|i| i.requirement.action.as_str())
+                .collect();
+            assert_eq!(destination, ["sqs:SendMessage"], "{function}'s on-failure destination ({parameters:?})");
+        }
 
-    let (exercised, denials) = implicit::check(&principals).expect("evaluated");
-    coverage::record(&coverage::current_test(), &exercised, &denials);
-    assert!(denials.is_empty(), "{}", tocsin_harness_report(&denials));
+        let (exercised, denials) = implicit::check(&principals).expect("evaluated");
+        coverage::record(&coverage::current_test(), &exercised, &denials);
+        assert!(denials.is_empty(), "{parameters:?}: {}", tocsin_harness_report(&denials));
+    }
 }
 
 fn tocsin_harness_report(denials: &[tocsin_tests::tocsin_harness::iam::Denial]) -> String {

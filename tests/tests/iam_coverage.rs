@@ -27,9 +27,25 @@ struct Known {
     reason: &'static str,
 }
 
+const ORIGINATION_IDENTITY_KINDS: &str = "End User Messaging authorises SendTextMessage on the origination identity it sends from; SmsOriginationIdentity (or a request's origination number) may be a phone number, a pool or a sender ID of this account. The emulator tests send from phone numbers (the identity US destinations need); pools and sender IDs are granted so a deployment may name one, and the same statement's phone-number grant is exercised.";
+
 const LAMBDA_CREATES_NO_LOG_GROUP: &str = "SAM attaches AWSLambdaBasicExecutionRole to every role it generates; each function logs to a log group the stack declares, so Lambda never creates one. Dropping the grant means replacing the generated role. (AWSLambdaSQSQueueExecutionRole, which SAM adds for the SQS event source, carries the same grant.)";
 
 const KNOWINGLY_UNEXERCISED: &[Known] = &[
+    Known {
+        role: "SenderFunctionRole",
+        statement: "SendThroughTheStacksConfigurationSet",
+        action: "sms-voice:SendTextMessage",
+        resource: "arn:aws:sms-voice:us-east-1:123456789012:pool/*",
+        reason: ORIGINATION_IDENTITY_KINDS,
+    },
+    Known {
+        role: "SenderFunctionRole",
+        statement: "SendThroughTheStacksConfigurationSet",
+        action: "sms-voice:SendTextMessage",
+        resource: "arn:aws:sms-voice:us-east-1:123456789012:sender-id/*",
+        reason: ORIGINATION_IDENTITY_KINDS,
+    },
     Known {
         role: "IntakeFunctionRole",
         statement: "AWSLambdaBasicExecutionRole (AWS managed)",

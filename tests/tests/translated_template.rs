@@ -165,6 +165,23 @@ fn every_queue_is_encrypted_with_the_stack_key_and_is_consumed_or_has_a_depth_al
     }
 }
 
+/// The adapters give every item they mean to expire an `expires_at` (epoch seconds); an item
+/// without one (a suppressed number's state) is kept. A table without TTL on that attribute keeps
+/// phone numbers, carriers and audit trails forever, whatever docs/data-model.md promises.
+#[test]
+fn every_table_expires_its_items_by_the_attribute_the_adapters_write() {
+    let tables = resources_of(translated(), "AWS::DynamoDB::Table");
+    assert!(tables.len() >= 2, "{} tables", tables.len());
+    for (id, table) in tables {
+        let ttl = &table["Properties"]["TimeToLiveSpecification"];
+        assert_eq!(
+            (ttl["AttributeName"].as_str(), ttl["Enabled"].as_bool()),
+            (Some("expires_at"), Some(true)),
+            "{id}: TTL on expires_at"
+        );
+    }
+}
+
 #[test]
 fn eventbridge_failures_dead_letter_into_the_stacks_own_encrypted_alarmed_queue() {
     let t = translated();

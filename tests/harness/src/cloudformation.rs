@@ -61,10 +61,12 @@ impl CloudFormationEmulator {
         fs::create_dir_all(&workdir)?;
         let log = File::create(workdir.join("moto.log"))?;
         let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_cfn.py");
+        let id = crate::emulator::instance_id(port);
         let child = Command::new(&python)
             .arg(launcher)
             .args(["127.0.0.1", &port.to_string()])
             .current_dir(&workdir)
+            .env("TOCSIN_EMULATOR_ID", &id)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -80,9 +82,7 @@ impl CloudFormationEmulator {
                     workdir.display()
                 )));
             }
-            if let Ok(r) = http.get(format!("http://127.0.0.1:{port}/moto-api/data.json")).send().await
-                && r.status().is_success()
-            {
+            if crate::emulator::is_ours(&http, port, &id).await {
                 break;
             }
             if Instant::now() > deadline {
@@ -188,23 +188,7 @@ impl CloudFormationEmulator {
         template: &Value,
         parameters: &[(&str, &str)],
     ) -> Result<std::result::Result<(), StackFailure>> {
-        let mut p = vec![
-            ("Action".to_owned(), "CreateStack".to_owned()),
-            ("Version".to_owned(), "2010-05-15".to_owned()),
-            ("StackName".to_owned(), name.to_owned()),
-            ("TemplateBody".to_owned(), template.to_string()),
-            ("Capabilities.member.1".to_owned(), "CAPABILITY_IAM".to_owned()),
-            ("Capabilities.member.2".to_owned(), "CAPABILITY_AUTO_EXPAND".to_owned()),
-        ];
-        for (i, (k, v)) in parameters.iter().enumerate() {
-            p.push((format!("Parameters.member.{}.ParameterKey", i + 1), (*k).to_owned()));
-            p.push((format!("Parameters.member.{}.ParameterValue", i + 1), (*v).to_owned()));
-        }
-        let created = self.call(&p).await?.map(|_| ());
-        if created.is_ok() {
-            self.enforce_for_stack(name, parameters).await?;
-        }
-        Ok(created)
+        self.deploy("CreateStack", name, template, parameters).await
     }
 
     /// UpdateStack with a new JSON template. Parameters not given take the template's defaults,
@@ -215,8 +199,20 @@ impl CloudFormationEmulator {
         template: &Value,
         parameters: &[(&str, &str)],
     ) -> Result<std::result::Result<(), StackFailure>> {
+        self.deploy("UpdateStack", name, template, parameters).await
+    }
+
+    /// CreateStack or UpdateStack; once it succeeds, the IAM gate enforces the stack's roles as
+    /// deployed with these parameters.
+    async fn deploy(
+        &self,
+        action: &str,
+        name: &str,
+        template: &Value,
+        parameters: &[(&str, &str)],
+    ) -> Result<std::result::Result<(), StackFailure>> {
         let mut p = vec![
-            ("Action".to_owned(), "UpdateStack".to_owned()),
+            ("Action".to_owned(), action.to_owned()),
             ("Version".to_owned(), "2010-05-15".to_owned()),
             ("StackName".to_owned(), name.to_owned()),
             ("TemplateBody".to_owned(), template.to_string()),
@@ -227,11 +223,11 @@ impl CloudFormationEmulator {
             p.push((format!("Parameters.member.{}.ParameterKey", i + 1), (*k).to_owned()));
             p.push((format!("Parameters.member.{}.ParameterValue", i + 1), (*v).to_owned()));
         }
-        let updated = self.call(&p).await?.map(|_| ());
-        if updated.is_ok() {
+        let done = self.call(&p).await?.map(|_| ());
+        if done.is_ok() {
             self.enforce_for_stack(name, parameters).await?;
         }
-        Ok(updated)
+        Ok(done)
     }
 
     /// The stack's outputs (`DescribeStacks`), by key.

@@ -59,6 +59,24 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// A name for one emulator process, unique on this machine: `moto_serial.py` answers it at
+/// `/tocsin-emulator/id`.
+pub(crate) fn instance_id(port: u16) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{}-{port}-{nanos}", std::process::id())
+}
+
+/// Whether the emulator on `port` is the one started as `id`. The port was free when picked and
+/// released before moto bound it: a test running beside this one may have started its own emulator
+/// there first (this one then exits, "Address already in use"). Answering its health check would
+/// make two tests share one emulator, and the first to finish would stop it under the other.
+pub(crate) async fn is_ours(http: &reqwest::Client, port: u16, id: &str) -> bool {
+    match http.get(format!("http://127.0.0.1:{port}/tocsin-emulator/id")).send().await {
+        Ok(r) if r.status().is_success() => r.text().await.is_ok_and(|t| t == id),
+        _ => false,
+    }
+}
+
 impl Emulator {
     /// Installs (first time) and starts a fresh, empty emulator, with IAM enforced for the local
     /// stack (`tocsin-local`, the parameters' defaults).
@@ -98,7 +116,11 @@ impl Emulator {
     }
 
     async fn spawn(server: &Path) -> Result<(Child, u16)> {
-        let port = free_port()?;
+        Self::spawn_on(server, free_port()?).await
+    }
+
+    /// Starts moto on `port`; answers once that emulator, and no other, answers there.
+    async fn spawn_on(server: &Path, port: u16) -> Result<(Child, u16)> {
         let logs = emulator_dir().join("logs");
         fs::create_dir_all(&logs)?;
         let log = File::create(logs.join(format!("moto-{port}.log")))?;
@@ -106,11 +128,13 @@ impl Emulator {
         fs::create_dir_all(&workdir)?;
         // moto's own server, with requests applied one at a time (see moto_serial.py).
         let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_serial.py");
+        let id = instance_id(port);
         let child = Command::new(server)
             .arg(launcher)
             .args(["127.0.0.1", &port.to_string()])
             .current_dir(&workdir)
             .env("MOTO_RECORDER_FILEPATH", workdir.join("recording.jsonl"))
+            .env("TOCSIN_EMULATOR_ID", &id)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -126,9 +150,7 @@ impl Emulator {
                     logs.display()
                 )));
             }
-            if let Ok(r) = http.get(format!("http://127.0.0.1:{port}/moto-api/data.json")).send().await
-                && r.status().is_success()
-            {
+            if is_ours(&http, port, &id).await {
                 return Ok((child, port));
             }
             if Instant::now() > deadline {
@@ -315,5 +337,26 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod port_race {
+    use super::*;
+
+    /// Two tests picked the same free port: the second emulator cannot bind it and must not
+    /// take the first one's health for its own (the two tests would share one emulator, and the
+    /// first to end would stop it under the other: `IncompleteMessage` in the middle of a test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_emulator_on_a_taken_port_fails_to_start_instead_of_answering_with_the_first() {
+        let first = Emulator::start().await.expect("the first emulator");
+        let server = tokio::task::spawn_blocking(ensure_installed).await.expect("join").expect("installed");
+        let second = Emulator::spawn_on(&server, first.port).await;
+        assert!(
+            matches!(&second, Err(HarnessError::Emulator(m)) if m.contains("exited at start")),
+            "the second start must fail, not answer with the first emulator: {:?}",
+            second.as_ref().map(|(_, port)| port)
+        );
+        assert!(!is_ours(&first.http, first.port, "someone else").await, "an id that is not its own");
     }
 }

@@ -67,6 +67,10 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         }
         if truth.sms.is_empty() && s.state == State::Delivered {
             v(Invariant::NoFalseDelivery, key, "delivered, yet no SMS carried it".into());
+        } else if s.state == State::Delivered && !truth.sms_ids.iter().any(|id| world.sms.handed_over.contains(id)) {
+            // The carrier's truth, not the ledger's: an acceptance, a blocked SMS or one whose
+            // time to live ran out is not a delivery.
+            v(Invariant::NoFalseDelivery, key, "delivered, yet no carrier delivered any SMS that carried it".into());
         }
         if !truth.sms.is_empty() && (NOT_SENT.contains(&s.state) || s.state == State::Sending) {
             v(Invariant::SentRemembered, key, format!("an SMS went out, the ledger says {}", s.state));
@@ -75,9 +79,7 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         let last_claim = s.claimed_at.map(crate::exec::to_ms).unwrap_or(i64::MIN);
         if s.state == State::Failed
             && truth.sms.iter().any(|(at, _)| *at >= last_claim)
-            && s.last_error
-                .as_deref()
-                .is_some_and(|e| e.starts_with("SNS did not accept") || e.starts_with("SNS rejected"))
+            && s.last_error.as_deref().is_some_and(refused_by_provider)
         {
             v(
                 Invariant::SentRemembered,
@@ -161,16 +163,39 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
     out
 }
 
-/// Whether a delivery-status record is a permanent failure of its recipient (the kind that
-/// suppresses the number).
+/// Whether an intent's last error says the provider did not take its SMS (retries used up, or a
+/// refusal of the message or of the account): no SMS of that attempt left. (A spend-limit refusal
+/// reads as SNS's later "No quota left" record does, after an SMS SNS took: not told apart here.)
+fn refused_by_provider(e: &str) -> bool {
+    ["SNS did not accept", "SNS rejected", "the provider refused", "the account cannot send"]
+        .iter()
+        .any(|p| e.starts_with(p))
+}
+
+/// Whether a delivery record (SNS's, or an End User Messaging event) is a permanent failure of its
+/// recipient (the kind that suppresses the number).
 fn permanent_failure(message: &str) -> Option<tocsin::domain::delivery::DeliveryRecord> {
-    if !message.contains("FAILURE") {
+    let r = tocsin::domain::delivery::parse_record(message).ok()?;
+    if r.status.receipt() != Some(tocsin::domain::state::Receipt::Failed) {
         return None;
     }
-    let r = tocsin::domain::delivery::parse_record(message).ok()?;
-    let permanent = r.status.receipt() == Some(tocsin::domain::state::Receipt::Failed)
-        && classify(r.provider_response.as_deref()).class == FailureClass::PermanentRecipient;
-    permanent.then_some(r)
+    let class = r.failure.as_ref().map_or_else(|| classify(r.provider_response.as_deref()).class, |c| c.class);
+    (class == FailureClass::PermanentRecipient).then_some(r)
+}
+
+/// The alert a record names (End User Messaging's context), if this ledger has it: the alert
+/// itself, or a member of the digest it names.
+fn named_alert(world: &World, r: &tocsin::domain::delivery::DeliveryRecord) -> Option<tocsin::domain::IdempotencyKey> {
+    use tocsin::domain::send_context::Subject;
+    match &r.context.as_ref()?.subject {
+        Subject::Alert { key, .. } => world.ledger.intents.contains_key(key).then(|| key.clone()),
+        Subject::Digest { id } => world
+            .ledger
+            .intents
+            .iter()
+            .find(|(_, i)| i.record.status.digest_id.as_ref() == Some(id))
+            .map(|(k, _)| k.clone()),
+    }
 }
 
 /// Whether the registry holds `number` as unusable (suppressed, or re-enabled and waiting for
@@ -186,14 +211,16 @@ fn held_unusable(world: &World, number: &str) -> bool {
 pub fn suppressed_at_once(world: &World, records: &[String], started: Millis) -> Vec<Violation> {
     let mut out = Vec::new();
     for r in records.iter().filter_map(|m| permanent_failure(m)) {
-        let indexed = world.ledger.messages.get(&r.message_id);
-        let ours = indexed.is_some_and(|m| m.written < started);
+        let indexed = world.ledger.messages.get(&r.message_id).filter(|m| m.written < started);
+        // Under SNS a record is the alert's through the message index; under End User Messaging,
+        // by the context it echoes.
+        let ours = indexed.map(|m| m.entry.key.clone()).or_else(|| named_alert(world, &r));
         let Some(destination) = r.destination.as_deref() else { continue };
-        if ours && !held_unusable(world, destination) {
+        if ours.is_some() && !held_unusable(world, destination) {
             out.push(Violation {
                 at: world.now,
                 invariant: Invariant::Suppression,
-                key: indexed.map(|m| m.entry.key.to_string()),
+                key: ours.map(|k| k.to_string()),
                 detail: "a permanent failure was applied and its number is not suppressed".into(),
             });
         }

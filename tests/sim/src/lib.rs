@@ -27,11 +27,12 @@ pub use run::{Report, Scenario, run};
 pub fn failure_report(r: &Report) -> String {
     let s = &r.scenario;
     let mut out = format!(
-        "simulation seed {} FAILED ({} alerts, {}, storm mode {}):\n  faults: {:?}\n",
+        "simulation seed {} FAILED ({} alerts, {}, storm mode {}, {}):\n  faults: {:?}\n",
         s.seed,
         s.alerts,
         s.kind.name(),
         if s.storm { "on" } else { "off" },
+        s.provider.name(),
         s.faults,
     );
     for v in r.violations.iter().take(20) {
@@ -113,8 +114,8 @@ fn trace_lines() -> usize {
     std::env::var("TOCSIN_SIM_TRACE_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(60)
 }
 
-/// Seeds and alert lifecycles run, per workload kind and storm mode.
-pub type Workloads = std::collections::BTreeMap<(&'static str, bool), (u64, u64)>;
+/// Seeds and alert lifecycles run, per workload kind, storm mode and SMS provider.
+pub type Workloads = std::collections::BTreeMap<(&'static str, bool, &'static str), (u64, u64)>;
 
 /// The coverage of many runs as Markdown: every port op by how it ended (answered, failed, its
 /// answer lost, the invocation crashing before or after it landed), every state change by writer,
@@ -146,9 +147,14 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     for ((change, by), n) in &c.transitions {
         out.push_str(&format!("| {change} | {by} | {n} |\n"));
     }
-    out.push_str("\n### Workloads\n\n| workload | storm mode | seeds | alert lifecycles |\n|---|---|---:|---:|\n");
-    for ((kind, storm), (seeds, lifecycles)) in workloads {
-        out.push_str(&format!("| {kind} | {} | {seeds} | {lifecycles} |\n", if *storm { "on" } else { "off" }));
+    out.push_str(
+        "\n### Workloads\n\n| workload | storm mode | SMS provider | seeds | alert lifecycles |\n|---|---|---|---:|---:|\n",
+    );
+    for ((kind, storm, provider), (seeds, lifecycles)) in workloads {
+        out.push_str(&format!(
+            "| {kind} | {} | {provider} | {seeds} | {lifecycles} |\n",
+            if *storm { "on" } else { "off" }
+        ));
     }
     out
 }

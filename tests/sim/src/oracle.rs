@@ -126,7 +126,8 @@ fn attempt_of(o: &Observation) -> Option<&str> {
         | ObservationKind::Deferred { attempt_id, .. }
         | ObservationKind::PublishRejected { attempt_id, .. }
         | ObservationKind::SendUnknown { attempt_id, .. } => Some(attempt_id),
-        _ => o.id.strip_prefix("attempt:").and_then(|r| r.split(':').next()),
+        // `attempt:<attempt id>:<what>`; an operator's attempt id has a colon of its own.
+        _ => o.id.strip_prefix("attempt:").and_then(|r| r.rsplit_once(':')).map(|(attempt, _)| attempt),
     }
 }
 

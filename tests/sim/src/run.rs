@@ -18,13 +18,13 @@ use crate::invariants;
 use crate::oracle::Violation;
 use crate::workload::{ALL_KINDS, Kind, Workload};
 use crate::world::ledger::SimLedger;
-use crate::world::logs::{Group, SimLogs};
+use crate::world::logs::{Group, SimSearch};
 use crate::world::registry::SimRegistry;
-use crate::world::sms::{SimSns, Sms, record_json};
+use crate::world::sms::{Provider, SimGateway, Sms, record_json};
 use crate::world::sqs::{QueueName, SimSqs};
 use crate::world::{Coverage, FaultPlan, SimClock, World, WorldEvent};
 
-pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimSns, SimSqs, SimClock>;
+pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimGateway, SimSqs, SimClock>;
 pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock>;
 /// How long the schedule runs on without faults after the workload's horizon before the run is
 /// judged at quiescence: the longest backoff of an unknown outcome's log search (an hour) and a
@@ -37,7 +37,7 @@ const CALM_MS: Millis = 65 * 60_000;
 const FOREIGN_TO_RECIPIENTS: f64 = 0.25;
 
 pub type StatusFn = status::StatusHandler<SimLedger, SimRegistry, SimClock>;
-pub type EscalationFn = escalation::Escalator<SimLedger, SimSqs, SimSqs, SimLogs, SimRegistry, SimClock>;
+pub type EscalationFn = escalation::Escalator<SimLedger, SimSqs, SimSqs, SimSearch, SimRegistry, SimClock>;
 
 /// Where every run's clock starts: a fixed instant, so runs are the same whatever the day.
 pub const EPOCH_MS: Millis = 1_795_000_000_000;
@@ -53,13 +53,22 @@ pub struct Scenario {
     pub alerts: usize,
     pub storm: bool,
     pub faults: FaultPlan,
+    /// The SMS provider the stack sends through.
+    pub provider: Provider,
 }
 
 impl Scenario {
     /// Like [`Self::from_seed`], with the workload's kind, size, storm mode and faults given (the
     /// benchmark's scenarios).
+    /// Sends through SNS; [`Self::through`] chooses the other provider.
     pub fn fixed(seed: u64, kind: Kind, alerts: usize, storm: bool, faults: FaultPlan) -> Self {
-        Scenario { seed, max_alerts: alerts, kind, alerts, storm, faults }
+        Scenario { seed, max_alerts: alerts, kind, alerts, storm, faults, provider: Provider::Sns }
+    }
+
+    /// The same scenario sending through `provider`.
+    pub fn through(mut self, provider: Provider) -> Self {
+        self.provider = provider;
+        self
     }
 
     /// The scenario seed `seed` stands for: workload kind, size, storm mode and how harsh the
@@ -75,7 +84,9 @@ impl Scenario {
             1 => FaultPlan::harsh(),
             _ => FaultPlan::swarm(&mut rng),
         };
-        Scenario { seed, max_alerts, kind, alerts, storm, faults }
+        // Drawn last: the draws before it, and so every seed's scenario under SNS, are unchanged.
+        let provider = if rng.random::<bool>() { Provider::EndUserMessaging } else { Provider::Sns };
+        Scenario { seed, max_alerts, kind, alerts, storm, faults, provider }
     }
 }
 
@@ -186,6 +197,7 @@ struct Driver {
     unqueued: BTreeMap<tocsin::domain::IdempotencyKey, Millis>,
     /// The calm after the storm has begun (see [`CALM_MS`]).
     calm: bool,
+    provider: Provider,
 }
 
 /// Steps kept for the failure report (`TOCSIN_SIM_TRACE_KEEP` keeps more, for a replay).
@@ -225,7 +237,7 @@ impl Driver {
                 Arc::new(sender::Sender::new(
                     ledger(d.intake.due_shards),
                     registry.clone(),
-                    SimSns { sim: sim.clone() },
+                    SimGateway::of(s.provider, sim.clone()),
                     SimSqs::new(sim.clone()),
                     clock.clone(),
                     d.sender.clone(),
@@ -242,7 +254,7 @@ impl Driver {
             store: ledger(d.escalation.due_shards),
             send_queue: sqs.clone(),
             escalations: sqs.clone(),
-            logs: SimLogs { sim: sim.clone() },
+            logs: SimSearch::of(s.provider, sim.clone()),
             registry,
             clock,
             config: d.escalation.clone(),
@@ -269,6 +281,7 @@ impl Driver {
             foreign_seq: 0,
             unqueued: BTreeMap::new(),
             calm: false,
+            provider: s.provider,
         }
     }
 
@@ -316,7 +329,9 @@ impl Driver {
             self.sim.lock().core.schedule(EPOCH_MS + r.at, Event::World(WorldEvent::Request(n)));
         }
         self.schedule(EPOCH_MS + 30_000, WorldEvent::Sweep);
-        if self.workload.foreign_per_minute > 0 {
+        // Other senders' SMS share SNS's account-wide groups; End User Messaging's events go to the
+        // stack's own group, where no other sender's can be.
+        if self.workload.foreign_per_minute > 0 && self.provider == Provider::Sns {
             self.schedule(EPOCH_MS + 10_000, WorldEvent::Foreign);
         }
         for (n, at) in self.workload.operator_at.iter().enumerate() {
@@ -560,7 +575,7 @@ impl Driver {
         let store = self.escalation.store.clone();
         let registry = self.escalation.registry.clone();
         let clock = self.escalation.clock.clone();
-        let gateway = SimSns { sim: self.sim.clone() };
+        let gateway = SimGateway::of(self.provider, self.sim.clone());
         let defaults = self.deployment.sender.sms_defaults.clone();
         let stack = self.deployment.sender.stack.clone();
         let fut: crate::exec::TaskFuture<Done> = match (action, target, number) {

@@ -18,6 +18,18 @@ pub struct Exercised {
     pub grant: Grant,
 }
 
+impl Exercised {
+    /// A grant of `role`, identified by its statement's Sid where it has one: a statement that a
+    /// condition (`Fn::If`, e.g. the SMS provider) adds before it moves it down the list, and it
+    /// is still the same grant under every set of parameters.
+    pub fn new(role: &str, mut grant: Grant) -> Exercised {
+        if grant.statement.sid.is_some() {
+            grant.statement.index = 0;
+        }
+        Exercised { role: role.to_owned(), grant }
+    }
+}
+
 impl std::fmt::Display for Exercised {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {} — {} on {}", self.role, self.grant.statement, self.grant.action, self.grant.resource)
@@ -125,10 +137,10 @@ pub fn grants(p: &Principals) -> BTreeSet<Exercised> {
                 let statement = StatementRef { policy: policy.name.clone(), index, sid: s.sid.clone() };
                 for action in s.actions.grants() {
                     for resource in s.resources.grants() {
-                        out.insert(Exercised {
-                            role: role.id.clone(),
-                            grant: Grant { statement: statement.clone(), action: action.clone(), resource },
-                        });
+                        out.insert(Exercised::new(
+                            &role.id,
+                            Grant { statement: statement.clone(), action: action.clone(), resource },
+                        ));
                     }
                 }
             }

@@ -163,7 +163,7 @@ impl Gate {
         })?;
         match evaluate(&role.policies, &ask) {
             Decision::Allowed(grants) => {
-                state.exercised.extend(grants.into_iter().map(|grant| Exercised { role: role.id.clone(), grant }));
+                state.exercised.extend(grants.into_iter().map(|grant| Exercised::new(&role.id, grant)));
                 Ok(())
             }
             decision => {
@@ -375,7 +375,7 @@ fn judge(
     }
     let mut state = shared.state.lock().ok()?;
     if denied.is_empty() {
-        state.exercised.extend(granted.into_iter().map(|grant| Exercised { role: role.id.clone(), grant }));
+        state.exercised.extend(granted.into_iter().map(|grant| Exercised::new(&role.id, grant)));
         return None;
     }
     for d in &denied {

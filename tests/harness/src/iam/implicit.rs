@@ -144,8 +144,9 @@ pub fn check(
         let r = &i.requirement;
         let ask = super::policy::Ask { action: &r.action, resource: &r.resource, context: &r.context };
         match super::policy::evaluate(&role.policies, &ask) {
-            super::policy::Decision::Allowed(grants) => exercised
-                .extend(grants.into_iter().map(|grant| super::coverage::Exercised { role: role.id.clone(), grant })),
+            super::policy::Decision::Allowed(grants) => {
+                exercised.extend(grants.into_iter().map(|grant| super::coverage::Exercised::new(&role.id, grant)))
+            }
             decision => denials.push(super::gate::denial(
                 &i.principal,
                 role,

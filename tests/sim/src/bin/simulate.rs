@@ -4,6 +4,8 @@
 //! - `TOCSIN_SIM_SEEDS=N` (default 1000), `TOCSIN_SIM_FIRST_SEED=S` (default 1): runs seeds
 //!   S..S+N and stops at the first failure, shrunk.
 //! - `TOCSIN_SIM_MAX_ALERTS=N` (default 200): the largest workload a seed may draw.
+//! - `TOCSIN_SIM_PROVIDER=sns|end-user-messaging`: every seed sends through that SMS provider
+//!   (otherwise each seed draws one, half and half).
 //! - `TOCSIN_SIM_COVERAGE=PATH`: writes the runs' coverage (every port op by how it ended, every
 //!   state change by writer, workloads run) there as Markdown.
 
@@ -11,6 +13,16 @@ use std::time::Instant;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `TOCSIN_SIM_PROVIDER=sns|end-user-messaging`: every seed through one provider.
+fn with_provider(scenario: tocsin_sim::Scenario) -> tocsin_sim::Scenario {
+    use tocsin_sim::world::sms::Provider;
+    match std::env::var("TOCSIN_SIM_PROVIDER").as_deref() {
+        Ok("sns") => scenario.through(Provider::Sns),
+        Ok("end-user-messaging") => scenario.through(Provider::EndUserMessaging),
+        _ => scenario,
+    }
+}
 
 fn var(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -23,9 +35,15 @@ fn main() -> std::process::ExitCode {
             eprintln!("TOCSIN_SIM_SEED={seed:?} is not a number");
             return std::process::ExitCode::FAILURE;
         };
-        let r = tocsin_sim::run(&tocsin_sim::Scenario::from_seed(seed, max_alerts));
+        let r = tocsin_sim::run(&with_provider(tocsin_sim::Scenario::from_seed(seed, max_alerts)));
         if r.ok() {
-            println!("seed {seed}: ok ({} alerts, {} SMS, {} escalations)", r.lifecycles, r.sms, r.escalations);
+            println!(
+                "seed {seed}: ok ({} alerts, {} SMS, {} escalations, {})",
+                r.lifecycles,
+                r.sms,
+                r.escalations,
+                r.scenario.provider.name()
+            );
             for line in &r.trace {
                 println!("    {line}");
             }
@@ -56,19 +74,26 @@ fn main() -> std::process::ExitCode {
             ),
             None => tocsin_sim::Scenario::from_seed(seed, max_alerts),
         };
+        let scenario = with_provider(scenario);
         let r = tocsin_sim::run(&scenario);
         lifecycles += r.lifecycles as u64;
         ops += r.ops;
         sms += r.sms;
         coverage.merge(&r.coverage);
-        let w = workloads.entry((r.scenario.kind.name(), r.scenario.storm)).or_default();
+        let w = workloads.entry((r.scenario.kind.name(), r.scenario.storm, r.scenario.provider.name())).or_default();
         w.0 += 1;
         w.1 += r.lifecycles as u64;
         if !r.ok() && std::env::var("TOCSIN_SIM_KEEP_GOING").is_ok() {
             let mut kinds: Vec<String> = r.violations.iter().map(|v| format!("{:?}", v.invariant)).collect();
             kinds.sort();
             kinds.dedup();
-            println!("seed {seed} ({}, storm {}): {}", r.scenario.kind.name(), r.scenario.storm, kinds.join(", "));
+            println!(
+                "seed {seed} ({}, storm {}, {}): {}",
+                r.scenario.kind.name(),
+                r.scenario.storm,
+                r.scenario.provider.name(),
+                kinds.join(", ")
+            );
             failed += 1;
             continue;
         }

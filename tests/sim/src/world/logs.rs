@@ -1,12 +1,15 @@
-//! The account's SMS delivery-status log groups, simulated: records land there (tocsin's and
-//! other applications'), the subscription hands them to the status function in batches — at least
-//! once — and reconciliation searches them (`FilterLogEvents`, rate-limited).
+//! The delivery log groups, simulated: SNS's two account-wide delivery-status groups, where records
+//! land from tocsin and other applications alike, and the stack's own End User Messaging event
+//! group. The subscription hands them to the status function in batches — at least once — and
+//! reconciliation searches them (`FilterLogEvents`, rate-limited): SNS's groups by number
+//! ([`SimLogs`]), the event group by the alert's key ([`SimEventSearch`]).
 
 use std::collections::BTreeMap;
 
 use aws_lambda_events::cloudwatch_logs::LogEntry;
 use tocsin::domain::delivery::parse_record;
 use tocsin::domain::reconcile::{Found, Window};
+use tocsin::domain::send_context::Subject;
 use tocsin::ports::{DeliveryLogSearch, PortError, SearchError, SearchFor};
 
 use crate::exec::{Millis, OpKind, Sim, to_ms};
@@ -15,6 +18,8 @@ use crate::exec::{Millis, OpKind, Sim, to_ms};
 pub enum Group {
     Success,
     Failure,
+    /// The stack's End User Messaging event group (its configuration set's destination).
+    Events,
 }
 
 impl Group {
@@ -22,6 +27,7 @@ impl Group {
         match self {
             Group::Success => "sns/us-east-1/123456789012/DirectPublishToPhoneNumber",
             Group::Failure => "sns/us-east-1/123456789012/DirectPublishToPhoneNumber/Failure",
+            Group::Events => "/tocsin/sim/sms-events",
         }
     }
 }
@@ -98,7 +104,50 @@ impl Logs {
     }
 }
 
-/// `FilterLogEvents` over both groups, as reconciliation uses it.
+/// `FilterLogEvents` on `group` for events containing `term` within `from..=to` (quoted terms
+/// match exact text), throttled as faults have it.
+async fn filter(sim: &Sim, group: Group, term: String, from: Millis, to: Millis) -> Result<Vec<Found>, SearchError> {
+    let page = sim
+        .call("CloudWatch Logs FilterLogEvents", OpKind::Read, move |w| {
+            if w.chance(w.faults.search_throttled) {
+                return None;
+            }
+            let events = w.logs.groups.get(&group).map(Vec::as_slice).unwrap_or_default();
+            Some(
+                events
+                    .iter()
+                    .filter(|e| e.timestamp >= from && e.timestamp <= to && e.message.contains(&term))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await;
+    let events = match page {
+        Ok(Some(events)) => events,
+        Ok(None) => return Err(SearchError::Throttled),
+        Err((_, label)) => {
+            return Err(SearchError::Failed(PortError::Unavailable {
+                operation: label,
+                message: "simulated failure".into(),
+            }));
+        }
+    };
+    Ok(events
+        .into_iter()
+        .filter_map(|e| {
+            let record = parse_record(&e.message).ok()?;
+            Some(Found {
+                log_group: group.name().to_owned(),
+                log_event_id: e.id,
+                timestamp_ms: e.timestamp,
+                record,
+                message: e.message,
+            })
+        })
+        .collect())
+}
+
+/// `FilterLogEvents` over SNS's two groups, by the recipient's number, as reconciliation uses it.
 #[derive(Clone)]
 pub struct SimLogs {
     pub sim: Sim,
@@ -106,53 +155,65 @@ pub struct SimLogs {
 
 impl DeliveryLogSearch for SimLogs {
     async fn records_for(&self, what: SearchFor<'_>, window: Window, max: usize) -> Result<Vec<Found>, SearchError> {
-        let destination = what.recipient;
+        let (from, to) = (to_ms(window.from), to_ms(window.to));
         let mut out = Vec::new();
         for group in [Group::Success, Group::Failure] {
-            let number = destination.expose().to_owned();
-            let (from, to) = (to_ms(window.from), to_ms(window.to));
-            let page = self
-                .sim
-                .call("CloudWatch Logs FilterLogEvents", OpKind::Read, move |w| {
-                    if w.chance(w.faults.search_throttled) {
-                        return None;
-                    }
-                    let events = w.logs.groups.get(&group).map(Vec::as_slice).unwrap_or_default();
-                    Some(
-                        events
-                            .iter()
-                            .filter(|e| e.timestamp >= from && e.timestamp <= to && e.message.contains(&number))
-                            .cloned()
-                            .collect::<Vec<_>>(),
-                    )
-                })
-                .await;
-            let events = match page {
-                Ok(Some(events)) => events,
-                Ok(None) => return Err(SearchError::Throttled),
-                Err((_, label)) => {
-                    return Err(SearchError::Failed(PortError::Unavailable {
-                        operation: label,
-                        message: "simulated failure".into(),
-                    }));
-                }
-            };
-            for e in events {
-                if let Ok(record) = parse_record(&e.message) {
-                    out.push(Found {
-                        log_group: group.name().to_owned(),
-                        log_event_id: e.id,
-                        timestamp_ms: e.timestamp,
-                        record,
-                        message: e.message,
-                    });
-                }
-            }
+            out.extend(filter(&self.sim, group, what.recipient.expose().to_owned(), from, to).await?);
             if out.len() >= max {
                 break;
             }
         }
         out.truncate(max);
         Ok(out)
+    }
+}
+
+/// `FilterLogEvents` over the stack's End User Messaging event group, by the alert's key (or its
+/// digest's id): exact, never another SMS to the same phone.
+#[derive(Clone)]
+pub struct SimEventSearch {
+    pub sim: Sim,
+}
+
+impl DeliveryLogSearch for SimEventSearch {
+    async fn records_for(&self, what: SearchFor<'_>, window: Window, max: usize) -> Result<Vec<Found>, SearchError> {
+        let (from, to) = (to_ms(window.from), to_ms(window.to));
+        let mut out = filter(&self.sim, Group::Events, format!("\"{}\"", what.key.as_str()), from, to).await?;
+        if let Some(digest) = what.digest {
+            out.extend(filter(&self.sim, Group::Events, format!("\"{}\"", digest.as_str()), from, to).await?);
+        }
+        // As the adapter: only events whose context names the alert or its digest.
+        out.retain(|f| match f.record.context.as_ref().map(|c| &c.subject) {
+            Some(Subject::Alert { key, .. }) => key == what.key,
+            Some(Subject::Digest { id }) => what.digest == Some(id),
+            None => false,
+        });
+        out.truncate(max);
+        Ok(out)
+    }
+}
+
+/// The search reconciliation uses, by the provider the run sends through.
+#[derive(Clone)]
+pub enum SimSearch {
+    Sns(SimLogs),
+    EndUserMessaging(SimEventSearch),
+}
+
+impl SimSearch {
+    pub fn of(provider: super::sms::Provider, sim: Sim) -> Self {
+        match provider {
+            super::sms::Provider::Sns => SimSearch::Sns(SimLogs { sim }),
+            super::sms::Provider::EndUserMessaging => SimSearch::EndUserMessaging(SimEventSearch { sim }),
+        }
+    }
+}
+
+impl DeliveryLogSearch for SimSearch {
+    async fn records_for(&self, what: SearchFor<'_>, window: Window, max: usize) -> Result<Vec<Found>, SearchError> {
+        match self {
+            SimSearch::Sns(s) => s.records_for(what, window, max).await,
+            SimSearch::EndUserMessaging(s) => s.records_for(what, window, max).await,
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! on, and the faults AWS produces. The [`Oracle`] watches it all from outside the handlers.
 
 pub mod carriers;
+pub mod eum;
 pub mod gsi;
 pub mod ledger;
 pub mod logs;

@@ -2,6 +2,10 @@
 //! whose SMS went out or not, the spend limit), and the carriers behind it, which write each
 //! message's delivery record to the account's log groups — after seconds or hours, twice, or
 //! never. Every SMS that leaves the account is recorded for the oracle with the alerts it covers.
+//!
+//! What both providers share is here: the account's quota, the carriers, the SMS that left, the
+//! records waiting to be written, and [`SimGateway`], the provider a run sends through (SNS here,
+//! End User Messaging in [`super::eum`]).
 
 use std::collections::BTreeMap;
 
@@ -58,6 +62,9 @@ pub struct Sms {
     /// Numbers SNS holds as opted out.
     pub opted_out: BTreeMap<String, bool>,
     pub sent: Vec<Sent>,
+    /// The SMS a carrier delivered to the handset (whether or not its record ever arrives): the
+    /// truth "delivered" is judged against.
+    pub handed_over: std::collections::BTreeSet<String>,
     pub records: BTreeMap<u64, PendingRecord>,
     next_record: u64,
     next_message: u64,
@@ -73,6 +80,7 @@ impl Sms {
             carriers: BTreeMap::new(),
             opted_out: BTreeMap::new(),
             sent: Vec::new(),
+            handed_over: std::collections::BTreeSet::new(),
             records: BTreeMap::new(),
             next_record: 0,
             next_message: 0,
@@ -80,7 +88,7 @@ impl Sms {
     }
 
     /// Takes `parts` from the account's bucket (burst of one second's worth); false: throttled.
-    fn take(&mut self, parts: u32, now: Millis) -> bool {
+    pub(super) fn take(&mut self, parts: u32, now: Millis) -> bool {
         let elapsed = (now - self.bucket_at).max(0) as f64 / 1000.0;
         self.bucket = (self.bucket + elapsed * self.rate).min(self.rate);
         self.bucket_at = now;
@@ -90,6 +98,12 @@ impl Sms {
         } else {
             false
         }
+    }
+
+    /// A message id as the provider answers it: unique in the run.
+    pub fn next_message_id(&mut self, provider: &str, draw: u64) -> String {
+        self.next_message += 1;
+        format!("{provider}-{:08x}-{}", draw as u32, self.next_message)
     }
 
     pub fn add_record(&mut self, group: Group, message: String) -> u64 {
@@ -158,8 +172,8 @@ impl World {
             // The request never reached SNS.
             return PublishOutcome::Unknown { error: "operation timeout (simulated; never sent)".into() };
         }
-        self.sms.next_message += 1;
-        let message_id = format!("sns-{:08x}-{}", self.draw() as u32, self.sms.next_message);
+        let draw = self.draw();
+        let message_id = self.sms.next_message_id("sns", draw);
         self.sms.sent.push(Sent {
             at: now,
             to: to.expose().to_owned(),
@@ -167,8 +181,20 @@ impl World {
             message_id: message_id.clone(),
             parts,
         });
-        let covered: Vec<_> = self
-            .oracle
+        let covered = self.covered(body);
+        self.oracle.sms_left(now, to, &message_id, &covered);
+        self.carry(to, &message_id, parts);
+        if timed_out {
+            PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
+        } else {
+            PublishOutcome::Accepted { message_id }
+        }
+    }
+
+    /// The alerts an SMS with `body` carries, as the oracle knows them, with whether an operator's
+    /// resend holds each one's claim and when it was claimed.
+    pub(super) fn covered(&mut self, body: &str) -> Vec<(tocsin::domain::IdempotencyKey, bool, Option<Millis>)> {
+        self.oracle
             .covered_by(body)
             .into_iter()
             .map(|key| {
@@ -177,14 +203,7 @@ impl World {
                 let claimed = status.and_then(|s| s.claimed_at).map(crate::exec::to_ms);
                 (key, operator, claimed)
             })
-            .collect();
-        self.oracle.sms_left(now, to, &message_id, &covered);
-        self.carry(to, &message_id, parts);
-        if timed_out {
-            PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
-        } else {
-            PublishOutcome::Accepted { message_id }
-        }
+            .collect()
     }
 
     /// The carrier's answer for one SMS: its delivery record(s), scheduled.
@@ -201,6 +220,9 @@ impl World {
                 Carrier::Unreachable => ("FAILURE", "Phone is currently unreachable/unavailable", 5_000, 60_000),
             }
         };
+        if status == "SUCCESS" {
+            self.sms.handed_over.insert(message_id.to_owned());
+        }
         if self.chance(self.faults.record_lost) {
             return;
         }
@@ -212,6 +234,61 @@ impl World {
             let id = self.sms.add_record(group, message.clone());
             let at = now + dwell + self.between(100, 3_000);
             self.schedule(at, WorldEvent::Record(id));
+        }
+    }
+}
+
+/// The SMS provider a run sends through, as the functions' adapters are chosen in `main.rs`.
+#[derive(Clone)]
+pub enum SimGateway {
+    Sns(SimSns),
+    EndUserMessaging(super::eum::SimEum),
+}
+
+impl SimGateway {
+    pub fn of(provider: Provider, sim: Sim) -> Self {
+        match provider {
+            Provider::Sns => SimGateway::Sns(SimSns { sim }),
+            Provider::EndUserMessaging => SimGateway::EndUserMessaging(super::eum::SimEum { sim }),
+        }
+    }
+}
+
+impl SmsGateway for SimGateway {
+    fn records_name_their_alert(&self) -> bool {
+        match self {
+            SimGateway::Sns(g) => g.records_name_their_alert(),
+            SimGateway::EndUserMessaging(g) => g.records_name_their_alert(),
+        }
+    }
+
+    async fn publish(&self, message: SmsMessage<'_>) -> PublishOutcome {
+        match self {
+            SimGateway::Sns(g) => g.publish(message).await,
+            SimGateway::EndUserMessaging(g) => g.publish(message).await,
+        }
+    }
+
+    async fn is_opted_out(&self, recipient: &PhoneNumber) -> PortResult<bool> {
+        match self {
+            SimGateway::Sns(g) => g.is_opted_out(recipient).await,
+            SimGateway::EndUserMessaging(g) => g.is_opted_out(recipient).await,
+        }
+    }
+}
+
+/// The provider a run sends through (the template's `SmsProvider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Provider {
+    Sns,
+    EndUserMessaging,
+}
+
+impl Provider {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Sns => "sns",
+            Provider::EndUserMessaging => "end-user-messaging",
         }
     }
 }

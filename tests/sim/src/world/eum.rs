@@ -1,0 +1,216 @@
+//! AWS End User Messaging SMS, simulated: `SendTextMessage` (the account's parts-per-second quota,
+//! 5xx refusals, timeouts whose SMS went out or not, refusals by reason — an opted-out number, the
+//! spend limit), and the carriers behind it, whose events the stack's configuration set writes to
+//! the stack's own event group — each echoing the message's `Context`, the carrier's acceptance
+//! (non-final) before its verdict, after seconds or hours, twice, or never; an SMS no carrier
+//! answers ends with `TEXT_TTL_EXPIRED` when its time to live runs out.
+//!
+//! Beside [`super::sms`] (SNS): the world sends through one provider per run ([`Provider`]).
+
+use serde_json::{Map, Value, json};
+use tocsin::domain::PhoneNumber;
+use tocsin::domain::segments::measure;
+use tocsin::ports::{PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
+
+use super::WorldEvent;
+use super::ledger::port;
+use super::logs::Group;
+use super::sms::{Carrier, Sent};
+use crate::exec::{Millis, OpKind, Sim, to_ms};
+use crate::world::World;
+
+/// One event of a message, as the configuration set's CloudWatch Logs destination writes it.
+struct EventOf<'a> {
+    message_id: &'a str,
+    to: &'a str,
+    parts: u32,
+    requested_at: Millis,
+    context: &'a Map<String, Value>,
+}
+
+impl EventOf<'_> {
+    fn json(&self, event_type: &str, is_final: bool, status: &str, description: &str, at: Millis) -> String {
+        json!({
+            "eventType": event_type,
+            "eventVersion": "1.0",
+            "eventTimestamp": at,
+            "isFinal": is_final,
+            "originationPhoneNumber": "+18335550001",
+            "destinationPhoneNumber": self.to,
+            "isInternationalSend": false,
+            "isoCountryCode": "US",
+            "mcc": "310",
+            "mnc": "001",
+            "carrierName": "Simulated Carrier",
+            "messageId": self.message_id,
+            "messageRequestTimestamp": self.requested_at,
+            "messageEncoding": "GSM",
+            "messageType": "TRANSACTIONAL",
+            "messageStatus": status,
+            "messageStatusDescription": description,
+            "context": self.context,
+            "totalMessageParts": self.parts,
+            "totalMessagePrice": 0.00581 * f64::from(self.parts),
+            "totalCarrierFee": 0.00266 * f64::from(self.parts),
+        })
+        .to_string()
+    }
+}
+
+/// Whether End User Messaging holds `number` in the stack's opt-out list: half the dead numbers
+/// (by their last digit) replied STOP, and a send to them is refused; the other half are blocked
+/// by their carrier, and the SMS fails with `TEXT_BLOCKED`.
+fn opted_out(number: &str, carrier: Option<Carrier>) -> bool {
+    carrier == Some(Carrier::Dead) && number.bytes().last().is_some_and(|d| d % 2 == 0)
+}
+
+impl World {
+    /// What End User Messaging does with one SendTextMessage.
+    fn eum_send(
+        &mut self,
+        to: &PhoneNumber,
+        body: &str,
+        context: Vec<(&'static str, String)>,
+        worth_until: Millis,
+    ) -> PublishOutcome {
+        let now = self.now;
+        let number = to.expose().to_owned();
+        let parts = measure(body).segments.max(1);
+        if self.chance(self.faults.publish_5xx) {
+            return PublishOutcome::Retryable { error: "InternalServerException: simulated 5xx".into() };
+        }
+        if !self.sms.take(parts, now) {
+            return PublishOutcome::Retryable { error: "ThrottlingException: Rate exceeded".into() };
+        }
+        let carrier = self.sms.carriers.get(&number).copied();
+        if opted_out(&number, carrier) || self.sms.opted_out.get(&number).copied().unwrap_or(false) {
+            return PublishOutcome::Rejected {
+                error: "ConflictException: DESTINATION_PHONE_NUMBER_OPTED_OUT".into(),
+                refusal: Refusal::Recipient,
+            };
+        }
+        if self.sms.spend_exhausted_from.is_some_and(|t| now >= t) {
+            return PublishOutcome::Rejected {
+                error: "ServiceQuotaExceededException: MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT".into(),
+                refusal: Refusal::SpendLimit,
+            };
+        }
+        let timed_out = self.chance(self.faults.publish_timeout);
+        if timed_out && self.chance(0.5) {
+            return PublishOutcome::Unknown { error: "operation timeout (simulated; never sent)".into() };
+        }
+        let draw = self.draw();
+        let message_id = self.sms.next_message_id("eum", draw);
+        self.sms.sent.push(Sent {
+            at: now,
+            to: number.clone(),
+            body_len: body.len(),
+            message_id: message_id.clone(),
+            parts,
+        });
+        let covered = self.covered(body);
+        self.oracle.sms_left(now, to, &message_id, &covered);
+        let context: Map<String, Value> = context.into_iter().map(|(k, v)| (k.to_owned(), Value::String(v))).collect();
+        let event = EventOf { message_id: &message_id, to: &number, parts, requested_at: now, context: &context };
+        self.eum_carry(&event, carrier, worth_until);
+        if timed_out {
+            PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
+        } else {
+            PublishOutcome::Accepted { message_id }
+        }
+    }
+
+    /// The carrier's events for one SMS: its acceptance, then its verdict (or the end of its time
+    /// to live), each written to the stack's event group, lost or doubled as faults have it.
+    fn eum_carry(&mut self, e: &EventOf<'_>, carrier: Option<Carrier>, worth_until: Millis) {
+        let now = self.now;
+        let accepted_at = now + self.between(200, 2_000);
+        let accepted =
+            e.json("TEXT_SUCCESSFUL", false, "SUCCESSFUL", "Message has been accepted by phone carrier", accepted_at);
+        self.eum_event(accepted, accepted_at);
+        let (event_type, status, description, lo, hi) = match carrier
+            .unwrap_or(Carrier::Delivers { lo: 1_000, hi: 20_000 })
+        {
+            Carrier::Delivers { lo, hi } => {
+                ("TEXT_DELIVERED", "DELIVERED", "Message has been delivered to the handset", lo, hi)
+            }
+            Carrier::Dead => ("TEXT_BLOCKED", "BLOCKED", "The recipient's carrier is blocking messages", 500, 5_000),
+            Carrier::Unreachable => {
+                ("TEXT_CARRIER_UNREACHABLE", "CARRIER_UNREACHABLE", "The carrier is unreachable", 5_000, 60_000)
+            }
+            Carrier::Silent => {
+                // No carrier verdict: End User Messaging gives up when the time to live ends.
+                let ttl =
+                    e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
+                self.eum_event(ttl, worth_until.max(accepted_at));
+                return;
+            }
+        };
+        let at = accepted_at + self.between(lo, hi);
+        if at > worth_until {
+            // Past its time to live the carrier stops trying, and End User Messaging says so.
+            let ttl =
+                e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
+            self.eum_event(ttl, worth_until.max(accepted_at));
+            return;
+        }
+        if event_type == "TEXT_DELIVERED" {
+            self.sms.handed_over.insert(e.message_id.to_owned());
+        }
+        let verdict = e.json(event_type, true, status, description, at);
+        self.eum_event(verdict, at);
+    }
+
+    /// One event reaching the stack's group `at` (plus the destination's delay), or never.
+    fn eum_event(&mut self, message: String, at: Millis) {
+        if self.chance(self.faults.record_lost) {
+            return;
+        }
+        let copies = if self.chance(self.faults.record_twice) { 2 } else { 1 };
+        for _ in 0..copies {
+            let id = self.sms.add_record(Group::Events, message.clone());
+            let when = at + self.between(100, 3_000);
+            self.schedule(when, WorldEvent::Record(id));
+        }
+    }
+}
+
+/// End User Messaging as the functions use it: every event names its alert by key.
+#[derive(Clone)]
+pub struct SimEum {
+    pub sim: Sim,
+}
+
+impl SmsGateway for SimEum {
+    fn records_name_their_alert(&self) -> bool {
+        true
+    }
+
+    async fn publish(&self, message: SmsMessage<'_>) -> PublishOutcome {
+        let (to, body) = (message.to.clone(), message.body.to_owned());
+        let context = message.context.entries();
+        let worth_until = to_ms(message.worth_until);
+        let sent = self
+            .sim
+            .call("End User Messaging SendTextMessage", OpKind::Publish, move |w| {
+                w.eum_send(&to, &body, context.clone(), worth_until)
+            })
+            .await;
+        match sent {
+            Ok(outcome) => outcome,
+            Err((_, label)) => PublishOutcome::Unknown { error: format!("{label}: simulated failure") },
+        }
+    }
+
+    async fn is_opted_out(&self, recipient: &PhoneNumber) -> PortResult<bool> {
+        let p = recipient.expose().to_owned();
+        port(
+            self.sim
+                .call("End User Messaging DescribeOptedOutNumbers", OpKind::Read, move |w| {
+                    let carrier = w.sms.carriers.get(&p).copied();
+                    opted_out(&p, carrier) || w.sms.opted_out.get(&p).copied().unwrap_or(false)
+                })
+                .await,
+        )
+    }
+}
