@@ -2,12 +2,14 @@
 //! start-up; anything missing or malformed stops the function with one message naming all of them.
 //! There are no silent defaults: `template.yaml` sets every value (and documents it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::domain::PhoneNumber;
 use crate::domain::intent::SmsOptions;
+use crate::domain::phone::mask_phone_like;
 use crate::domain::request::Limits;
+use crate::domain::sms::SmsPolicy;
 use crate::domain::storm::DigestPolicy;
 use crate::domain::sweep::SweepPolicy;
 
@@ -139,6 +141,7 @@ pub struct IntakeConfig {
 
 impl IntakeConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let mut extra = Vec::new();
         let c = IntakeConfig {
             ledger_table: env.required(LEDGER_TABLE),
             send_queue_url: env.required(SEND_QUEUE_URL),
@@ -149,6 +152,7 @@ impl IntakeConfig {
                 min_deadline: env.duration("TOCSIN_MIN_DEADLINE"),
                 max_deadline: env.duration("TOCSIN_MAX_DEADLINE"),
                 max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u32),
+                sms: sms_policy(env, &mut extra),
             },
             sweep: sweep_policy(env),
             max_body_bytes: env.number("TOCSIN_MAX_BODY_BYTES", 256usize),
@@ -156,7 +160,6 @@ impl IntakeConfig {
             sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
             storm_mode: env.switch("TOCSIN_STORM_MODE"),
         };
-        let mut extra = Vec::new();
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
             extra.push(
                 "TOCSIN_DEFAULT_DEADLINE must lie between TOCSIN_MIN_DEADLINE and TOCSIN_MAX_DEADLINE".to_owned(),
@@ -164,6 +167,37 @@ impl IntakeConfig {
         }
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
+    }
+}
+
+/// The deployment's SMS settings and what a request may choose of them (template parameters
+/// `SmsSenderId`, `SmsOriginationNumber`, `SmsMaxPriceUsd`, `SmsAllowedSenderIds`,
+/// `SmsAllowedOriginationNumbers`). The ceiling and the allow-lists must be present (empty means
+/// "no ceiling" and "none but the deployment's own"), so a function deployed without them stops.
+fn sms_policy(env: &mut Env, extra: &mut Vec<String>) -> SmsPolicy {
+    let number = |name: &str, raw: &str, extra: &mut Vec<String>| {
+        PhoneNumber::parse(raw).map_err(|e| extra.push(format!("{name}: '{}' {e}", mask_phone_like(raw)))).ok()
+    };
+    let origination_number =
+        env.optional("TOCSIN_SMS_ORIGINATION_NUMBER").and_then(|n| number("TOCSIN_SMS_ORIGINATION_NUMBER", &n, extra));
+    let max_price_usd = env.present("TOCSIN_SMS_MAX_PRICE_USD");
+    if let Some(p) = &max_price_usd
+        && !p.parse::<f64>().is_ok_and(|v| v.is_finite() && v > 0.0)
+    {
+        extra.push(format!("TOCSIN_SMS_MAX_PRICE_USD must be a positive USD amount such as 0.50, not '{p}'"));
+    }
+    let list = |v: Option<String>| -> Vec<String> {
+        v.map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect()).unwrap_or_default()
+    };
+    let allowed_sender_ids: BTreeSet<String> = list(env.present("TOCSIN_SMS_ALLOWED_SENDER_IDS")).into_iter().collect();
+    let allowed_origination_numbers = list(env.present("TOCSIN_SMS_ALLOWED_ORIGINATION_NUMBERS"))
+        .iter()
+        .filter_map(|n| number("TOCSIN_SMS_ALLOWED_ORIGINATION_NUMBERS", n, extra))
+        .collect();
+    SmsPolicy {
+        defaults: SmsOptions { sender_id: env.optional("TOCSIN_SMS_SENDER_ID"), origination_number, max_price_usd },
+        allowed_sender_ids,
+        allowed_origination_numbers,
     }
 }
 
@@ -304,7 +338,8 @@ pub struct SenderConfig {
     pub publish_timeout: Duration,
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
-    pub sms_defaults: SmsOptions,
+    /// The deployment's SMS settings and what a request may choose of them.
+    pub sms_policy: SmsPolicy,
     pub sweep: SweepPolicy,
     /// Storm mode (`TOCSIN_STORM_MODE`): a recipient's claimable alerts go out as one digest SMS
     /// within `TOCSIN_MAX_SEGMENTS` parts, at most `TOCSIN_STORM_MAX_SMS_PER_WINDOW` SMS per
@@ -315,9 +350,6 @@ pub struct SenderConfig {
 impl SenderConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
         let mut extra = Vec::new();
-        let origination_number = env.optional("TOCSIN_SMS_ORIGINATION_NUMBER").and_then(|n| {
-            PhoneNumber::parse(&n).map_err(|e| extra.push(format!("TOCSIN_SMS_ORIGINATION_NUMBER {e}"))).ok()
-        });
         let c = SenderConfig {
             stack: env.required(STACK),
             provider: SendingProvider::from_env(env),
@@ -332,11 +364,7 @@ impl SenderConfig {
             publish_timeout: env.duration("TOCSIN_PUBLISH_TIMEOUT"),
             retry_base_delay: env.duration("TOCSIN_RETRY_BASE_DELAY"),
             retry_max_delay: env.duration("TOCSIN_RETRY_MAX_DELAY"),
-            sms_defaults: SmsOptions {
-                sender_id: env.optional("TOCSIN_SMS_SENDER_ID"),
-                origination_number,
-                max_price_usd: env.optional("TOCSIN_SMS_MAX_PRICE_USD"),
-            },
+            sms_policy: sms_policy(env, &mut extra),
             sweep: sweep_policy(env),
             storm: DigestPolicy {
                 enabled: env.switch("TOCSIN_STORM_MODE"),
@@ -512,6 +540,9 @@ mod tests {
             ("TOCSIN_MAX_SEGMENTS", "3"),
             ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
             ("TOCSIN_STORM_WINDOW", "5m"),
+            ("TOCSIN_SMS_MAX_PRICE_USD", ""),
+            ("TOCSIN_SMS_ALLOWED_SENDER_IDS", ""),
+            ("TOCSIN_SMS_ALLOWED_ORIGINATION_NUMBERS", ""),
             (STACK, "tocsin-test"),
             (SMS_PROVIDER, "sns"),
         ];

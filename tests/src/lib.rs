@@ -381,6 +381,19 @@ impl Pipeline {
         }
     }
 
+    /// An intake of this stack under another configuration (an earlier deployment's SMS policy,
+    /// say): the same table, queues and clock.
+    pub fn intake_configured(&self, config: IntakeConfig) -> IntakeFn {
+        intake::Intake {
+            store: self.intake.store.clone(),
+            queue: self.intake.queue.clone(),
+            rejects: self.intake.rejects.clone(),
+            clock: self.clock.clone(),
+            config,
+            catalog: Catalog::builtin(),
+        }
+    }
+
     /// Takes the IAM gate's denials so far, asserting that `action` on a resource containing
     /// `resource` is among them and that every one is on that resource: for a test that makes
     /// such a call on purpose.

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use tocsin::domain::State;
 use tocsin_harness::events::http_api_post;
-use tocsin_tests::{Pipeline, alert, key_of};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 fn load(path: &str) -> Value {
     let text =
@@ -430,4 +430,67 @@ async fn intake_reads_the_send_queue_length_once_per_five_seconds_not_per_alert(
     let ops = p.emulator.stop_recording().await.expect("recording");
     let reads = ops.iter().filter(|o| o.ends_with("GetQueueAttributes")).count();
     assert_eq!(reads, 1, "{ops:?}");
+}
+
+/// A deployment with an SMS policy: a 0.50 USD ceiling per part, its own sender ID and one other a
+/// request may name, no origination number of a request's own.
+fn policed() -> Options {
+    let mut o = Options::end_user_messaging();
+    o.parameters.extend([("SmsMaxPriceUsd", "0.50"), ("SmsSenderId", "TOCSIN"), ("SmsAllowedSenderIds", "OPS")]);
+    o
+}
+
+/// SMS pumping through the front door: a producer may lower the deployment's price ceiling, never
+/// raise it, and names no sender ID or origination number the deployment does not allow. A
+/// refused request writes nothing and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_can_neither_raise_the_price_ceiling_nor_name_an_identity_the_deployment_does_not_allow() {
+    let p = Pipeline::start_with(policed()).await;
+    for (sms, field, code) in [
+        (json!({"max_price_usd": "0.51"}), "sms.max_price_usd", "out_of_range"),
+        (json!({"max_price_usd": "10"}), "sms.max_price_usd", "out_of_range"),
+        (json!({"sender_id": "PRIZE"}), "sms.sender_id", "not_allowed"),
+        (json!({"origination_number": "+18005550199"}), "sms.origination_number", "not_allowed"),
+    ] {
+        let mut body = alert("policy-refused-1", "+14155550140");
+        body["sms"] = sms.clone();
+        let (status, answer) = p.submit(&body).await;
+        assert_eq!(status, 422, "{sms}: {answer}");
+        let fields = answer["error"]["fields"].as_array().cloned().unwrap_or_default();
+        assert!(fields.iter().any(|f| f["field"] == field && f["code"] == code), "{sms}: {fields:?}");
+    }
+    assert_eq!(p.ledger_item_count().await, 0, "a refused request writes nothing");
+    assert_eq!(p.queue_depth("SendQueue").await, 0, "and enqueues nothing");
+
+    let mut lower = alert("policy-lower-1", "+14155550141");
+    lower["sms"] = json!({"max_price_usd": "0.05", "sender_id": "OPS"});
+    let (status, answer) = p.submit(&lower).await;
+    assert_eq!(status, 201, "{answer}");
+    let mut plain = alert("policy-plain-1", "+14155550142");
+    plain["sms"] = json!({"sender_id": "TOCSIN"});
+    assert_eq!(p.submit(&plain).await.0, 201, "the deployment's own sender ID");
+    p.run_sender().await;
+    let mut prices: Vec<Option<String>> =
+        p.emulator.eum().sent_texts().await.expect("texts").into_iter().map(|t| t.max_price).collect();
+    prices.sort();
+    assert_eq!(prices, [Some("0.05".to_owned()), Some("0.50".to_owned())], "a lower cap, and the ceiling");
+}
+
+/// An intent an earlier, looser deployment accepted (no ceiling, any sender ID) goes out within
+/// the policy the deployment has now: at the ceiling, from the deployment's own identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_accepted_under_a_looser_policy_is_sent_within_the_policy_in_force() {
+    let p = Pipeline::start_with(policed()).await;
+    let mut looser = p.intake.config.clone();
+    looser.limits.sms.defaults.max_price_usd = None;
+    looser.limits.sms.allowed_sender_ids.insert("PRIZE".into());
+    let earlier = p.intake_configured(looser);
+    let mut body = alert("policy-earlier-1", "+14155550143");
+    body["sms"] = json!({"max_price_usd": "9.5", "sender_id": "PRIZE"});
+    let answer = earlier.handle(http_api_post(&body.to_string())).await.expect("answers");
+    assert_eq!(answer["statusCode"], 201, "{answer}");
+    p.run_sender().await;
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].max_price.as_deref(), Some("0.50"), "never above the ceiling in force");
 }

@@ -799,20 +799,48 @@ fn the_sender_reserves_concurrency_only_when_asked_and_its_event_source_mapping_
             && m["Properties"]["ScalingConfig"]["MaximumConcurrency"] == reference("SenderMaxConcurrency")
     });
     assert!(capped, "the send queue's mapping caps the sender at SenderMaxConcurrency");
-    for id in resources_of(t, "AWS::Lambda::Function").iter().map(|(id, _)| *id).filter(|id| *id != "SenderFunction") {
-        assert!(t["Resources"][id]["Properties"].get("ReservedConcurrentExecutions").is_none(), "{id}");
-    }
 }
 
+/// ReserveFunctionConcurrency isolates tocsin from a flood: intake reserved and capped, status
+/// and escalation with instances nothing else in the account can take. Off by default (a new
+/// account's quota refuses any reservation); the SMS-preferences resource never reserves.
 #[test]
-fn the_sender_takes_every_deployment_sms_default_from_a_parameter() {
-    let vars = &translated()["Resources"]["SenderFunction"]["Properties"]["Environment"]["Variables"];
-    for (var, parameter) in [
-        ("TOCSIN_SMS_ORIGINATION_NUMBER", "SmsOriginationNumber"),
-        ("TOCSIN_SMS_SENDER_ID", "SmsSenderId"),
-        ("TOCSIN_SMS_MAX_PRICE_USD", "SmsMaxPriceUsd"),
-    ] {
-        assert_eq!(vars[var], reference(parameter), "{var}");
+fn a_flood_can_be_kept_from_starving_status_and_escalation_by_reserved_concurrency() {
+    let t = translated();
+    assert_eq!(t["Parameters"]["ReserveFunctionConcurrency"]["Default"], "false");
+    let mut reserved = std::collections::BTreeMap::new();
+    for (id, f) in resources_of(t, "AWS::Lambda::Function") {
+        if let Some(r) = f["Properties"].get("ReservedConcurrentExecutions") {
+            reserved.insert(id.to_owned(), r.clone());
+        }
+    }
+    let when = |n: u64| json!({"Fn::If": ["ReservesFunctionConcurrency", n, {"Ref": "AWS::NoValue"}]});
+    assert_eq!(reserved.remove("IntakeFunction"), Some(when(10)));
+    assert_eq!(reserved.remove("StatusFunction"), Some(when(5)));
+    assert_eq!(reserved.remove("EscalationFunction"), Some(when(2)));
+    assert!(reserved.remove("SenderFunction").is_some(), "the sender's own switch");
+    assert!(reserved.is_empty(), "no other function reserves: {reserved:?}");
+}
+
+/// Intake refuses a request outside the SMS policy and the sender applies it again: both read it
+/// from the same parameters, so they cannot disagree.
+#[test]
+fn intake_and_the_sender_take_the_sms_policy_from_the_same_parameters() {
+    for function in ["IntakeFunction", "SenderFunction"] {
+        let vars = &translated()["Resources"][function]["Properties"]["Environment"]["Variables"];
+        for (var, parameter) in [
+            ("TOCSIN_SMS_ORIGINATION_NUMBER", "SmsOriginationNumber"),
+            ("TOCSIN_SMS_SENDER_ID", "SmsSenderId"),
+            ("TOCSIN_SMS_MAX_PRICE_USD", "SmsMaxPriceUsd"),
+            ("TOCSIN_SMS_ALLOWED_SENDER_IDS", "SmsAllowedSenderIds"),
+            ("TOCSIN_SMS_ALLOWED_ORIGINATION_NUMBERS", "SmsAllowedOriginationNumbers"),
+        ] {
+            assert_eq!(vars[var], reference(parameter), "{function} {var}");
+        }
+    }
+    let parameters = &translated()["Parameters"];
+    for p in ["SmsAllowedSenderIds", "SmsAllowedOriginationNumbers"] {
+        assert_eq!(parameters[p]["Default"], "", "{p}: a request names no identity of its own unless allowed");
     }
 }
 

@@ -38,7 +38,7 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
             return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
         }
-        let options = intent.sms.or_defaults(&self.config.sms_defaults);
+        let options = self.within_policy(&intent.key, &intent.sms);
         let context = SendContext::alert(&self.config.stack, intent.key.clone(), &c.attempt_id);
         let outcome = self
             .gateway

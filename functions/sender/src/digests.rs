@@ -50,7 +50,7 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
         else {
             return Vec::new();
         };
-        let options = lead.1.record.intent.sms.or_defaults(&self.config.sms_defaults);
+        let options = self.within_policy(&lead.1.record.intent.key, &lead.1.record.intent.sms);
         let context = SendContext::digest(&self.config.stack, digest.id.clone());
         // Worth delivering while any member's deadline is still ahead.
         let worth_until = members.iter().map(|(_, c)| c.record.intent.deadline).max().unwrap_or(now);

@@ -33,6 +33,7 @@ mod pacing;
 mod recording;
 mod retries;
 mod screening;
+mod sms_policy;
 mod storm;
 mod urgent_lane;
 

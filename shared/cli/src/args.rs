@@ -234,6 +234,10 @@ pub struct PreflightArgs {
     pub reserve_sender_concurrency: bool,
     #[arg(long, default_value_t = 2)]
     pub sender_max_concurrency: u32,
+    /// Whether you mean to deploy with ReserveFunctionConcurrency=true (17 instances reserved
+    /// for intake, status and escalation).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub reserve_function_concurrency: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,7 +13,7 @@ use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::RecipientRegistry;
 use tocsin_harness::Principal;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
-use tocsin_tests::{Pipeline, alert, key_of};
+use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 const STACK: &str = "tocsin-local";
 
@@ -658,7 +658,12 @@ async fn reconcile_lists_the_candidate_records_and_links_one_with_a_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_names_the_sms_settings_a_request_gave_with_the_origination_number_masked() {
-    let p = Pipeline::start().await;
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+        parameters: vec![("SmsAllowedOriginationNumbers", "+18445550100")],
+        ..Default::default()
+    })
+    .await;
     let mut body = alert("show-sms-1", "+14155550121");
     body["sms"] = serde_json::json!({"origination_number": "+18445550100", "max_price_usd": "0.50"});
     let (status, answer) = p.submit(&body).await;

@@ -101,8 +101,12 @@ async fn doctor(cfn: &CloudFormationEmulator, recorded: &Recorded, json: bool) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sound() {
-    let (cfn, outputs) =
-        deployed_with(&[("AlarmEmail", "oncall@example.com"), ("ReserveSenderConcurrency", "true")]).await;
+    let (cfn, outputs) = deployed_with(&[
+        ("AlarmEmail", "oncall@example.com"),
+        ("ReserveSenderConcurrency", "true"),
+        ("ReserveFunctionConcurrency", "true"),
+    ])
+    .await;
     let role = outputs.get("SmsDeliveryStatusRoleArn").expect("the role output").clone();
     set_sms_attributes(
         &cfn,
@@ -133,6 +137,7 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         "ok      alarms: none of tocsin-doc-* in ALARM",
         "ok      on-call subscriptions: 1 confirmed: o…@example.com",
         "ok      sender concurrency: 2 reserved for tocsin-doc-sender",
+        "ok      function concurrency: reserved: 10 for tocsin-doc-intake, 5 for tocsin-doc-status, 2 for tocsin-doc-escalation",
     ] {
         assert!(r.stdout.contains(line), "missing {line:?} in\n{}", r.stdout);
     }
@@ -225,6 +230,13 @@ async fn doctor_exits_1_with_one_line_per_problem() {
     assert!(r.stdout.contains("WARN    default SMS type: Promotional"), "{}", r.stdout);
     assert!(r.stdout.contains("ok      failed log group"), "the other group is fine:\n{}", r.stdout);
     assert!(r.stdout.contains("WARN    sender concurrency: none reserved for tocsin-doc-sender"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(
+            "WARN    function concurrency: none reserved for tocsin-doc-intake, tocsin-doc-status, tocsin-doc-escalation"
+        ),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.trim_end().ends_with("tocsin-doc: 8 problems to fix."), "{}", r.stdout);
     assert!(!r.stdout.contains("+14155550170"), "numbers stay masked");
     assert!(!r.stdout.contains("oncall@example.com"), "so do e-mail addresses");

@@ -83,7 +83,13 @@ async fn setup(secret: &'static str) -> Setup {
         &p,
         STACK,
         &api,
-        &[("StatusFunctionArn", STATUS_ARN), ("SenderFunctionName", "tocsin-local-sender")],
+        &[
+            ("StatusFunctionArn", STATUS_ARN),
+            ("SenderFunctionName", "tocsin-local-sender"),
+            ("IntakeFunctionName", "tocsin-local-intake"),
+            ("StatusFunctionName", "tocsin-local-status"),
+            ("EscalationFunctionName", "tocsin-local-escalation"),
+        ],
     )
     .await;
     let sdk = p.emulator.sdk_config().await;

@@ -28,6 +28,8 @@ const NUMBER: &str = "+14155550150";
 const SUCCESS: &str = "+14254147755";
 const FAILURE: &str = "+14254147167";
 const STACK: &str = "tocsin-local";
+/// The simulator number the stand-in gives the second number requested (the first is the toll-free).
+const SIMULATOR_NUMBER: &str = "+12065550002";
 const STATUS_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:tocsin-local-status";
 const GROUP: &str = "/tocsin/tocsin-local/sms-events";
 
@@ -41,13 +43,23 @@ struct Setup {
 /// An End User Messaging stack whose doctor checks pass: production account, one active toll-free
 /// number (`+18335550001`), the stack's configuration set and event group, an e-mail on-call.
 async fn setup() -> Setup {
-    let p = Arc::new(Pipeline::start_with(Options::end_user_messaging()).await);
+    // The simulator number the tests request second (after the toll-free one): doctor
+    // --simulator's probes leave from it, so the stack's SMS policy must allow it.
+    let mut options = Options::end_user_messaging();
+    options.parameters.push(("SmsAllowedOriginationNumbers", SIMULATOR_NUMBER));
+    let p = Arc::new(Pipeline::start_with(options).await);
     let api = start_api(p.clone(), "test").await;
     stack_with_api(
         &p,
         STACK,
         &api,
-        &[("StatusFunctionArn", STATUS_ARN), ("SenderFunctionName", "tocsin-local-sender")],
+        &[
+            ("StatusFunctionArn", STATUS_ARN),
+            ("SenderFunctionName", "tocsin-local-sender"),
+            ("IntakeFunctionName", "tocsin-local-intake"),
+            ("StatusFunctionName", "tocsin-local-status"),
+            ("EscalationFunctionName", "tocsin-local-escalation"),
+        ],
     )
     .await;
     let sdk = p.emulator.sdk_config().await;
@@ -179,6 +191,7 @@ async fn the_simulator_proves_success_and_the_failure_path_from_a_simulator_numb
         .active_phone_number(&sdk, eum::types::RequestableNumberType::Simulator, "US")
         .await
         .expect("a simulator number");
+    assert_eq!(simulator.number, SIMULATOR_NUMBER, "the number the stack's SMS policy allows");
     // AWS's failure simulator answers with a failure event (the stand-in plays it as TEXT_BLOCKED).
     control.set_carrier(FAILURE, Carrier::new(CarrierBehaviour::Blocked)).await.expect("carrier");
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::phone::PhoneNumber;
 use super::segments::{SegmentCount, measure};
-use super::sms::SmsOptions;
+use super::sms::{PolicyRefusal, SmsOptions, SmsPolicy};
 use super::template::{Catalog, TemplateRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -21,6 +21,9 @@ pub enum ErrorCode {
     InvalidFormat,
     TooLong,
     OutOfRange,
+    /// A value of the right shape that the deployment does not allow (a sender id or origination
+    /// number not on its allow-lists).
+    NotAllowed,
     UnknownField,
     UnknownTemplate,
     UnknownTemplateVersion,
@@ -55,6 +58,8 @@ pub struct Limits {
     pub min_deadline: Duration,
     pub max_deadline: Duration,
     pub max_segments: u32,
+    /// What a request may choose of its SMS settings (price cap, sender id, origination number).
+    pub sms: SmsPolicy,
 }
 
 pub const MAX_EVENT_ID_CHARS: usize = 256;
@@ -330,7 +335,7 @@ pub fn validate(
     // sms
     let sms = match obj.get("sms") {
         None | Some(Value::Null) => Some(SmsOptions::default()),
-        Some(Value::Object(o)) => validate_sms(o, &mut c.errors),
+        Some(Value::Object(o)) => validate_sms(o, &limits.sms, &mut c.errors),
         Some(v) => {
             c.err("sms", ErrorCode::InvalidType, format!("'sms' must be an object, not {}", type_name(v)));
             None
@@ -455,7 +460,7 @@ fn parse_deadline(s: &str, now: DateTime<Utc>, limits: &Limits) -> DeadlineResul
     Ok((at, Some(spec)))
 }
 
-fn validate_sms(o: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<SmsOptions> {
+fn validate_sms(o: &Map<String, Value>, policy: &SmsPolicy, errors: &mut Vec<FieldError>) -> Option<SmsOptions> {
     let mut sms = SmsOptions::default();
     let before = errors.len();
     for (k, v) in o {
@@ -506,6 +511,15 @@ fn validate_sms(o: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<
             }
         }
     }
+    if errors.len() == before {
+        for refusal in policy.refusals(&sms) {
+            let code = match refusal {
+                PolicyRefusal::PriceAboveCeiling { .. } => ErrorCode::OutOfRange,
+                PolicyRefusal::SenderIdNotAllowed | PolicyRefusal::OriginationNumberNotAllowed => ErrorCode::NotAllowed,
+            };
+            errors.push(FieldError::new(refusal.field(), code, refusal.to_string()));
+        }
+    }
     (errors.len() == before).then_some(sms)
 }
 
@@ -520,6 +534,7 @@ mod tests {
             min_deadline: Duration::from_secs(60),
             max_deadline: Duration::from_secs(72 * 3600),
             max_segments: 3,
+            sms: SmsPolicy::default(),
         }
     }
 
@@ -624,6 +639,40 @@ mod tests {
         assert_eq!(got.len(), 4, "{got:?}");
         let mut v = good();
         v["sms"] = json!({"sender_id": "TOCSIN", "origination_number": "+18005550100", "max_price_usd": "0.50"});
-        assert_eq!(codes(v), vec![]);
+        assert_eq!(codes_under(v, allowing()), vec![]);
+    }
+
+    fn allowing() -> Limits {
+        let mut l = limits();
+        l.sms.defaults.max_price_usd = Some("0.50".into());
+        l.sms.allowed_sender_ids.insert("TOCSIN".into());
+        l.sms.allowed_origination_numbers.insert(PhoneNumber::parse("+18005550100").expect("number"));
+        l
+    }
+
+    fn codes_under(v: Value, limits: Limits) -> Vec<(String, ErrorCode)> {
+        match validate(&v, Catalog::builtin(), &limits, now()) {
+            Ok(_) => vec![],
+            Err(e) => e.into_iter().map(|f| (f.field, f.code)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_request_cannot_raise_the_price_ceiling_or_name_an_identity_the_deployment_does_not_allow() {
+        let mut v = good();
+        v["sms"] = json!({"sender_id": "PRIZE", "origination_number": "+447700900123", "max_price_usd": "0.51"});
+        assert_eq!(
+            codes_under(v.clone(), allowing()),
+            vec![
+                ("sms.max_price_usd".into(), ErrorCode::OutOfRange),
+                ("sms.sender_id".into(), ErrorCode::NotAllowed),
+                ("sms.origination_number".into(), ErrorCode::NotAllowed),
+            ]
+        );
+        // A deployment that allows none: a request names no identity of its own.
+        v["sms"] = json!({"sender_id": "TOCSIN"});
+        assert_eq!(codes(v.clone()), vec![("sms.sender_id".into(), ErrorCode::NotAllowed)]);
+        v["sms"] = json!({"max_price_usd": "0.05"});
+        assert_eq!(codes_under(v, allowing()), vec![], "lowering the ceiling is always allowed");
     }
 }

@@ -211,6 +211,7 @@ mod tests {
             min_deadline: Duration::from_secs(60),
             max_deadline: Duration::from_secs(86400),
             max_segments: 3,
+            sms: Default::default(),
         };
         let req = validate(
             &json!({"event_id": "e", "template": {"name": "disk_full", "version": 1},

@@ -59,12 +59,21 @@ pub fn alert_body(i: usize) -> Value {
 }
 
 /// The template's default limits (DefaultDeadline 15m, MinDeadline 1m, MaxDeadline 72h,
-/// MaxSegments 3).
+/// MaxSegments 3), with the example's SMS settings as the deployment's own.
 pub fn default_limits() -> Limits {
     Limits {
         default_deadline: Duration::from_secs(15 * 60),
         min_deadline: Duration::from_secs(60),
         max_deadline: Duration::from_secs(72 * 3600),
         max_segments: 3,
+        // A deployment whose own settings are the example's (docs/alert-requests.md).
+        sms: tocsin::domain::sms::SmsPolicy {
+            defaults: tocsin::domain::SmsOptions {
+                sender_id: Some("TOCSIN".into()),
+                origination_number: tocsin::domain::PhoneNumber::parse("+18005550100").ok(),
+                max_price_usd: Some("0.50".into()),
+            },
+            ..Default::default()
+        },
     }
 }

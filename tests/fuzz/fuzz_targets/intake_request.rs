@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
         min_deadline: Duration::from_secs(60),
         max_deadline: Duration::from_secs(72 * 3600),
         max_segments: 3,
+        sms: Default::default(),
     };
     let now = chrono::DateTime::from_timestamp(1_795_990_000, 0).unwrap_or_default();
     // As an HTTP API event body.

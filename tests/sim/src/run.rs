@@ -576,7 +576,7 @@ impl Driver {
         let registry = self.escalation.registry.clone();
         let clock = self.escalation.clock.clone();
         let gateway = SimGateway::of(self.provider, self.sim.clone());
-        let defaults = self.deployment.sender.sms_defaults.clone();
+        let defaults = self.deployment.sender.sms_policy.defaults.clone();
         let stack = self.deployment.sender.stack.clone();
         let fut: crate::exec::TaskFuture<Done> = match (action, target, number) {
             (0, Some(key), _) => Box::pin(async move {

@@ -63,6 +63,7 @@ fn intent(n: usize, to: &str, base: DateTime<Utc>, deadline_min: i64) -> IntentR
         min_deadline: std::time::Duration::from_secs(60),
         max_deadline: std::time::Duration::from_secs(72 * 3600),
         max_segments: 3,
+        sms: Default::default(),
     };
     let req = validate(&body, Catalog::builtin(), &limits, base).expect("a valid request");
     IntentRecord { intent: Intent::from_request(req, Origin::Api, base), status: Status::new() }

@@ -30,6 +30,8 @@
 //!   verified, or a US/Canadian number and no origination number there — is not counted as one.
 //! - The sender's reserved concurrency (Lambda GetFunctionConcurrency): a warning while none is
 //!   reserved (ReserveSenderConcurrency=false, the default for accounts whose quota is 10).
+//! - Intake's, status's and escalation's (ReserveFunctionConcurrency): a warning while any has
+//!   none, since a flood elsewhere in the account can then delay delivery events and pages.
 //! - With `--probe NUMBER`, the delivery loop itself, hop by hop ([`super::probe`]); with
 //!   `--simulator` (End User Messaging), the same on AWS's SMS simulator, success and failure.
 //!
@@ -173,6 +175,7 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     checks.push(alarm_subscriptions(ctx, &sns).await);
     spinner.set_message(format!("sender concurrency… ({} checks done)", checks.len()));
     checks.push(sender_concurrency(ctx).await);
+    checks.push(function_concurrency(ctx).await);
     let settings = |number: String, expect: super::probe::Expect| super::probe::ProbeSettings {
         number,
         hop_timeout: args.probe_hop_timeout,
@@ -738,6 +741,38 @@ async fn sender_concurrency(ctx: &Context) -> Check {
         },
         Err(e) => problem(C, format!("cannot read it (Lambda GetFunctionConcurrency: {})", describe(&e))),
     }
+}
+
+/// Intake's, status's and escalation's reserved concurrency (ReserveFunctionConcurrency): a
+/// warning while any has none (a flood elsewhere in the account can take every instance status
+/// and escalation need, and intake is then capped by nothing but the API's throttle).
+async fn function_concurrency(ctx: &Context) -> Check {
+    const C: &str = "function concurrency";
+    let lambda = aws_sdk_lambda::Client::new(&ctx.sdk);
+    let (mut reserved, mut none) = (Vec::new(), Vec::new());
+    for output in ["IntakeFunctionName", "StatusFunctionName", "EscalationFunctionName"] {
+        let Some(function) = ctx.outputs.get(output) else {
+            return problem(C, format!("the stack has no output {output}: deploy this version of template.yaml"));
+        };
+        match lambda.get_function_concurrency().function_name(function).send().await {
+            Ok(out) => match out.reserved_concurrent_executions() {
+                Some(n) => reserved.push(format!("{n} for {function}")),
+                None => none.push(function.to_owned()),
+            },
+            Err(e) => return problem(C, format!("cannot read it (Lambda GetFunctionConcurrency: {})", describe(&e))),
+        }
+    }
+    if none.is_empty() {
+        return ok(C, format!("reserved: {}", reserved.join(", ")));
+    }
+    warning(
+        C,
+        format!(
+            "none reserved for {} (ReserveFunctionConcurrency=false): a flood elsewhere in the account can delay \
+             delivery events and pages; reserve once the account's quota allows (tocsin preflight shows the quota)",
+            none.join(", ")
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -233,15 +233,36 @@ pub fn log_group_checks(groups: &[(String, Option<Vec<String>>); 2], create: boo
     out
 }
 
-/// The concurrency check: (the account's quota, what is unreserved now).
-pub fn concurrency_check(limit: i32, unreserved: i32, reserve: bool, sender: u32) -> Check {
+/// What ReserveFunctionConcurrency=true reserves: intake 10, status 5, escalation 2
+/// (template.yaml).
+pub const FUNCTION_RESERVATION: u32 = 10 + 5 + 2;
+
+/// What a deploy with these switches would reserve of the account's concurrency, and which
+/// switches reserve it.
+pub fn planned_reservation(reserve_sender: bool, sender: u32, reserve_functions: bool) -> (i32, Vec<&'static str>) {
+    let mut total = 0u32;
+    let mut switches = Vec::new();
+    if reserve_sender {
+        total = total.saturating_add(sender);
+        switches.push("ReserveSenderConcurrency=true");
+    }
+    if reserve_functions {
+        total = total.saturating_add(FUNCTION_RESERVATION);
+        switches.push("ReserveFunctionConcurrency=true");
+    }
+    (i32::try_from(total).unwrap_or(i32::MAX), switches)
+}
+
+/// The concurrency check: (the account's quota, what is unreserved now, what the deploy would
+/// reserve and by which switches).
+pub fn concurrency_check(limit: i32, unreserved: i32, reserved: i32, switches: &[&str]) -> Check {
     const C: &str = "Lambda concurrency";
-    let sender = i32::try_from(sender).unwrap_or(i32::MAX);
-    if reserve && unreserved.saturating_sub(sender) < MIN_UNRESERVED {
+    if reserved > 0 && unreserved.saturating_sub(reserved) < MIN_UNRESERVED {
         return problem(
             C,
             format!(
-                "quota {limit}, {unreserved} unreserved: ReserveSenderConcurrency=true reserves {sender} and Lambda keeps {MIN_UNRESERVED} unreserved, so CloudFormation would refuse the sender. Deploy with ReserveSenderConcurrency=false, or raise the quota first (Service Quotas, Lambda, Concurrent executions)"
+                "quota {limit}, {unreserved} unreserved: {} reserve {reserved} and Lambda keeps {MIN_UNRESERVED} unreserved, so CloudFormation would refuse the reservation. Deploy without it, or raise the quota first (Service Quotas, Lambda, Concurrent executions)",
+                switches.join(" and ")
             ),
         );
     }
@@ -249,7 +270,7 @@ pub fn concurrency_check(limit: i32, unreserved: i32, reserve: bool, sender: u32
         return warning(
             C,
             format!(
-                "quota {limit} ({unreserved} unreserved): enough to deploy with ReserveSenderConcurrency=false; a new account's 10 is shared by every function, so ask for more (Service Quotas) before relying on tocsin in a storm"
+                "quota {limit} ({unreserved} unreserved): enough to deploy without reserved concurrency; a new account's 10 is shared by every function, so ask for more (Service Quotas) before relying on tocsin in a storm or a flood"
             ),
         );
     }
@@ -333,12 +354,12 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, stack: Option<&StackOutp
         Ok(out) => {
             let limit = out.account_limit().map(|l| l.concurrent_executions()).unwrap_or_default();
             let unreserved = out.account_limit().and_then(|l| l.unreserved_concurrent_executions()).unwrap_or(limit);
-            checks.push(concurrency_check(
-                limit,
-                unreserved,
+            let (reserved, switches) = planned_reservation(
                 args.reserve_sender_concurrency,
                 args.sender_max_concurrency,
-            ));
+                args.reserve_function_concurrency,
+            );
+            checks.push(concurrency_check(limit, unreserved, reserved, &switches));
         }
         Err(e) => checks.push(problem(
             "Lambda concurrency",
@@ -637,9 +658,16 @@ mod tests {
 
     #[test]
     fn a_reservation_the_quota_cannot_hold_blocks() {
-        assert_eq!(concurrency_check(10, 10, true, 2).verdict, Verdict::Problem);
-        assert_eq!(concurrency_check(10, 10, false, 2).verdict, Verdict::Warning);
-        assert_eq!(concurrency_check(1000, 1000, true, 2).verdict, Verdict::Ok);
-        assert_eq!(concurrency_check(1000, 101, true, 2).verdict, Verdict::Problem);
+        let check = |limit, unreserved, sender, functions| {
+            let (reserved, switches) = planned_reservation(sender, 2, functions);
+            concurrency_check(limit, unreserved, reserved, &switches)
+        };
+        assert_eq!(check(10, 10, true, false).verdict, Verdict::Problem);
+        assert_eq!(check(10, 10, false, false).verdict, Verdict::Warning);
+        assert_eq!(check(1000, 1000, true, true).verdict, Verdict::Ok);
+        assert_eq!(check(1000, 101, true, false).verdict, Verdict::Problem);
+        assert_eq!(check(1000, 110, false, true).verdict, Verdict::Problem, "17 leave 93 unreserved");
+        assert_eq!(check(1000, 117, false, true).verdict, Verdict::Ok);
+        assert!(check(1000, 110, true, true).detail.contains("ReserveFunctionConcurrency=true"));
     }
 }

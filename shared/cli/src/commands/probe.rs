@@ -151,6 +151,13 @@ pub fn request(
     r
 }
 
+/// Whether intake refused the request's origination number as outside the stack's SMS policy.
+fn origination_refused(answer: &Value) -> bool {
+    answer["error"]["fields"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f["field"] == "sms.origination_number" && f["code"] == "not_allowed"))
+}
+
 /// A function's name from the stack's outputs (template.yaml names them `<stack>-<function>`).
 fn function(ctx: &Context, output: &str, suffix: &str) -> String {
     ctx.outputs.get(output).map_or_else(|| format!("{}-{suffix}", ctx.names.stack), str::to_owned)
@@ -329,7 +336,14 @@ async fn run_one(
             return Ok(report);
         }
         _ => {
-            stop(&mut report, checks, 1, format!("intake answered {status}: {}", mask_numbers_in(&answer.to_string())));
+            let hint = if origination_refused(&answer) {
+                " — the stack's SMS policy refuses the probe's origination number: add it to \
+                 SmsAllowedOriginationNumbers (sam deploy --parameter-overrides …) and run again"
+            } else {
+                ""
+            };
+            let answer = mask_numbers_in(&answer.to_string());
+            stop(&mut report, checks, 1, format!("intake answered {status}: {answer}{hint}"));
             return Ok(report);
         }
     };
@@ -708,6 +722,17 @@ mod tests {
         let n = PhoneNumber::parse(super::super::eum::SIMULATOR_SUCCESS).expect("number");
         let r = request(&n, Utc::now(), "ab", "15m", Some("+12065550001"));
         assert_eq!(r["sms"], json!({"origination_number": "+12065550001"}));
+    }
+
+    #[test]
+    fn an_origination_number_outside_the_stacks_policy_is_told_apart_from_other_refusals() {
+        let refused = json!({"error": {"code": "validation_failed", "fields": [
+            {"field": "sms.origination_number", "code": "not_allowed", "message": "…"}]}});
+        assert!(origination_refused(&refused));
+        let other = json!({"error": {"code": "validation_failed", "fields": [
+            {"field": "recipient", "code": "invalid_phone_number", "message": "…"}]}});
+        assert!(!origination_refused(&other));
+        assert!(!origination_refused(&json!({"error": {"code": "unavailable"}})));
     }
 
     #[test]
