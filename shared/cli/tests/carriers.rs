@@ -1,6 +1,6 @@
 //! `tocsin carriers`: each carrier's health from the SMS in flight and from every application's
 //! delivery records against its rolling baseline (the traffic signal), and the operator's audited,
-//! time-bounded hold (the IAM gate checks every call against `operator-policy.json`).
+//! time-bounded hold (the IAM gate checks every call against the operator policies (`operator-read-only-policy.json`, `operator-break-glass-policy.json`)).
 
 mod common;
 

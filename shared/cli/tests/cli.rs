@@ -1,7 +1,7 @@
 //! The operator CLI: the real `tocsin` binary against the emulator, next to the real pipeline
 //! (intake, sender, status, escalation handlers). The binary sees only the standard AWS variables
 //! (`Emulator::aws_env`, signing as the operator: the IAM gate checks each call against
-//! `shared/cli/operator-policy.json`) and `--stack tocsin-local`; every effect is read back from the emulator.
+//! the operator policies (`shared/cli/operator-read-only-policy.json`, `operator-break-glass-policy.json`)) and `--stack tocsin-local`; every effect is read back from the emulator.
 //!
 //! The pipeline's test clock is advanced only in scenario 5 (to let a sender's lease lapse); no
 //! assertion depends on the CLI's wall clock agreeing with it.
@@ -38,9 +38,23 @@ fn tocsin(p: &Pipeline, args: &[&str]) -> impl std::future::Future<Output = Run>
 
 /// Runs the binary with its AWS endpoint at `endpoint` (a fault proxy in front of the emulator).
 fn tocsin_via(p: &Pipeline, endpoint: &str, args: &[&str]) -> impl std::future::Future<Output = Run> + use<> {
+    tocsin_signed(p, endpoint, &Principal::Operator, args)
+}
+
+/// Runs the binary as `principal` (a read-only operator, an operator without MFA).
+fn tocsin_as(p: &Pipeline, principal: &Principal, args: &[&str]) -> impl std::future::Future<Output = Run> + use<> {
+    tocsin_signed(p, &p.emulator.endpoint(), principal, args)
+}
+
+fn tocsin_signed(
+    p: &Pipeline,
+    endpoint: &str,
+    principal: &Principal,
+    args: &[&str],
+) -> impl std::future::Future<Output = Run> + use<> {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tocsin"));
     cmd.env_clear()
-        .envs(p.emulator.aws_env(&Principal::Operator))
+        .envs(p.emulator.aws_env(principal))
         .env("AWS_ENDPOINT_URL", endpoint)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .args(["--stack", STACK])
@@ -389,6 +403,28 @@ async fn resend_after_send_unknown_sends_exactly_one_more_sms_and_records_who_an
 
     let shown = tocsin(&p, &["show", key.as_str()]).await;
     assert!(shown.stdout.contains("resend (called: not received)"), "{}", shown.stdout);
+}
+
+/// The operator policy is two documents: what every operator may read
+/// (`operator-read-only-policy.json`), and the break-glass actions, each allowed only in a session
+/// signed in with MFA (`operator-break-glass-policy.json`). A read-only operator looks; a resend —
+/// an SMS to a person — needs break-glass with MFA; a refused one sends and records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_operator_looks_and_a_resend_needs_break_glass_with_mfa() {
+    let (p, _proxy, key) = send_unknown("break-glass-1", "+14155550127").await;
+    let shown = tocsin_as(&p, &Principal::ReadOnlyOperator, &["show", key.as_str()]).await;
+    assert_eq!(shown.code, 0, "{shown:?}");
+    for principal in [Principal::ReadOnlyOperator, Principal::OperatorWithoutMfa] {
+        let r = tocsin_as(&p, &principal, &["resend", key.as_str(), "--reason", "called: not received"]).await;
+        assert_ne!(r.code, 0, "{principal}: {r:?}");
+        assert!(r.stderr.contains("AccessDenied") || r.stdout.contains("AccessDenied"), "{principal}: {r:?}");
+        p.expect_iam_denied("dynamodb:UpdateItem", "-ledger");
+        assert_eq!(sms_count(&p).await, 1, "{principal}: nothing sent");
+        assert!(operator_observations(&p.timeline(&key).await).is_empty(), "{principal}: nothing recorded");
+    }
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "called: not received"]).await;
+    assert_eq!(r.code, 0, "with MFA: {r:?}");
+    assert_eq!(sms_count(&p).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

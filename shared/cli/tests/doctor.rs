@@ -8,7 +8,7 @@
 //! `DescribeAlarms` (moto does not speak the RPC v2 CBOR protocol of `aws-sdk-cloudwatch`).
 //! Every other call — SNS GetSMSAttributes, CloudWatch Logs, SQS, CloudFormation — goes to the
 //! emulator. The CLI signs as the operator: each call, recorded answers included, passes an IAM
-//! gate that checks it against `shared/cli/operator-policy.json` for the deployed stack.
+//! gate that checks it against the operator policies (`shared/cli/operator-read-only-policy.json`, `operator-break-glass-policy.json`) for the deployed stack.
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! spend limit reached — and a deployed stack's configuration set.
 //!
 //! End User Messaging is the local stand-in (`tests/harness/eum_standin.py`) behind the IAM gate,
-//! which checks every call against `shared/cli/operator-policy.json`; a fresh stand-in account is
+//! which checks every call against the operator policies (`shared/cli/operator-read-only-policy.json`, `operator-break-glass-policy.json`); a fresh stand-in account is
 //! what AWS gives a new one (SANDBOXED, 1 USD a month, no identity). What the emulator does not
 //! serve comes from recordings in AWS's wire format: CloudWatch `GetMetricData` (the month's
 //! `AWS/SMSVoice` `TextMessageMonthlySpend`) and Lambda `GetAccountSettings`.

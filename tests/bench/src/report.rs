@@ -740,8 +740,18 @@ impl Report {
             "Against SNS: the sender writes no `MSG#` index item (one `PutItem` fewer) and the status function \
              reads none (no `BatchGetItem`): each event names its intent, read by key (`GetItem`) only when the \
              conditional write is refused. End User Messaging writes two events for a delivered SMS — the \
-             carrier's acceptance and the delivery — and the acceptance is kept as an observation of its own \
-             (progress, never delivery): that is where the calls above the goal go{}.\n",
+             carrier's acceptance (`TEXT_SUCCESSFUL`, non-final) and the delivery — and the acceptance is kept as \
+             an observation of its own (progress, never delivery), written together with a check of the intent's \
+             state in one `TransactWriteItems` (1 call; 4 WRU, section 4b). With the carrier view's two \
+             `UpdateItem`s (the number's last-seen carrier and the batch's traffic tally, as under SNS), that is \
+             where the calls above the goal of {} go{}. Writing the acceptance alone, conditioned on its own key, \
+             would save a call and 3 WRU, at the price of an observation that no longer proves the intent was \
+             still waiting for it: not done. The count also depends on how the two events reach status: apart \
+             (two invocations) they cost 5 status calls; in one batch they are applied side by side, and when \
+             the acceptance's transaction loses to the delivery's write it is refused, reads the intent \
+             (`GetItem`) and is written again — 2 calls more (a `GetItem` and a second `TransactWriteItems` \
+             above, when present).\n",
+            api_calls::TARGET_CALLS_EUM,
             if met { " when there are any" } else { "" }
         );
     }

@@ -360,3 +360,67 @@ mod port_race {
         assert!(!is_ours(&first.http, first.port, "someone else").await, "an id that is not its own");
     }
 }
+
+#[cfg(test)]
+mod item_writes {
+    use super::*;
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+
+    const ROUNDS: u64 = 150;
+    const WRITERS: u64 = 8;
+
+    /// DynamoDB applies the writes to one item one at a time: of several conditional updates
+    /// that all expect the same version, exactly one passes. moto's threaded server alone can let
+    /// two pass (issue 35: two senders both claimed one intent); the lock in `moto_serial.py` is
+    /// what makes the emulator answer as AWS does. With the lock taken out this fails
+    /// (docs/testing.md, "The emulator serialises item writes").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn of_concurrent_conditional_writes_to_one_item_exactly_one_passes() {
+        let emulator = Emulator::start().await.expect("emulator");
+        let ddb = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+        let attribute =
+            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build();
+        let key = KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build();
+        ddb.create_table()
+            .table_name("race")
+            .attribute_definitions(attribute.expect("attribute"))
+            .key_schema(key.expect("key"))
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await
+            .expect("CreateTable");
+        let claim = || AttributeValue::S("claim".into());
+        let number = |n: u64| AttributeValue::N(n.to_string());
+        ddb.put_item().table_name("race").item("pk", claim()).item("v", number(0)).send().await.expect("PutItem");
+        for round in 0..ROUNDS {
+            let mut writers = tokio::task::JoinSet::new();
+            for w in 0..WRITERS {
+                let update = ddb
+                    .update_item()
+                    .table_name("race")
+                    .key("pk", claim())
+                    .update_expression("SET v = :next, w = :w")
+                    .condition_expression("v = :expected")
+                    .expression_attribute_values(":expected", number(round))
+                    .expression_attribute_values(":next", number(round + 1))
+                    .expression_attribute_values(":w", number(w));
+                writers.spawn(async move {
+                    match update.send().await {
+                        Ok(_) => true,
+                        Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                            false
+                        }
+                        Err(e) => panic!("UpdateItem: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)),
+                    }
+                });
+            }
+            let passed = writers.join_all().await.into_iter().filter(|passed| *passed).count();
+            assert_eq!(
+                passed, 1,
+                "round {round}: {passed} of {WRITERS} conditional writes expecting v = {round} passed"
+            );
+        }
+    }
+}

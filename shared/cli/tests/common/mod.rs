@@ -33,7 +33,7 @@ pub async fn tocsin_with(env: Vec<(String, String)>, args: &[&str]) -> Run {
 }
 
 /// The emulator's AWS environment with `AWS_ENDPOINT_URL` set to `endpoint`, signing as the
-/// operator (the IAM gate checks each call against `shared/cli/operator-policy.json`).
+/// operator (the IAM gate checks each call against the operator policies (`shared/cli/operator-read-only-policy.json`, `operator-break-glass-policy.json`)).
 pub fn aws_env(endpoint: &str) -> Vec<(String, String)> {
     tocsin_harness::emulator::aws_env_for(endpoint, &tocsin_harness::Principal::Operator)
 }

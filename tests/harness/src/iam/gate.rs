@@ -150,7 +150,8 @@ impl Gate {
         let Some(role) = principals.role_of(principal) else {
             return Ok(());
         };
-        let ask = Ask { action: &requirement.action, resource: &requirement.resource, context: &requirement.context };
+        let context = role.in_session(&requirement.context);
+        let ask = Ask { action: &requirement.action, resource: &requirement.resource, context: &context };
         let mut state = self.shared.state.lock().map_err(|_| {
             Box::new(Denial {
                 principal: principal.to_string(),
@@ -367,7 +368,8 @@ fn judge(
     let mut granted = Vec::new();
     let mut denied = Vec::new();
     for r in &requirements {
-        let ask = Ask { action: &r.action, resource: &r.resource, context: &r.context };
+        let context = role.in_session(&r.context);
+        let ask = Ask { action: &r.action, resource: &r.resource, context: &context };
         match evaluate(&role.policies, &ask) {
             Decision::Allowed(grants) => granted.extend(grants),
             decision => denied.push(denial(&principal, role, &call.operation(), r, &decision)),
@@ -417,6 +419,7 @@ fn refuse(
                 caller: principal.to_owned(),
                 policies: vec![],
                 fix_in: String::new(),
+                session: Default::default(),
             };
             &fallback
         }

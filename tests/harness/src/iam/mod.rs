@@ -39,8 +39,14 @@ pub enum Principal {
     Function(String),
     /// Lambda's event source mapping of a function, which polls with the function's role.
     EventSourceMapping(String),
-    /// An operator running the `tocsin` CLI, with the documented operator policy.
+    /// An operator running the `tocsin` CLI with both documented operator policies, signed in
+    /// with MFA: what break-glass actions (resend, re-enable, acknowledge, send) need.
     Operator,
+    /// An operator with the read-only policy alone (show, list, doctor, carriers).
+    ReadOnlyOperator,
+    /// An operator with both policies in a session without MFA: the break-glass grants do not
+    /// apply.
+    OperatorWithoutMfa,
 }
 
 /// The one secret every principal uses (moto checks no signature; the API stand-in does).
@@ -58,6 +64,8 @@ impl Principal {
             Principal::Function(f) => format!("FUNCTION-{f}"),
             Principal::EventSourceMapping(f) => format!("ESM-{f}"),
             Principal::Operator => "OPERATOR".into(),
+            Principal::ReadOnlyOperator => "OPERATOR-READ-ONLY".into(),
+            Principal::OperatorWithoutMfa => "OPERATOR-WITHOUT-MFA".into(),
         }
     }
 
@@ -65,6 +73,8 @@ impl Principal {
         match key {
             "HARNESS" => Some(Principal::Harness),
             "OPERATOR" => Some(Principal::Operator),
+            "OPERATOR-READ-ONLY" => Some(Principal::ReadOnlyOperator),
+            "OPERATOR-WITHOUT-MFA" => Some(Principal::OperatorWithoutMfa),
             k => k
                 .strip_prefix("FUNCTION-")
                 .map(|f| Principal::Function(f.to_owned()))
@@ -80,6 +90,8 @@ impl std::fmt::Display for Principal {
             Principal::Function(id) => f.write_str(id),
             Principal::EventSourceMapping(id) => write!(f, "{id}'s event source mapping"),
             Principal::Operator => f.write_str("the operator (tocsin CLI)"),
+            Principal::ReadOnlyOperator => f.write_str("a read-only operator (tocsin CLI)"),
+            Principal::OperatorWithoutMfa => f.write_str("an operator without MFA (tocsin CLI)"),
         }
     }
 }
@@ -111,10 +123,14 @@ pub fn principals_with(stack: &str, parameters: &[(&str, &str)]) -> Result<Arc<P
     let translated = crate::sam::translate_template_yaml(&[])
         .map_err(|e| IamError::Harness(format!("translating template.yaml: {e}")))?;
     let resolved = template::Resolved::new(translated, stack, parameters);
-    let path = crate::workspace_root().join(roles::OPERATOR_POLICY_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))?;
-    let operator = serde_json::from_str(&text).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))?;
-    let p = Arc::new(roles::load(resolved, &operator)?);
+    let read = |file: &str| -> Result<serde_json::Value, IamError> {
+        let path = crate::workspace_root().join(file);
+        let text = std::fs::read_to_string(&path).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| IamError::Harness(format!("{}: {e}", path.display())))
+    };
+    let read_only = read(roles::OPERATOR_READ_ONLY_POLICY_FILE)?;
+    let break_glass = read(roles::OPERATOR_BREAK_GLASS_POLICY_FILE)?;
+    let p = Arc::new(roles::load(resolved, &read_only, &break_glass)?);
     cache.lock().map_err(|_| IamError::Harness("cache lock".into()))?.insert(cache_key, p.clone());
     Ok(p)
 }
@@ -128,6 +144,8 @@ mod tests {
         for p in [
             Principal::Harness,
             Principal::Operator,
+            Principal::ReadOnlyOperator,
+            Principal::OperatorWithoutMfa,
             Principal::function("SenderFunction"),
             Principal::EventSourceMapping("SenderFunction".into()),
         ] {

@@ -89,6 +89,7 @@ pub type Context = BTreeMap<String, Vec<String>>;
 pub const MODELLED_CONDITION_KEYS: &[&str] = &[
     "aws:PrincipalAccount",
     "aws:PrincipalArn",
+    "aws:MultiFactorAuthPresent",
     "aws:RequestedRegion",
     "kms:CallerAccount",
     "kms:ViaService",

@@ -1,6 +1,6 @@
 //! Who may do what: each function's execution role as the SAM translator generates it (inline
 //! policies, plus the AWS managed policies SAM attaches), the operator's policy the CLI documents
-//! (`shared/cli/operator-policy.json`), all resolved for the local stack; and the facts the
+//! (the operator policies (`shared/cli/operator-read-only-policy.json`, `operator-break-glass-policy.json`)), all resolved for the local stack; and the facts the
 //! request mapping needs (which queues a customer managed key encrypts).
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::Principal;
-use super::policy::{Policy, PolicyError};
+use super::policy::{Context, Policy, PolicyError};
 use super::request::Facts;
 use super::template::{Resolved, TemplateError};
 use crate::stack::{ACCOUNT, REGION};
@@ -50,6 +50,9 @@ pub struct Role {
     pub policies: Vec<Policy>,
     /// Where a missing statement goes.
     pub fix_in: String,
+    /// Condition keys of the caller's session, in every request's context
+    /// (`aws:MultiFactorAuthPresent` for an operator who signed in with MFA).
+    pub session: Context,
 }
 
 /// Every principal's policies for one stack, and the facts about its resources.
@@ -64,6 +67,17 @@ pub struct Principals {
     pub template: Resolved,
 }
 
+impl Role {
+    /// A request's condition keys with the caller's session's added.
+    pub fn in_session(&self, request: &Context) -> Context {
+        let mut context = request.clone();
+        for (k, v) in &self.session {
+            context.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        context
+    }
+}
+
 impl Principals {
     /// The policies `principal`'s requests are evaluated against (`None`: the harness, unchecked).
     pub fn role_of(&self, principal: &Principal) -> Option<&Role> {
@@ -73,18 +87,25 @@ impl Principals {
                 self.function_roles.get(f).and_then(|r| self.roles.get(r))
             }
             Principal::Operator => self.roles.get(OPERATOR),
+            Principal::ReadOnlyOperator => self.roles.get(READ_ONLY_OPERATOR),
+            Principal::OperatorWithoutMfa => self.roles.get(OPERATOR_WITHOUT_MFA),
         }
     }
 }
 
-/// The operator's policy's id among the roles.
+/// The operator's policies' ids among the roles: both policies with MFA (break-glass), the
+/// read-only policy alone, and both policies in a session without MFA.
 pub const OPERATOR: &str = "OperatorPolicy";
+pub const READ_ONLY_OPERATOR: &str = "OperatorReadOnlyPolicy";
+pub const OPERATOR_WITHOUT_MFA: &str = "OperatorPolicyWithoutMfa";
 
-/// The operator policy file, relative to the workspace root.
-pub const OPERATOR_POLICY_FILE: &str = "shared/cli/operator-policy.json";
+/// The operator policy files, relative to the workspace root: what every operator may read, and
+/// the break-glass actions (each allowed only in a session with MFA).
+pub const OPERATOR_READ_ONLY_POLICY_FILE: &str = "shared/cli/operator-read-only-policy.json";
+pub const OPERATOR_BREAK_GLASS_POLICY_FILE: &str = "shared/cli/operator-break-glass-policy.json";
 
 /// Reads every function role (and the operator policy) of `t`.
-pub fn load(t: Resolved, operator_policy: &Value) -> Result<Principals, RoleError> {
+pub fn load(t: Resolved, read_only: &Value, break_glass: &Value) -> Result<Principals, RoleError> {
     let mut roles = BTreeMap::new();
     let mut function_roles = BTreeMap::new();
     for (function, f) in t.resources_of("AWS::Lambda::Function")? {
@@ -99,21 +120,40 @@ pub fn load(t: Resolved, operator_policy: &Value) -> Result<Principals, RoleErro
             caller: format!("arn:aws:sts::{ACCOUNT}:assumed-role/{role_name}/{session}"),
             policies: role_policies(&t, role_id)?,
             fix_in: format!("template.yaml, {function} → Properties → Policies"),
+            session: Context::new(),
         };
         function_roles.insert(function.clone(), role_id.to_owned());
         roles.insert(role_id.to_owned(), role);
     }
-    let operator = t.resolve(&sub_every_string(operator_policy))?.unwrap_or(Value::Null);
-    roles.insert(
-        OPERATOR.to_owned(),
-        Role {
-            id: OPERATOR.to_owned(),
-            arn: format!("{OPERATOR_POLICY_FILE} (for stack {})", t.stack),
-            caller: format!("arn:aws:sts::{ACCOUNT}:assumed-role/tocsin-operator/alice"),
-            policies: vec![Policy::parse(OPERATOR, &operator)?],
-            fix_in: OPERATOR_POLICY_FILE.to_owned(),
-        },
-    );
+    let read_only = Policy::parse(
+        OPERATOR_READ_ONLY_POLICY_FILE,
+        &t.resolve(&sub_every_string(read_only))?.unwrap_or(Value::Null),
+    )?;
+    let break_glass = Policy::parse(
+        OPERATOR_BREAK_GLASS_POLICY_FILE,
+        &t.resolve(&sub_every_string(break_glass))?.unwrap_or(Value::Null),
+    )?;
+    let mfa = Context::from([("aws:MultiFactorAuthPresent".to_owned(), vec!["true".to_owned()])]);
+    for (id, user, policies, session) in [
+        (OPERATOR, "alice", vec![read_only.clone(), break_glass.clone()], mfa),
+        (READ_ONLY_OPERATOR, "bob", vec![read_only.clone()], Context::new()),
+        (OPERATOR_WITHOUT_MFA, "carol", vec![read_only, break_glass], Context::new()),
+    ] {
+        roles.insert(
+            id.to_owned(),
+            Role {
+                id: id.to_owned(),
+                arn: format!(
+                    "{OPERATOR_READ_ONLY_POLICY_FILE} and {OPERATOR_BREAK_GLASS_POLICY_FILE} (for stack {})",
+                    t.stack
+                ),
+                caller: format!("arn:aws:sts::{ACCOUNT}:assumed-role/tocsin-operator/{user}"),
+                policies,
+                fix_in: format!("{OPERATOR_READ_ONLY_POLICY_FILE} or {OPERATOR_BREAK_GLASS_POLICY_FILE}"),
+                session,
+            },
+        );
+    }
     let facts = facts(&t)?;
     Ok(Principals { stack: t.stack.clone(), roles, facts, function_roles, template: t })
 }
