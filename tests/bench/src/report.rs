@@ -134,7 +134,7 @@ impl Report {
         let _ = writeln!(out, "## Storm at full size\n");
         let _ = writeln!(
             out,
-            "Method: `TOCSIN_STORM_INTENTS=<n> cargo test -p tocsin-tests --test storm` (CI runs the same test at \
+            "Method: `TOCSIN_STORM_INTENTS=<n> cargo test -p tocsin-tests --test integration storm::` (CI runs the same test at \
              its default of 60 intents): every request to intake three times at once, every queue message to the \
              sender three times at once, about one AWS call in ten failed by the fault proxy (seed 2026), the \
              carrier failing one SMS in ten; the test's own assertions (at most one SMS per intent, every intent \
@@ -746,11 +746,11 @@ impl Report {
              `UpdateItem`s (the number's last-seen carrier and the batch's traffic tally, as under SNS), that is \
              where the calls above the goal of {} go{}. Writing the acceptance alone, conditioned on its own key, \
              would save a call and 3 WRU, at the price of an observation that no longer proves the intent was \
-             still waiting for it: not done. The count also depends on how the two events reach status: apart \
-             (two invocations) they cost 5 status calls; in one batch they are applied side by side, and when \
-             the acceptance's transaction loses to the delivery's write it is refused, reads the intent \
-             (`GetItem`) and is written again — 2 calls more (a `GetItem` and a second `TransactWriteItems` \
-             above, when present).\n",
+             still waiting for it: not done. The count also depends on timing: when both events are applied side \
+             by side in one batch and the acceptance's transaction loses to the delivery's write, it is refused, \
+             reads the intent (`GetItem`) and is written again — 2 calls more (a `GetItem` and a second \
+             `TransactWriteItems` above, when present; two release runs of this bench on 2026-12-03 measured \
+             14, then 12).\n",
             api_calls::TARGET_CALLS_EUM,
             if met { " when there are any" } else { "" }
         );

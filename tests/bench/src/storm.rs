@@ -14,7 +14,7 @@ pub fn run(intents: usize) -> Result<serde_json::Value> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(tocsin_harness::workspace_root())
-        .args(["test", "-p", "tocsin-tests", "--test", "storm", "--", "--nocapture"])
+        .args(["test", "-p", "tocsin-tests", "--test", "integration", "storm::", "--", "--nocapture"])
         .env("TOCSIN_STORM_INTENTS", intents.to_string())
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);

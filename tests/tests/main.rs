@@ -1,0 +1,27 @@
+//! The emulator tests, one module per file, in one test binary (see `tests/Cargo.toml`): the real
+//! functions, adapters and SDK clients against moto (and the End User Messaging stand-in) behind
+//! the IAM gate. Run one file's tests with `cargo test -p tocsin-tests --test integration intake::`.
+
+mod api_documents;
+mod aws_is_harsher;
+mod canary;
+mod carrier_traffic;
+mod carriers;
+mod deploy;
+mod end_user_messaging;
+mod escalation;
+mod foreign_traffic;
+mod iam;
+mod intake;
+mod local_env;
+mod pipeline;
+mod receipt_window;
+mod reconcile;
+mod recovery;
+mod sender;
+mod status;
+mod storm;
+mod storm_digest;
+mod template;
+mod translated_template;
+mod urgent_lane;
