@@ -112,7 +112,8 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
     let platform = PLATFORM_LOG_BYTES_PER_INVOCATION as f64 * requests;
     let own_log_gb = (own_logs + own_events * LOGS_EVENT_OVERHEAD) as f64 / 1e9 + platform / 1e9;
     let record_bytes = (w.delivery_record_bytes as u64).max(REAL_DELIVERY_RECORD_BYTES);
-    let record_gb = (record_bytes + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
+    let records = w.delivery_records.max(1) as u64;
+    let record_gb = (records * (record_bytes + LOGS_EVENT_OVERHEAD)) as f64 / 1e9;
     let access_gb = (ACCESS_LOG_BYTES + LOGS_EVENT_OVERHEAD) as f64 / 1e9;
     let stored_items = w.stored_items;
     let stored_gb = (w.stored_bytes + stored_items * DDB_ITEM_STORAGE_OVERHEAD) as f64 / 1e9;
@@ -190,7 +191,7 @@ pub fn estimate(w: &Wru) -> Vec<CostLine> {
         ),
         line(
             format!(
-                "CloudWatch Logs ingestion, SNS delivery-status record ({record_bytes} B + 26 B per event; the emulator's record, AWS's published sample, is {} B)",
+                "CloudWatch Logs ingestion, the provider's delivery records ({records} × up to {record_bytes} B + 26 B per event; the largest the emulator wrote is {} B)",
                 w.delivery_record_bytes
             ),
             record_gb,

@@ -231,6 +231,45 @@ impl Report {
             format!("${sum:.2}"),
             "reported".into(),
         ));
+        self.cost_eum_section(out, rows);
+    }
+
+    /// Section 4c on End User Messaging: the same model on section 4b's End User Messaging alert.
+    fn cost_eum_section(&self, out: &mut String, rows: &mut Vec<Row>) {
+        let Some(Ok(w)) = &self.wru_eum else { return };
+        let lines = cost::estimate(w);
+        let _ = writeln!(
+            out,
+            "### 4c, on End User Messaging\n\nThe same model and prices on section 4b's End User Messaging alert: \
+             its own writes, reads, handler times and logs; the provider's records are its events in the stack's \
+             event group ({} for this SMS: the carrier's acceptance and the delivery). The configuration set and \
+             its CloudWatch Logs destination have no charge of their own; the SMS is billed as under SNS.\n",
+            w.delivery_records
+        );
+        let _ = writeln!(
+            out,
+            "| item | per alert | unit price (USD) | per 1M alerts (USD) | quantity from |\n|---|---|---|---|---|"
+        );
+        for l in &lines {
+            let _ = writeln!(
+                out,
+                "| {} | {:.9} {} | {:.10} | {:.2} | {} |",
+                l.item,
+                l.per_alert,
+                l.unit,
+                l.unit_price,
+                l.per_million(),
+                l.source
+            );
+        }
+        let sum = cost::total(&lines);
+        let _ = writeln!(out, "| **total, excluding SMS** | | | **{sum:.2}** | |\n");
+        rows.push((
+            "4c. cost per 1M delivered alerts, End User Messaging (excl. SMS)".into(),
+            "report, every item with its source".into(),
+            format!("${sum:.2}"),
+            "reported".into(),
+        ));
     }
 
     pub(crate) fn capacity_section(&self, out: &mut String, rows: &mut Vec<Row>) {

@@ -473,8 +473,12 @@ pub struct Wru {
     pub indexes: Vec<Index>,
     /// Items whose computed image differs from the emulator's after a phase (should be empty).
     pub mismatches: Vec<String>,
-    /// The delivery-status record SNS writes for the alert, bytes (as read from the log group).
+    /// The delivery-status record SNS writes for the alert, or End User Messaging's largest event
+    /// of it, bytes (as read from the log group).
     pub delivery_record_bytes: usize,
+    /// How many records the provider wrote for the alert's SMS: SNS 1 (its delivery-status
+    /// record), End User Messaging one per event (the carrier's acceptance, then the delivery).
+    pub delivery_records: usize,
     /// The ledger items the alert leaves (their sizes; storage) and their number.
     pub stored_bytes: usize,
     pub stored_items: usize,
@@ -918,7 +922,8 @@ async fn measure_with(mut options: tocsin_tests::Options) -> Result<Wru> {
         phases: run.phases,
         indexes,
         mismatches: run.mismatches,
-        delivery_record_bytes: record_bytes,
+        delivery_record_bytes: record_bytes.0,
+        delivery_records: record_bytes.1,
         stored_bytes: stored.iter().sum(),
         stored_items: stored.len(),
         final_state,
@@ -930,7 +935,7 @@ async fn deliver(
     mut run: Option<&mut Run<'_>>,
     label: &str,
     recipient: &str,
-) -> Result<(tocsin::domain::IdempotencyKey, usize)> {
+) -> Result<(tocsin::domain::IdempotencyKey, (usize, usize))> {
     let body = alert(label, recipient);
     let (code, answer) = match run.as_deref_mut() {
         Some(r) => r.phase("intake", p.submit(&body)).await?,
@@ -982,9 +987,9 @@ async fn deliver(
     Ok((key, record_bytes))
 }
 
-/// The delivery record of `message_id` as the provider wrote it (its message bytes): SNS's
-/// success record, or End User Messaging's final event (the largest naming the message).
-async fn delivery_record_bytes(p: &Pipeline, message_id: &str) -> Result<usize> {
+/// The delivery records of `message_id` as the provider wrote them: the largest one's message
+/// bytes (SNS's success record, or End User Messaging's final event) and how many name it.
+async fn delivery_record_bytes(p: &Pipeline, message_id: &str) -> Result<(usize, usize)> {
     let group = p.delivery_log_groups().into_iter().next().unwrap_or_default();
     let events = p
         .logs
@@ -993,14 +998,9 @@ async fn delivery_record_bytes(p: &Pipeline, message_id: &str) -> Result<usize> 
         .send()
         .await
         .map_err(|e| BenchError::Aws("FilterLogEvents", e.to_string()))?;
-    Ok(events
-        .events()
-        .iter()
-        .filter_map(|e| e.message())
-        .filter(|m| m.contains(message_id))
-        .map(str::len)
-        .max()
-        .unwrap_or(0))
+    let sizes: Vec<usize> =
+        events.events().iter().filter_map(|e| e.message()).filter(|m| m.contains(message_id)).map(str::len).collect();
+    Ok((sizes.iter().copied().max().unwrap_or(0), sizes.len()))
 }
 
 /// A line for stderr while the bench runs.
