@@ -8,6 +8,8 @@
 //! receives; progress is never delivery; refusals and failure events reach the number, the alert
 //! and on-call at once; an unknown outcome is settled by its own events, or escalated.
 
+use std::time::Duration as StdDuration;
+
 use chrono::Duration;
 use tocsin::domain::State;
 use tocsin::domain::observation::ObservationKind;
@@ -347,6 +349,64 @@ async fn a_digest_whose_answer_was_lost_is_settled_for_every_member_by_its_event
         assert_eq!(p.record(k).await.status.state, State::Delivered, "settled by the digest's own events");
     }
     assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "one SMS, never re-sent");
+}
+
+/// A digest member whose sender lost its state write after the send (its own record of the SMS,
+/// and of its digest, never landed) while its siblings recorded the SMS: when the only event so
+/// far is the carrier's non-final acceptance, the member is accepted as its siblings are — the
+/// progress event is no outcome, but no reason to leave it `send_unknown` either (simulation seed
+/// 202813: it stayed `send_unknown` and was escalated as "outcome unknown" beside its siblings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_member_whose_write_was_lost_is_accepted_with_its_siblings_on_the_carriers_acceptance_alone() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(345), ..storm_on() }).await;
+    let number = "+14155550215";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::Silent)).await.expect("carrier");
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let (_, body) = p.submit(&alert(&format!("eum-storm-member-{i}"), number)).await;
+        keys.push(key_of(&body));
+    }
+    // Every write that would record the SMS on the last member is lost.
+    let lost = keys[2].clone();
+    proxy(&p).add_rule(
+        Rule::times("DynamoDB_20120810.UpdateItem", Fault::Reset, 50)
+            .when_body_contains(lost.as_str())
+            .when_body_contains(":sns_message_id"),
+    );
+    // One invocation, which ends with the write still failing (the sender then crashed: the
+    // message is not handled again here).
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    let _ =
+        p.sender.handle(tocsin_harness::events::sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
+    proxy(&p).clear_rules();
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(sent.len(), 1, "one digest SMS");
+    let message_id = sent[0].message_id.clone();
+    let digest = p.record(&keys[0]).await.status.digest_id.expect("a sibling recorded the digest");
+    assert_eq!(p.record(&keys[0]).await.status.sns_message_id.as_deref(), Some(message_id.as_str()));
+    let member = p.record(&lost).await.status;
+    assert!(member.sns_message_id.is_none() && member.digest_id.is_none(), "its own record never landed: {member:?}");
+
+    // The carrier's acceptance only: no outcome yet.
+    let group = p.stack.log_group("SmsEventLogGroup").to_owned();
+    let acceptance = format!(
+        r#"{{"eventType":"TEXT_SUCCESSFUL","isFinal":false,"destinationPhoneNumber":"{number}","messageId":"{message_id}","messageStatus":"SUCCESSFUL","messageStatusDescription":"Message has been accepted by phone carrier","context":{{"tocsin-stack":"{}","tocsin-digest":"{}"}}}}"#,
+        p.stack.name,
+        digest.as_str()
+    );
+    p.put_log(&group, &acceptance).await;
+    p.run_status().await;
+    // The member's claim lapses, its outcome is unknown, and the sweep searches for it.
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    p.clock.advance(Duration::minutes(1));
+    p.run_escalation().await;
+    let member = p.record(&lost).await.status;
+    assert_eq!(member.state, State::Accepted, "accepted as its siblings are: {member:?}");
+    assert_eq!(member.sns_message_id.as_deref(), Some(message_id.as_str()));
+    assert_eq!(member.digest_id.as_ref(), Some(&digest));
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "never re-sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -140,11 +140,14 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             // The digest's SMS is known: its records, or, with none yet, what SNS answered.
             Some((message_id, accepted_at)) => {
                 let mut records: Vec<_> = found.into_iter().filter(|f| f.record.message_id == message_id).collect();
-                if records.is_empty() {
+                // Progress (End User Messaging's non-final carrier acceptance) is no outcome: with
+                // none among the records, the member is accepted as its siblings are, the same
+                // as with no record at all (simulation seed 202813: it stayed `send_unknown`).
+                if !records.iter().any(|f| f.record.status.receipt().is_some()) {
                     if let Some(d) = &digest {
                         self.accepted_as_sibling(record, d, &message_id, accepted_at).await?;
                     }
-                    return Ok(Some(Verdict::Link { sns_message_id: message_id, records }));
+                    return Ok(Some(Verdict::Link { sns_message_id: message_id, records: Vec::new() }));
                 }
                 records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));
                 Verdict::Link { sns_message_id: message_id, records }
