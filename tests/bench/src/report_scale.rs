@@ -192,23 +192,7 @@ impl Report {
             cost::LEDGER_RETENTION_DAYS,
             cost::LOG_RETENTION_DAYS
         );
-        let _ = writeln!(
-            out,
-            "| item | per alert | unit price (USD) | per 1M alerts (USD) | quantity from |\n|---|---|---|---|---|"
-        );
-        for l in &lines {
-            let _ = writeln!(
-                out,
-                "| {} | {:.9} {} | {:.10} | {:.2} | {} |",
-                l.item,
-                l.per_alert,
-                l.unit,
-                l.unit_price,
-                l.per_million(),
-                l.source
-            );
-        }
-        let sum = cost::total(&lines);
+        let sum = cost_table(out, &lines);
         let _ = writeln!(
             out,
             "| **total, excluding SMS** | | | **{sum:.2}** | |\n\nNot per alert, so not above: the escalation sweep \
@@ -246,23 +230,7 @@ impl Report {
              its CloudWatch Logs destination have no charge of their own; the SMS is billed as under SNS.\n",
             w.delivery_records
         );
-        let _ = writeln!(
-            out,
-            "| item | per alert | unit price (USD) | per 1M alerts (USD) | quantity from |\n|---|---|---|---|---|"
-        );
-        for l in &lines {
-            let _ = writeln!(
-                out,
-                "| {} | {:.9} {} | {:.10} | {:.2} | {} |",
-                l.item,
-                l.per_alert,
-                l.unit,
-                l.unit_price,
-                l.per_million(),
-                l.source
-            );
-        }
-        let sum = cost::total(&lines);
+        let sum = cost_table(out, &lines);
         let _ = writeln!(out, "| **total, excluding SMS** | | | **{sum:.2}** | |\n");
         rows.push((
             "4c. cost per 1M delivered alerts, End User Messaging (excl. SMS)".into(),
@@ -523,4 +491,25 @@ fn write_table(out: &mut String, w: &wru::Wru) {
             w.mismatches.join("; ")
         );
     }
+}
+
+/// The cost lines as a table (its total row is the caller's, with what it adds); their sum.
+fn cost_table(out: &mut String, lines: &[cost::CostLine]) -> f64 {
+    let _ = writeln!(
+        out,
+        "| item | per alert | unit price (USD) | per 1M alerts (USD) | quantity from |\n|---|---|---|---|---|"
+    );
+    for l in lines {
+        let _ = writeln!(
+            out,
+            "| {} | {:.9} {} | {:.10} | {:.2} | {} |",
+            l.item,
+            l.per_alert,
+            l.unit,
+            l.unit_price,
+            l.per_million(),
+            l.source
+        );
+    }
+    cost::total(lines)
 }
