@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::domain::PhoneNumber;
 use crate::domain::intent::SmsOptions;
 use crate::domain::phone::mask_phone_like;
+use crate::domain::producer::{ProducerRate, Producers};
 use crate::domain::request::Limits;
+use crate::domain::roster::RecipientPolicy;
 use crate::domain::sms::SmsPolicy;
 use crate::domain::storm::DigestPolicy;
 use crate::domain::sweep::SweepPolicy;
@@ -137,6 +139,14 @@ pub struct IntakeConfig {
     /// Storm mode (`TOCSIN_STORM_MODE`): the queue's length then says little about when an alert
     /// goes out (digests collapse a person's backlog), so intake makes no "late" estimate.
     pub storm_mode: bool,
+    /// Who may submit alerts (`TOCSIN_PRODUCERS`, role or user ARNs; empty: nobody).
+    pub producers: Producers,
+    /// Requests each producer may submit per minute (`TOCSIN_PRODUCER_RATE_PER_MINUTE`).
+    pub producer_rate: ProducerRate,
+    /// Whom the deployment may text (`TOCSIN_RECIPIENT_POLICY`: `roster` or `open`).
+    pub recipient_policy: RecipientPolicy,
+    /// Where the roster is (`TOCSIN_RECIPIENTS_TABLE`).
+    pub recipients_table: String,
 }
 
 impl IntakeConfig {
@@ -159,6 +169,10 @@ impl IntakeConfig {
             due_shards: due_shards(env),
             sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
             storm_mode: env.switch("TOCSIN_STORM_MODE"),
+            producers: producers(env, &mut extra),
+            producer_rate: ProducerRate { per_minute: env.number("TOCSIN_PRODUCER_RATE_PER_MINUTE", 1u32) },
+            recipient_policy: recipient_policy(env),
+            recipients_table: env.required(RECIPIENTS_TABLE),
         };
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
             extra.push(
@@ -168,6 +182,29 @@ impl IntakeConfig {
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
     }
+}
+
+/// Whom the deployment may text (template parameter `RecipientPolicy`): no default.
+fn recipient_policy(env: &mut Env) -> RecipientPolicy {
+    let raw = env.required("TOCSIN_RECIPIENT_POLICY");
+    match raw.as_str() {
+        "roster" | "" => RecipientPolicy::Roster,
+        "open" => RecipientPolicy::Open,
+        other => {
+            env.invalid(format!("TOCSIN_RECIPIENT_POLICY={other:?} must be \"roster\" or \"open\""));
+            RecipientPolicy::Roster
+        }
+    }
+}
+
+/// The deployment's producers (template parameter `Producers`). Must be present; empty is a
+/// deployment that accepts no alert yet.
+fn producers(env: &mut Env, extra: &mut Vec<String>) -> Producers {
+    let raw = env.present("TOCSIN_PRODUCERS").unwrap_or_default();
+    Producers::parse(&raw).unwrap_or_else(|errors| {
+        extra.extend(errors.iter().map(|e| format!("TOCSIN_PRODUCERS: {e}")));
+        Producers::default()
+    })
 }
 
 /// The deployment's SMS settings and what a request may choose of them (template parameters

@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
+use crate::domain::producer::{ProducerName, RateWindow};
 use crate::domain::reconcile::{Found, ReconcileState, Window};
 pub use crate::domain::refusal::Refusal;
+use crate::domain::roster::Roster;
 use crate::domain::send_context::SendContext;
 use crate::domain::storm::{DigestId, Lane};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
@@ -385,6 +387,18 @@ pub struct SendLog {
     pub version: Option<u64>,
 }
 
+/// Per-producer admission (`ProducerRate`): one counter per producer and window.
+pub trait ProducerQuota: Send + Sync {
+    /// Counts one request of `producer` in `window` unless `limit` are counted there already;
+    /// whether it was admitted. One conditional write; nothing read.
+    fn admit(
+        &self,
+        producer: &ProducerName,
+        window: &RateWindow,
+        limit: u32,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
 /// Storm mode's per-recipient send log. Its conditional append is also the per-recipient lock: of
 /// two senders planning an SMS to the same person at the same moment, one wins the append and
 /// sends; the other hands its claims back unsent.
@@ -652,6 +666,12 @@ pub trait RecipientRegistry: Send + Sync {
         reason: &str,
         at: DateTime<Utc>,
     ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
+/// The recipients roster (`domain::roster`): whom tocsin may text. Read whole (it is short: the
+/// people and prefixes an on-call tool pages).
+pub trait RecipientRoster: Send + Sync {
+    fn roster(&self) -> impl Future<Output = PortResult<Roster>> + Send;
 }
 
 /// A rejected event that has no caller to answer (EventBridge): kept for a human, never dropped.

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::sqs::SqsBatchResponse;
 use chrono::{DateTime, Utc};
+use intake::roster::RosterCache;
 use serde_json::Value;
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
@@ -77,7 +78,7 @@ impl tocsin::ports::Entropy for TestClock {
     }
 }
 
-pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock>;
+pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock, DynamoRegistry>;
 pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SmsProvider, SqsSendQueue, TestClock>;
 pub type StatusHandlerFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
 
@@ -281,6 +282,7 @@ impl Pipeline {
                 .with_urgent(&intake_cfg.urgent_queue_url),
             rejects: SqsRejectSink::new(intake_sqs, &intake_cfg.rejects_queue_url),
             clock: clock.clone(),
+            roster: RosterCache::new(registry_of(&intake_sdk)),
             catalog: Catalog::builtin(),
             config: intake_cfg,
         };
@@ -376,6 +378,7 @@ impl Pipeline {
             queue: SqsSendQueue::new(sqs.clone(), send_queue_url),
             rejects: SqsRejectSink::new(sqs, &self.stack.queue("IntakeRejectsQueue").url),
             clock: self.clock.clone(),
+            roster: RosterCache::new(self.intake.roster.source().clone()),
             config: self.intake.config.clone(),
             catalog: Catalog::builtin(),
         }
@@ -389,6 +392,7 @@ impl Pipeline {
             queue: self.intake.queue.clone(),
             rejects: self.intake.rejects.clone(),
             clock: self.clock.clone(),
+            roster: RosterCache::new(self.intake.roster.source().clone()),
             config,
             catalog: Catalog::builtin(),
         }
@@ -635,12 +639,15 @@ impl Pipeline {
         self.inspect.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Items in the ledger table (intents, observations, indexes): 0 means nothing was written.
+    /// The ledger's items about alerts (0: nothing was written): intents, observations, indexes,
+    /// digests, escalations — not the producers' minute counters (`PRODUCER#`), which count requests.
     pub async fn ledger_item_count(&self) -> usize {
         let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
         let r = ddb
             .scan()
             .table_name(self.stack.table("LedgerTable"))
+            .filter_expression("NOT begins_with(pk, :producer)")
+            .expression_attribute_values(":producer", aws_sdk_dynamodb::types::AttributeValue::S("PRODUCER#".into()))
             .select(aws_sdk_dynamodb::types::Select::Count)
             .send()
             .await

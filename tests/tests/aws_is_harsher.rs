@@ -197,6 +197,8 @@ async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified
             assert_eq!(Some(&expires), intents.get(&owner), "an open escalation expires with its intent");
         } else if pk.starts_with("ORPHAN#") {
             assert!(expires <= now + 24 * 3600, "an orphan record (phone number inside) expires within hours");
+        } else if pk.starts_with("PRODUCER#") {
+            assert!(expires <= now + 3 * 3600, "a producer's minute counter expires within hours: {pk} {sk}");
         } else if pk.starts_with("DIGEST#") || pk.starts_with("BUDGET#") {
             panic!("storm-mode item with storm mode off: {pk}");
         } else {
@@ -210,7 +212,10 @@ async fn every_item_tocsin_writes_expires_with_its_intent_or_is_on_the_justified
     for item in &registry {
         let suppressed_state =
             s_of(item, "sk") == "STATE" && matches!(item.get("suppressed"), Some(AttributeValue::Bool(true)));
-        match (suppressed_state, expires_of(item)) {
+        // The other justified exception: a roster entry is kept until an operator removes it.
+        let roster_entry = s_of(item, "pk") == "ROSTER" && s_of(item, "sk").starts_with("ENTRY#");
+        match (suppressed_state || roster_entry, expires_of(item)) {
+            (true, Some(_)) if roster_entry => panic!("a roster entry must not expire: {item:?}"),
             (true, None) => {}
             (true, Some(_)) => panic!("a suppressed number must not expire: {item:?}"),
             (false, Some(e)) => assert!(e > now && e <= now + 401 * 86_400, "{item:?}"),
@@ -573,7 +578,12 @@ fn intent_record(event_id: &str, to: &str, now: chrono::DateTime<Utc>) -> Intent
     };
     let req = validate(&alert(event_id, to), Catalog::builtin(), &limits, now).expect("valid");
     let mut r = IntentRecord {
-        intent: Intent::from_request(req, Origin::Api, now),
+        intent: Intent::from_request(
+            req,
+            Origin::Api,
+            tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+            now,
+        ),
         status: tocsin::domain::intent::Status::new(),
     };
     r.status.state = State::Queued;
@@ -685,7 +695,12 @@ async fn transactions_cancelled_by_a_conflict_are_tried_again_and_the_intent_end
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_partitions() {
-    let p = Pipeline::start().await;
+    // One producer, a thousand alerts in a few minutes: far above the default producer rate.
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_PRODUCER_RATE_PER_MINUTE", "2000")],
+        ..Default::default()
+    })
+    .await;
     let shards = p.ledger.due_shard_count() as usize;
     assert_eq!(shards, 16, "the template's TOCSIN_DUE_SHARDS");
     for chunk in (0..1000).collect::<Vec<usize>>().chunks(20) {

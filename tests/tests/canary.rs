@@ -41,6 +41,7 @@ fn at(s: &str) -> DateTime<Utc> {
 /// The intent one scheduled run made: the key intake derives from its event id and template.
 async fn canary_intent(p: &Pipeline, event: &Value) -> tocsin::domain::IntentRecord {
     let key = IdempotencyKey::derive(
+        &tocsin::domain::producer::ProducerName::canary(),
         event["detail"]["event_id"].as_str().expect("event id"),
         &tocsin::domain::template::TemplateRef { name: "tocsin_canary".into(), version: 1 },
     );

@@ -63,7 +63,7 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
 /// Calls AWS makes on the functions' behalf are left out: the SQS event source mapping's
 /// ReceiveMessage/DeleteMessage and the log subscription (`Logs_…`, the harness reading the group).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivered_alert_costs_thirteen_aws_calls_two_intake_six_sender_five_status() {
+async fn a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five_status() {
     // Storm mode off: the default (on) adds the sender's backlog Query and its send-log read and
     // write (docs/storm-mode.md, "What it costs"); BENCHMARKS.md section 4 says both.
     let p =
@@ -79,14 +79,20 @@ async fn a_delivered_alert_costs_thirteen_aws_calls_two_intake_six_sender_five_s
     };
 
     // Intake reads the send queue's length (late is said early) at most every 5 s per instance,
-    // not per alert: read here first, so the alert's own calls are what is counted.
+    // and the recipients roster at most once a minute, not per alert: read here first, so the
+    // alert's own calls are what is counted.
     use tocsin::ports::SendQueue;
     p.intake.queue.backlog(tocsin::domain::storm::Lane::Normal).await.expect("queue length");
+    p.intake.roster.roster(tocsin::ports::Clock::now(&p.clock)).await.expect("roster");
     p.emulator.start_recording().await.expect("recording");
     let (code, body) = p.submit(&alert("calls-1", "+14155550140")).await;
     let intake = own(p.emulator.stop_recording().await.expect("recording"));
     assert_eq!(code, 201, "{body}");
-    assert_eq!(intake, ["AmazonSQS.SendMessage", "DynamoDB_20120810.PutItem"], "conditional put, enqueue");
+    assert_eq!(
+        intake,
+        ["AmazonSQS.SendMessage", "DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem"],
+        "the producer's minute counter, conditional put, enqueue"
+    );
 
     let key = key_of(&body);
     p.emulator.start_recording().await.expect("recording");
@@ -120,5 +126,5 @@ async fn a_delivered_alert_costs_thirteen_aws_calls_two_intake_six_sender_five_s
         ]
     );
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
-    assert_eq!(intake.len() + sender.len() + status.len(), 13);
+    assert_eq!(intake.len() + sender.len() + status.len(), 14);
 }

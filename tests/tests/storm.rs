@@ -77,8 +77,10 @@ fn ddb_error(t: &str) -> Fault {
 async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_delivers_all_the_faults_allow() {
     let started = std::time::Instant::now();
     let intents = intents();
+    // One producer's storm of duplicates and retries: far above the default producer rate,
+    // which is not what this test is about (tests/tests/producers.rs is).
     let p = Pipeline::start_with(Options {
-        env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_PRODUCER_RATE_PER_MINUTE", "100000")],
         fault_seed: Some(seed()),
         ..Default::default()
     })

@@ -1364,3 +1364,70 @@ fn under_end_user_messaging_every_log_group_the_stack_creates_is_encrypted_with_
         assert!(!name.starts_with("sns/"), "{id}: no account-wide SNS group under End User Messaging");
     }
 }
+
+const BILLING: &str = "arn:aws:iam::123456789012:role/services/billing";
+const PAYMENTS: &str = "arn:aws:iam::210987654321:role/payments";
+
+/// May `principal` (tagged `tocsin-producer=tag`, with `identity` policies of its own) put an
+/// event with `source` on the stack's alert bus? As AWS decides within one account: the bus
+/// policy and the caller's policies together, an explicit Deny in either winning.
+fn may_put_alert(t: &Resolved, principal: &str, tag: Option<&str>, source: &str, identity: &[Policy]) -> bool {
+    let bus = properties(t, "AlertBus");
+    let name = bus["Name"].as_str().expect("the bus is named");
+    let arn = format!("arn:aws:events:us-east-1:123456789012:event-bus/{name}");
+    let mut policies = vec![Policy::parse("AlertBus", &bus["Policy"]).expect("the bus policy parses")];
+    policies.extend(identity.iter().cloned());
+    let mut context = Context::new();
+    context.insert("aws:PrincipalArn".into(), vec![principal.into()]);
+    context.insert("aws:PrincipalAccount".into(), vec![principal.split(':').nth(4).unwrap_or_default().into()]);
+    context.insert("events:source".into(), vec![source.into()]);
+    if let Some(tag) = tag {
+        context.insert("aws:PrincipalTag/tocsin-producer".into(), vec![tag.into()]);
+    }
+    evaluate(&policies, &Ask { action: "events:PutEvents", resource: &arn, context: &context }).is_allowed()
+}
+
+/// Issue 36: alerts come in on the stack's own bus, and only from its producers, each under its
+/// own name — whatever the rest of the account's principals may do elsewhere.
+#[test]
+fn only_producers_may_put_alerts_on_the_stacks_bus_each_under_its_own_name() {
+    let producers = format!("{BILLING},{PAYMENTS}");
+    let t = resolved(&[("Producers", &producers)]);
+    let admin = Policy::parse(
+        "AdministratorAccess",
+        &json!({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}),
+    )
+    .expect("parses");
+
+    assert!(may_put_alert(&t, BILLING, Some("billing"), "billing", &[]), "a producer, by the bus policy alone");
+    assert!(may_put_alert(&t, PAYMENTS, Some("payments"), "payments", &[]), "a producer of another account");
+    assert!(
+        !may_put_alert(&t, BILLING, Some("billing"), "payments", std::slice::from_ref(&admin)),
+        "a producer speaking for another"
+    );
+    assert!(
+        !may_put_alert(&t, BILLING, None, "billing", std::slice::from_ref(&admin)),
+        "a producer without its tag: nothing to hold its source to"
+    );
+    assert!(
+        !may_put_alert(
+            &t,
+            "arn:aws:iam::123456789012:role/Admin",
+            Some("billing"),
+            "billing",
+            std::slice::from_ref(&admin)
+        ),
+        "an administrator of the account who is no producer, even tagged as one"
+    );
+    let nobody = resolved(&[("Producers", "")]);
+    assert!(!may_put_alert(&nobody, BILLING, Some("billing"), "billing", &[admin]), "no producers: nobody");
+
+    // The rule that hands alerts to intake listens on that bus, not on the account's default one.
+    let rules = resources_of(translated(), "AWS::Events::Rule");
+    let alert_rules: Vec<_> = rules
+        .iter()
+        .filter(|(_, r)| r["Properties"]["EventPattern"]["detail-type"] == json!(["Alert Requested"]))
+        .collect();
+    assert_eq!(alert_rules.len(), 1, "one rule hands alerts to intake");
+    assert_eq!(alert_rules[0].1["Properties"]["EventBusName"], reference("AlertBus"));
+}

@@ -20,6 +20,9 @@ pub struct HttpRequest {
     pub content_type: Option<String>,
     pub body: Option<String>,
     pub base64: bool,
+    /// The signing principal's ARN, as API Gateway's IAM authorizer passes it (`None` when the
+    /// request carries none).
+    pub caller_arn: Option<String>,
 }
 
 impl HttpRequest {
@@ -35,6 +38,7 @@ impl HttpRequest {
                 content_type: r.headers.get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned),
                 body: r.body,
                 base64: r.is_base64_encoded,
+                caller_arn: signed(event.pointer("/requestContext/authorizer/iam/userArn")),
             })
         } else if event.get("httpMethod").is_some() {
             let r: ApiGatewayProxyRequest = serde_json::from_value(event.clone()).ok()?;
@@ -44,6 +48,7 @@ impl HttpRequest {
                 content_type: r.headers.get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned),
                 body: r.body,
                 base64: r.is_base64_encoded,
+                caller_arn: signed(event.pointer("/requestContext/identity/userArn")),
             })
         } else {
             None
@@ -88,6 +93,11 @@ impl HttpRequest {
         serde_json::from_slice(&bytes)
             .map_err(|e| HttpResponse::error(400, "malformed_json", format!("the body is not valid JSON: {e}")))
     }
+}
+
+/// A caller ARN as the authorizer passes it; an empty or null one is none.
+fn signed(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str).map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +162,19 @@ impl HttpResponse {
                 retry_after: None,
                 allow: None,
             },
+            Submitted::UnknownProducer(why) => HttpResponse::error(403, "producer_unknown", why.to_string()),
+            Submitted::RateLimited { producer, retry_after } => {
+                let mut r = HttpResponse::error(
+                    429,
+                    "producer_rate_limited",
+                    format!(
+                        "producer {producer} has sent its requests for this minute (ProducerRatePerMinute); retry the \
+                         same body after Retry-After seconds"
+                    ),
+                );
+                r.retry_after = Some(*retry_after);
+                r
+            }
             Submitted::Unavailable(e) => {
                 tracing::error!(error = %e, "dependency failed");
                 let mut r = HttpResponse::error(

@@ -10,6 +10,7 @@
 //! enqueues it and marks it `queued`, so later replays do not enqueue again.
 
 pub mod http;
+pub mod roster;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -17,17 +18,21 @@ use std::time::Duration;
 use tocsin::config::IntakeConfig;
 use tocsin::domain::intent::{Intent, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::producer::{CANARY_TEMPLATE, Caller, ProducerName, ProducerRate, UnknownProducer};
 use tocsin::domain::request::{FieldError, validate};
+use tocsin::domain::roster::RecipientPolicy;
 
 use tocsin::domain::storm::{Lane, SendRate, late_verdict};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
 use tocsin::ports::{
-    Clock, Commit, IntentStore, NextCheck, PortError, PutOutcome, RejectSink, RejectedEvent, SendQueue, StatusPatch,
-    Transition, TransitionOutcome,
+    Clock, Commit, IntentStore, NextCheck, PortError, ProducerQuota, PutOutcome, RecipientRoster, RejectSink,
+    RejectedEvent, SendQueue, StatusPatch, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
+
+use crate::roster::RosterCache;
 
 /// Messages waiting on the send queue from which an urgent alert also goes on the urgent lane:
 /// one sender batch. Fewer are no backlog to overtake.
@@ -41,8 +46,19 @@ pub const DETAIL_TYPE: &str = "Alert Requested";
 pub enum Submitted {
     Created(Box<IntentRecord>),
     Replayed(Box<IntentRecord>),
-    Conflict { key: String, fields: Vec<&'static str> },
+    Conflict {
+        key: String,
+        fields: Vec<&'static str>,
+    },
     Invalid(Vec<FieldError>),
+    /// The caller is none of the deployment's producers: nothing written.
+    UnknownProducer(UnknownProducer),
+    /// The producer has used its requests for this minute: nothing written; retry after this
+    /// many seconds.
+    RateLimited {
+        producer: ProducerName,
+        retry_after: u32,
+    },
     Unavailable(PortError),
 }
 
@@ -52,6 +68,8 @@ pub enum IntakeError {
     UnsupportedEvent(String),
     #[error("a dependency failed; the event will be retried: {0}")]
     Dependency(#[from] PortError),
+    #[error("producer {producer} is over its rate (TOCSIN_PRODUCER_RATE_PER_MINUTE); the event will be retried")]
+    RateLimited { producer: String },
 }
 
 impl From<IntakeError> for lambda_runtime::Diagnostic {
@@ -59,21 +77,24 @@ impl From<IntakeError> for lambda_runtime::Diagnostic {
         let error_type = match e {
             IntakeError::UnsupportedEvent(_) => "tocsin.intake.UnsupportedEvent",
             IntakeError::Dependency(_) => "tocsin.intake.Dependency",
+            IntakeError::RateLimited { .. } => "tocsin.intake.RateLimited",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }
 }
 
-pub struct Intake<S, Q, R, C> {
+pub struct Intake<S, Q, R, C, W> {
     pub store: S,
     pub queue: Q,
     pub rejects: R,
     pub clock: C,
+    /// Whom the deployment may text (read only under `RecipientPolicy=roster`).
+    pub roster: RosterCache<W>,
     pub config: IntakeConfig,
     pub catalog: &'static Catalog,
 }
 
-impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
+impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: RecipientRoster> Intake<S, Q, R, C, W> {
     /// The Lambda entry point: dispatches on the event's shape.
     pub async fn handle(&self, event: Value) -> Result<Value, IntakeError> {
         if event.get("detail-type").is_some() && event.get("source").is_some() {
@@ -92,7 +113,11 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
         let resp = match req.body_json(self.config.max_body_bytes) {
             Err(resp) => resp,
             Ok(body) => {
-                let outcome = self.submit(&body, Origin::Api).await;
+                let caller = Caller::Signed { arn: req.caller_arn.as_deref() };
+                let outcome = match self.config.producers.identify(caller) {
+                    Ok(producer) => self.submit(&body, Origin::Api, producer).await,
+                    Err(why) => Submitted::UnknownProducer(why),
+                };
                 count(&mut metrics, &outcome);
                 http::HttpResponse::from_submitted(&outcome)
             }
@@ -107,15 +132,21 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
 
     async fn handle_eventbridge(&self, event: Value) -> Result<(), IntakeError> {
         let mut metrics = Metrics::new("intake").dimension("origin", "eventbridge");
-        let detail_type = event.get("detail-type").and_then(Value::as_str).unwrap_or_default();
-        let outcome = if detail_type != DETAIL_TYPE {
+        let field = |name: &str| event.get(name).and_then(Value::as_str).unwrap_or_default();
+        let caller = Caller::Event { source: field("source"), account: field("account") };
+        let outcome = if field("detail-type") != DETAIL_TYPE {
             Submitted::Invalid(vec![FieldError {
                 field: "detail-type".into(),
                 code: tocsin::domain::request::ErrorCode::InvalidFormat,
                 message: format!("detail-type must be '{DETAIL_TYPE}'"),
             }])
         } else {
-            self.submit(event.get("detail").unwrap_or(&Value::Null), Origin::EventBridge).await
+            match self.config.producers.identify(caller) {
+                Ok(producer) => {
+                    self.submit(event.get("detail").unwrap_or(&Value::Null), Origin::EventBridge, producer).await
+                }
+                Err(why) => Submitted::UnknownProducer(why),
+            }
         };
         count(&mut metrics, &outcome);
         let result = match &outcome {
@@ -124,12 +155,21 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
                 Ok(())
             }
             Submitted::Invalid(errors) => self.reject(&event, "validation_failed", json!(errors)).await,
+            Submitted::UnknownProducer(why) => {
+                self.reject(&event, "producer_unknown", json!({"message": why.to_string()})).await
+            }
             Submitted::Conflict { key, fields } => {
                 let errors = json!({"idempotency_key": key, "differing_fields": fields});
                 self.reject(&event, "conflict", errors).await
             }
             Submitted::Unavailable(e) => {
                 Err(IntakeError::Dependency(PortError::Unavailable { operation: "intake", message: e.to_string() }))
+            }
+            // Failed, so Lambda retries it in the next minutes (asynchronous invocation) and
+            // finally keeps it on the rejects queue: shed, not lost.
+            Submitted::RateLimited { producer, .. } => {
+                tracing::warn!(%producer, "producer over its rate; the event will be retried");
+                Err(IntakeError::RateLimited { producer: producer.to_string() })
             }
         };
         metrics.flush();
@@ -143,14 +183,41 @@ impl<S: IntentStore, Q: SendQueue, R: RejectSink, C: Clock> Intake<S, Q, R, C> {
         Ok(())
     }
 
-    /// The core, the same for every trigger.
-    pub async fn submit(&self, body: &Value, origin: Origin) -> Submitted {
+    /// The core, the same for every trigger: `producer` is who the door says sent it.
+    pub async fn submit(&self, body: &Value, origin: Origin, producer: ProducerName) -> Submitted {
         let now = self.clock.now();
         let req = match validate(body, self.catalog, &self.config.limits, now) {
             Ok(r) => r,
             Err(errors) => return Submitted::Invalid(errors),
         };
-        let mut record = IntentRecord { intent: Intent::from_request(req, origin, now), status: Status::new() };
+        if producer.is_canary() && req.template.name != CANARY_TEMPLATE {
+            return Submitted::Invalid(vec![FieldError {
+                field: "template.name".into(),
+                code: tocsin::domain::request::ErrorCode::NotAllowed,
+                message: format!("the canary's source may only send template '{CANARY_TEMPLATE}'"),
+            }]);
+        }
+        if self.config.recipient_policy == RecipientPolicy::Roster {
+            match self.roster.roster(now).await {
+                Ok(roster) if roster.entry_for(&req.recipient).is_some() => {}
+                Ok(_) => {
+                    return Submitted::Invalid(vec![FieldError {
+                        field: "recipient".into(),
+                        code: tocsin::domain::request::ErrorCode::NotAllowed,
+                        message: "the recipient is not on the deployment's roster (tocsin recipients allow)".into(),
+                    }]);
+                }
+                Err(e) => return Submitted::Unavailable(e),
+            }
+        }
+        let window = ProducerRate::window(now);
+        match self.store.admit(&producer, &window, self.config.producer_rate.per_minute).await {
+            Ok(true) => {}
+            Ok(false) => return Submitted::RateLimited { producer, retry_after: window.retry_after(now) },
+            Err(e) => return Submitted::Unavailable(e),
+        }
+        let mut record =
+            IntentRecord { intent: Intent::from_request(req, origin, producer, now), status: Status::new() };
         let ahead = self.messages_ahead(Lane::Normal).await;
         let wait = self.wait_ahead(ahead);
         // Behind a backlog, less than URGENT_SLACK left after the wait: the urgent lane too, which
@@ -273,6 +340,8 @@ fn count(m: &mut Metrics, outcome: &Submitted) {
         Submitted::Replayed(_) => "replayed",
         Submitted::Conflict { .. } => "conflict",
         Submitted::Invalid(_) => "rejected",
+        Submitted::UnknownProducer(_) => "producer_unknown",
+        Submitted::RateLimited { .. } => "producer_rate_limited",
         Submitted::Unavailable(_) => "dependency_error",
     };
     m.count(name, 1);

@@ -75,6 +75,18 @@ pub enum Command {
         #[arg(long)]
         opt_in: bool,
     },
+    /// The recipients roster: the numbers and prefixes (e.g. +44, +1206555) the stack may text
+    /// under RecipientPolicy=roster. `recipients allow ENTRY --reason …` adds one,
+    /// `recipients remove ENTRY --reason …` removes one (audited with your identity; intake sees a
+    /// change within a minute).
+    #[command(args_conflicts_with_subcommands = true)]
+    Recipients {
+        #[command(subcommand)]
+        action: Option<RecipientsAction>,
+        /// Show whole numbers in clear (E.164). Handle the output with care.
+        #[arg(long)]
+        reveal: bool,
+    },
     /// Sends an intent again, once, after an unknown outcome or a failure. See `tocsin resend --help`.
     #[command(long_about = RESEND_HELP)]
     Resend(ResendArgs),
@@ -238,6 +250,26 @@ pub struct PreflightArgs {
     /// for intake, status and escalation).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub reserve_function_concurrency: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecipientsAction {
+    /// Adds a number or a prefix to the roster.
+    Allow {
+        /// `+` and digits: a whole number (+14155550100) or a prefix (+1206555, +44).
+        entry: String,
+        /// Why (e.g. "on-call rota, team payments").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
+    /// Removes a number or a prefix from the roster (alerts already accepted are still sent).
+    Remove {
+        /// The entry exactly as listed (`tocsin recipients --reveal`).
+        entry: String,
+        /// Why (e.g. "left the rota").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -45,6 +45,11 @@ impl StackOutputs {
         self.parameters.get(key).map(String::as_str).filter(|v| !v.is_empty())
     }
 
+    /// A parameter's value as deployed, empty included; `None` when the stack does not name it.
+    pub fn parameter_as_deployed(&self, key: &str) -> Option<&str> {
+        self.parameters.get(key).map(String::as_str)
+    }
+
     /// Reads the stack's outputs; a stack that does not exist is a clear error, never a guess.
     pub async fn describe(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> CliResult<Self> {
         let out = cfn.describe_stacks().stack_name(stack).send().await.map_err(|e| {

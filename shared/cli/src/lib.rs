@@ -12,9 +12,10 @@ pub mod error;
 pub mod output;
 pub mod progress;
 
-use args::{CarriersAction, Command, EscalationsAction};
+use args::{CarriersAction, Command, EscalationsAction, RecipientsAction};
 use context::Context;
 use error::{CliError, CliResult, exit};
+use tocsin::adapters::roster::RosterChange;
 
 /// Runs one command; the exit code of a command that completed.
 pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
@@ -26,6 +27,15 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         Command::Suppressed { reveal } => commands::suppressed::run(ctx, *reveal).await.map(|()| exit::OK),
         Command::ReEnable { number, reason, opt_in } => {
             commands::re_enable::run(ctx, number, reason, *opt_in).await.map(|()| exit::OK)
+        }
+        Command::Recipients { action: None, reveal } => {
+            commands::recipients::list(ctx, *reveal).await.map(|()| exit::OK)
+        }
+        Command::Recipients { action: Some(RecipientsAction::Allow { entry, reason }), .. } => {
+            commands::recipients::change(ctx, RosterChange::Allow, entry, reason).await.map(|()| exit::OK)
+        }
+        Command::Recipients { action: Some(RecipientsAction::Remove { entry, reason }), .. } => {
+            commands::recipients::change(ctx, RosterChange::Remove, entry, reason).await.map(|()| exit::OK)
         }
         Command::Resend(a) => commands::resend::run(ctx, a)
             .await

@@ -754,3 +754,48 @@ async fn a_resent_alerts_first_sms_is_never_taken_for_another_alerts_to_the_same
     assert_eq!(ra.status.state, State::SendUnknown, "never sent: never delivered");
     assert_eq!(ra.status.sns_message_id, None);
 }
+
+/// The recipients roster (issue 36): listed by any operator, changed only with break-glass and
+/// MFA, every change audited with who and why; intake sees a change within a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_roster_is_read_by_any_operator_and_changed_only_with_break_glass_and_audited() {
+    let p = Pipeline::start().await;
+    let listed = tocsin_as(&p, &Principal::ReadOnlyOperator, &["--json", "recipients"]).await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let entries: Vec<String> = listed
+        .json()
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|e| e["entry"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(entries, ["+44", "+1"], "the local roster, most specific first");
+
+    let allow = ["recipients", "allow", "+33612345678", "--reason", "on call in Lyon"];
+    for principal in [Principal::ReadOnlyOperator, Principal::OperatorWithoutMfa] {
+        let r = tocsin_as(&p, &principal, &allow).await;
+        assert_ne!(r.code, 0, "{principal}: {r:?}");
+        assert!(r.stderr.contains("AccessDenied") || r.stdout.contains("AccessDenied"), "{principal}: {r:?}");
+        p.expect_iam_denied("dynamodb:PutItem", "-recipients");
+    }
+    let (status, _) = p.submit(&tocsin_tests::alert("lyon-1", "+33612345678")).await;
+    assert_eq!(status, 422, "not on the roster");
+
+    let r = tocsin(&p, &allow).await;
+    assert_eq!(r.code, 0, "with MFA: {r:?}");
+    assert!(r.stdout.contains("+3******5678 allowed by") && r.stdout.contains("within a minute"), "{}", r.stdout);
+    let again = tocsin(&p, &allow).await;
+    assert_eq!(again.code, 1, "once: {again:?}");
+    let masked = tocsin(&p, &["recipients"]).await;
+    assert!(masked.stdout.contains("+3******5678") && !masked.stdout.contains("+33612345678"), "{}", masked.stdout);
+    p.clock.advance(chrono::Duration::seconds(61));
+    let (status, body) = p.submit(&tocsin_tests::alert("lyon-2", "+33612345678")).await;
+    assert_eq!(status, 201, "{body}");
+
+    let removed = tocsin(&p, &["recipients", "remove", "+33612345678", "--reason", "left the rota"]).await;
+    assert_eq!(removed.code, 0, "{removed:?}");
+    let history = p.registry.roster_history().await.expect("history");
+    let lyon: Vec<&str> = history.iter().filter(|h| h.2 == "+33612345678").map(|h| h.4.as_str()).collect();
+    assert_eq!(lyon, ["on call in Lyon", "left the rota"]);
+    assert!(history.iter().filter(|h| h.2 == "+33612345678").all(|h| h.3.contains("arn:")), "who: an identity");
+}

@@ -105,6 +105,7 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         ("AlarmEmail", "oncall@example.com"),
         ("ReserveSenderConcurrency", "true"),
         ("ReserveFunctionConcurrency", "true"),
+        ("Producers", tocsin_harness::stack::LOCAL_PRODUCER),
     ])
     .await;
     let role = outputs.get("SmsDeliveryStatusRoleArn").expect("the role output").clone();
@@ -118,6 +119,13 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         ],
     )
     .await;
+    // The roster, as an operator fills it after the deploy.
+    let registry = tocsin::adapters::registry::DynamoRegistry::new(
+        aws_sdk_dynamodb::Client::new(&cfn.sdk_config().await),
+        outputs.get("RecipientsTableName").expect("the table output"),
+    );
+    let prefix = tocsin::domain::roster::RosterEntry::parse("+1").expect("entry");
+    registry.allow(&prefix, "alice", "NANP on-call", chrono::Utc::now()).await.expect("allow");
     let recorded = Recorded::start(&cfn.endpoint(), vec![sandbox(false), spend(1.25), origination(), alarms(&[])])
         .await
         .expect("recorded");
@@ -138,6 +146,8 @@ async fn doctor_passes_a_stack_whose_sms_settings_logs_queues_and_alarms_are_sou
         "ok      on-call subscriptions: 1 confirmed: o…@example.com",
         "ok      sender concurrency: 2 reserved for tocsin-doc-sender",
         "ok      function concurrency: reserved: 10 for tocsin-doc-intake, 5 for tocsin-doc-status, 2 for tocsin-doc-escalation",
+        "producers: 1: monitoring",
+        "ok      recipients roster: 1 entry: 0 whole numbers, 1 prefixes",
     ] {
         assert!(r.stdout.contains(line), "missing {line:?} in\n{}", r.stdout);
     }
@@ -222,6 +232,9 @@ async fn doctor_exits_1_with_one_line_per_problem() {
         "PROBLEM alarm: tocsin-doc-escalation-waiting (Threshold Crossed",
         "PROBLEM on-call subscriptions: nobody confirmed and reachable on tocsin-doc-oncall: every alarm pages nobody; \
          waiting for confirmation: o…@example.com",
+        // Deployed with the template's defaults: no producer, an empty roster — nobody can send.
+        "PROBLEM producers: none: intake refuses every alert",
+        "PROBLEM recipients roster: empty: intake refuses every alert",
     ];
     assert_eq!(problems.len(), expected.len(), "one line per problem:\n{}", r.stdout);
     for (line, want) in problems.iter().zip(expected) {
@@ -237,14 +250,14 @@ async fn doctor_exits_1_with_one_line_per_problem() {
         "{}",
         r.stdout
     );
-    assert!(r.stdout.trim_end().ends_with("tocsin-doc: 8 problems to fix."), "{}", r.stdout);
+    assert!(r.stdout.trim_end().ends_with("tocsin-doc: 10 problems to fix."), "{}", r.stdout);
     assert!(!r.stdout.contains("+14155550170"), "numbers stay masked");
     assert!(!r.stdout.contains("oncall@example.com"), "so do e-mail addresses");
 
     let doc = doctor(&cfn, &recorded, true).await;
     assert_eq!(doc.code, 1);
     let doc = doc.json();
-    assert_eq!((doc["ok"].as_bool(), doc["problems"].as_u64()), (Some(false), Some(8)), "{doc}");
+    assert_eq!((doc["ok"].as_bool(), doc["problems"].as_u64()), (Some(false), Some(10)), "{doc}");
     assert!(
         doc["checks"].as_array().expect("checks").iter().all(|c| c["check"].is_string() && c["detail"].is_string())
     );

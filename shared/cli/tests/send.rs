@@ -113,3 +113,33 @@ async fn send_needs_the_stacks_api_url_and_says_which_output_is_missing() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("stack tocsin-local has no output AlertApiUrl"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_who_is_no_producer_is_refused_and_told_how_to_become_one() {
+    // A stack whose only producer is the monitoring user: the operator's role is not listed.
+    let p = Arc::new(
+        Pipeline::start_with(tocsin_tests::Options {
+            parameters: vec![("Producers", tocsin_harness::stack::LOCAL_PRODUCER)],
+            ..Default::default()
+        })
+        .await,
+    );
+    let api = start_api(p.clone(), tocsin_harness::iam::SECRET).await;
+    stack_with_api(&p, "tocsin-local", &api).await;
+    let r = tocsin(
+        &p,
+        "tocsin-local",
+        &["send", "--event-id", "not-a-producer-1", "--template", "disk_full@1", "--to", "+14155550163"],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("producer_unknown") && r.stderr.contains("Producers parameter"), "{r:?}");
+    assert_eq!(p.ledger_item_count().await, 0, "nothing written");
+
+    // The show of an accepted alert names its producer.
+    let (status, answer) = p.submit(&tocsin_tests::alert("named-1", "+14155550164")).await;
+    assert_eq!(status, 201, "{answer}");
+    let key = answer["idempotency_key"].as_str().expect("key").to_owned();
+    let table = tocsin(&p, "tocsin-local", &["show", &key]).await;
+    assert!(table.stdout.contains("producer") && table.stdout.contains("monitoring"), "{}", table.stdout);
+}

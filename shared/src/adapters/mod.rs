@@ -7,6 +7,7 @@ pub mod eum;
 pub mod ledger;
 mod publish_errors;
 pub mod registry;
+pub mod roster;
 pub mod sdk;
 pub mod sms;
 pub mod sns;

@@ -345,7 +345,11 @@ mod tests {
     }
 
     fn key(n: usize) -> IdempotencyKey {
-        IdempotencyKey::derive(&format!("e{n}"), &super::super::template::TemplateRef { name: "t".into(), version: 1 })
+        IdempotencyKey::derive(
+            &crate::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+            &format!("e{n}"),
+            &super::super::template::TemplateRef { name: "t".into(), version: 1 },
+        )
     }
 
     fn sms(n: usize, accepted_min_ago: i64, state: State) -> SentSms {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::digest_id::DigestId;
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
+use super::producer::ProducerName;
 use super::reconcile::ReconcileState;
 use super::request::ValidatedRequest;
 use super::segments::SegmentCount;
@@ -76,6 +77,10 @@ pub struct Intent {
     pub deadline_spec: Option<String>,
     pub sms: SmsOptions,
     pub origin: Origin,
+    /// Who submitted it (part of the key). `None` only for intents written before producers were
+    /// named (the v1 key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<ProducerName>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -91,8 +96,8 @@ impl Intent {
         self.deadline.checked_add_signed(RETENTION_AFTER_DEADLINE).unwrap_or(self.deadline)
     }
 
-    pub fn from_request(req: ValidatedRequest, origin: Origin, now: DateTime<Utc>) -> Self {
-        let key = IdempotencyKey::derive(&req.event_id, &req.template);
+    pub fn from_request(req: ValidatedRequest, origin: Origin, producer: ProducerName, now: DateTime<Utc>) -> Self {
+        let key = IdempotencyKey::derive(&producer, &req.event_id, &req.template);
         Intent {
             key,
             event_id: req.event_id,
@@ -105,6 +110,7 @@ impl Intent {
             deadline_spec: req.deadline_spec,
             sms: req.sms,
             origin,
+            producer: Some(producer),
             created_at: now,
         }
     }

@@ -718,7 +718,11 @@ mod tests {
     }
 
     fn key(i: usize) -> IdempotencyKey {
-        IdempotencyKey::derive(&format!("evt-{i}"), &TemplateRef { name: "service_down".into(), version: 1 })
+        IdempotencyKey::derive(
+            &crate::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+            &format!("evt-{i}"),
+            &TemplateRef { name: "service_down".into(), version: 1 },
+        )
     }
 
     fn phone() -> PhoneNumber {

@@ -226,7 +226,15 @@ mod tests {
         if matches!(state, State::Accepted | State::DelaySuspected) {
             status.accepted_at = Some(t0());
         }
-        IntentRecord { intent: Intent::from_request(req, Origin::Api, t0()), status }
+        IntentRecord {
+            intent: Intent::from_request(
+                req,
+                Origin::Api,
+                crate::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+                t0(),
+            ),
+            status,
+        }
     }
 
     fn mins(m: i64) -> chrono::Duration {

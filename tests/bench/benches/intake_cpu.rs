@@ -24,7 +24,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group(bench_group);
     g.bench_function(bench_name, |b| {
         b.iter(|| {
-            validate(black_box(&body), catalog, &limits, now).map(|req| Intent::from_request(req, Origin::Api, now))
+            validate(black_box(&body), catalog, &limits, now).map(|req| {
+                Intent::from_request(
+                    req,
+                    Origin::Api,
+                    tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+                    now,
+                )
+            })
         })
     });
     g.finish();

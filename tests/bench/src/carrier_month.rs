@@ -172,7 +172,11 @@ pub struct Outcome {
 }
 
 fn key(n: usize) -> IdempotencyKey {
-    IdempotencyKey::derive(&format!("bench-{n}"), &TemplateRef { name: "bench".into(), version: 1 })
+    IdempotencyKey::derive(
+        &tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+        &format!("bench-{n}"),
+        &TemplateRef { name: "bench".into(), version: 1 },
+    )
 }
 
 /// One modelled run: `tocsin_per_day` alerts and `foreign_per_day` other applications' SMS a day.

@@ -118,8 +118,14 @@ pub fn scheduled_event(at: chrono::DateTime<chrono::Utc>) -> Value {
     })
 }
 
-/// An HTTP API (payload 2.0) POST with a JSON body, as API Gateway sends it.
+/// An HTTP API (payload 2.0) POST with a JSON body, as API Gateway sends it, signed by the local
+/// producer ([`crate::stack::LOCAL_PRODUCER`]).
 pub fn http_api_post(body: &str) -> Value {
+    http_api_post_by(body, crate::stack::LOCAL_PRODUCER)
+}
+
+/// [`http_api_post`] signed by `caller` (the ARN API Gateway's IAM authorizer passes on).
+pub fn http_api_post_by(body: &str, caller: &str) -> Value {
     json!({
         "version": "2.0",
         "routeKey": "POST /alerts",
@@ -129,7 +135,7 @@ pub fn http_api_post(body: &str) -> Value {
         "requestContext": {
             "accountId": crate::stack::ACCOUNT,
             "apiId": "abc123",
-            "authorizer": {"iam": {"accessKey": "AKIAEXAMPLE", "accountId": crate::stack::ACCOUNT, "callerId": "AIDAEXAMPLE", "principalOrgId": null, "userArn": "arn:aws:iam::123456789012:user/monitoring", "userId": "AIDAEXAMPLE"}},
+            "authorizer": {"iam": {"accessKey": "AKIAEXAMPLE", "accountId": crate::stack::ACCOUNT, "callerId": "AIDAEXAMPLE", "principalOrgId": null, "userArn": caller, "userId": "AIDAEXAMPLE"}},
             "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
             "domainPrefix": "abc123",
             "http": {"method": "POST", "path": "/alerts", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.10", "userAgent": "monitoring/1.0"},
@@ -141,5 +147,21 @@ pub fn http_api_post(body: &str) -> Value {
         },
         "body": body,
         "isBase64Encoded": false
+    })
+}
+
+/// An "Alert Requested" event as the stack's bus delivers it: `detail` put by `source` from
+/// `account`.
+pub fn alert_requested(source: &str, account: &str, detail: Value) -> Value {
+    json!({
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": "Alert Requested",
+        "source": source,
+        "account": account,
+        "time": "2026-11-29T22:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail
     })
 }

@@ -55,6 +55,21 @@ pub fn load_template_from(path: &Path) -> Result<Value> {
     serde_yaml_ng::from_str(&text).map_err(|e| tmpl_err(format!("{}: {e}", path.display())))
 }
 
+/// The producer the sample events (`events/intake/`) and the harness's requests come from: an
+/// IAM user named `monitoring` (its events carry `source: monitoring`).
+pub const LOCAL_PRODUCER: &str = "arn:aws:iam::123456789012:user/monitoring";
+/// The operator's role, a producer too (`tocsin send`); the CLI's sessions are of this role.
+pub const LOCAL_OPERATOR_ROLE: &str = "arn:aws:iam::123456789012:role/tocsin-operator";
+
+/// The local stack's recipients roster, added after the deploy (as `tocsin recipients allow`):
+/// the North American and UK numbers the tests, the samples and the local run text.
+pub const LOCAL_ROSTER: &[&str] = &["+1", "+44"];
+
+/// What the local stack is deployed with besides the template's defaults (as a samconfig would
+/// give them): its producers. A caller's overrides win.
+pub const LOCAL_DEPLOYMENT: &[(&str, &str)] =
+    &[("Producers", "arn:aws:iam::123456789012:user/monitoring,arn:aws:iam::123456789012:role/tocsin-operator")];
+
 fn tag_name(t: &serde_yaml_ng::value::TaggedValue) -> String {
     t.tag.to_string().trim_start_matches('!').to_owned()
 }
@@ -101,7 +116,7 @@ impl Stack {
                 }
             }
         }
-        for (k, v) in overrides {
+        for (k, v) in LOCAL_DEPLOYMENT.iter().chain(overrides) {
             if !parameters.contains_key(*k) {
                 return Err(tmpl_err(format!("template.yaml has no parameter {k}")));
             }
@@ -192,6 +207,17 @@ impl Stack {
                 stack.resolve(p.get("ConfigurationSetName").ok_or_else(|| tmpl_err(format!("{id}: no name")))?)?;
             create_configuration_set(sdk, &stack, &name, &p).await?;
             stack.configuration_sets.insert(id.clone(), name);
+        }
+        // What an operator does after the deploy: the roster of numbers the stack may text.
+        if let Some(table) = stack.tables.get("RecipientsTable") {
+            let registry = tocsin::adapters::registry::DynamoRegistry::new(ddb.clone(), table);
+            for raw in LOCAL_ROSTER {
+                let entry = tocsin::domain::roster::RosterEntry::parse(raw).map_err(|e| tmpl_err(e.to_string()))?;
+                registry
+                    .allow(&entry, "tocsin-local", "the local stack's roster", chrono::Utc::now())
+                    .await
+                    .map_err(|e| tmpl_err(format!("seeding the roster: {e}")))?;
+            }
         }
         // DescribeStacks answers with template.yaml's outputs, as for a deployed stack.
         if let Some(endpoint) = sdk.endpoint_url() {

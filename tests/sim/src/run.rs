@@ -23,9 +23,10 @@ use crate::world::registry::SimRegistry;
 use crate::world::sms::{Provider, SimGateway, Sms, record_json};
 use crate::world::sqs::{QueueName, SimSqs};
 use crate::world::{Coverage, FaultPlan, SimClock, World, WorldEvent};
+use tocsin::domain::roster::RosterEntry;
 
 pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimGateway, SimSqs, SimClock>;
-pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock>;
+pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock, SimRegistry>;
 /// How long the schedule runs on without faults after the workload's horizon before the run is
 /// judged at quiescence: the longest backoff of an unknown outcome's log search (an hour) and a
 /// few sweeps more. The invariants checked at every step hold throughout the storm regardless.
@@ -215,6 +216,8 @@ impl Driver {
         sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);
         let mut world = World::new(s.seed, s.faults.clone(), sms);
         world.now = EPOCH_MS;
+        // The operator's roster: the workload's people (+1206555…).
+        world.registry.roster = ["+1206555"].iter().filter_map(|e| RosterEntry::parse(e).ok()).collect();
         let vis = |d: std::time::Duration| d.as_millis() as Millis;
         world.sqs.configure(QueueName::Send, vis(deployment.send_visibility), Some(deployment.send_max_receives));
         world.sqs.configure(QueueName::Urgent, vis(deployment.urgent_visibility), Some(deployment.urgent_max_receives));
@@ -229,6 +232,7 @@ impl Driver {
             queue: sqs.clone(),
             rejects: sqs.clone(),
             clock: clock.clone(),
+            roster: intake::roster::RosterCache::new(registry.clone()),
             config: d.intake.clone(),
             catalog: Catalog::builtin(),
         });
@@ -346,7 +350,8 @@ impl Driver {
                 let body = self.workload.requests[n].body.clone();
                 let h = self.intake.clone();
                 *self.tries.entry(n).or_default() += 1;
-                let fut = Box::pin(async move { Done::Intake(h.submit(&body, Origin::Api).await) });
+                let fut =
+                    Box::pin(async move { Done::Intake(h.submit(&body, Origin::Api, workload_producer()).await) });
                 self.spawn(
                     fut,
                     self.deployment.timeouts.intake,
@@ -627,6 +632,16 @@ impl Driver {
         let Some(meta) = self.meta.remove(&id) else { return };
         self.note(Step::End { task: id, returned: done.is_some() });
         match (meta, done) {
+            // A producer over its rate waits as told (Retry-After) and sends the same request
+            // again, as often as it takes: shed, never lost.
+            (Meta::Intake { request }, Some(Done::Intake(Submitted::RateLimited { retry_after, .. }))) => {
+                if let Some(t) = self.tries.get_mut(&request) {
+                    *t = t.saturating_sub(1);
+                }
+                let wait = i64::from(retry_after) * 1_000;
+                let at = now + wait + self.sim.lock().world.between(0, 1_000);
+                self.schedule(at, WorldEvent::Request(request));
+            }
             (Meta::Intake { request }, outcome) => {
                 let retry = matches!(outcome, Some(Done::Intake(Submitted::Unavailable(_))) | None);
                 if retry && self.tries.get(&request).copied().unwrap_or(0) < 5 {
@@ -842,4 +857,9 @@ fn story_of(w: &World, key: &tocsin::domain::IdempotencyKey) -> Vec<String> {
         out.push(format!("record: {:?}", item.record.status));
     }
     out
+}
+
+/// The producer the workload's requests come from (one, for now).
+fn workload_producer() -> tocsin::domain::producer::ProducerName {
+    tocsin::domain::producer::ProducerName::parse("monitoring").unwrap_or_else(|e| panic!("{e}"))
 }

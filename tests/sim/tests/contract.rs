@@ -15,6 +15,7 @@ use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
 use tocsin::domain::carrier_traffic::{self, CountryTallies, Tally, TrafficPolicy, minute_of};
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
+use tocsin::domain::producer::{ProducerName, ProducerRate};
 use tocsin::domain::request::{Limits, validate};
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::storm::{DigestId, Lane};
@@ -23,8 +24,8 @@ use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
-    LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, RecipientRegistry, SendBudget, SendLog, SendQueue,
-    StatusPatch, SuppressionEvidence, Transition, UrgentLane,
+    LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry, RecipientRoster,
+    SendBudget, SendLog, SendQueue, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -35,11 +36,27 @@ use tocsin_sim::world::{FaultPlan, World};
 
 /// Every ledger port the functions use.
 trait Ledger:
-    IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + RecentSends
+    IntentStore
+    + MessageIndex
+    + DueIndex
+    + Backlog
+    + SendBudget
+    + DigestStore
+    + EscalationBacklog
+    + RecentSends
+    + ProducerQuota
 {
 }
 impl<T> Ledger for T where
-    T: IntentStore + MessageIndex + DueIndex + Backlog + SendBudget + DigestStore + EscalationBacklog + RecentSends
+    T: IntentStore
+        + MessageIndex
+        + DueIndex
+        + Backlog
+        + SendBudget
+        + DigestStore
+        + EscalationBacklog
+        + RecentSends
+        + ProducerQuota
 {
 }
 
@@ -66,7 +83,15 @@ fn intent(n: usize, to: &str, base: DateTime<Utc>, deadline_min: i64) -> IntentR
         sms: Default::default(),
     };
     let req = validate(&body, Catalog::builtin(), &limits, base).expect("a valid request");
-    IntentRecord { intent: Intent::from_request(req, Origin::Api, base), status: Status::new() }
+    IntentRecord {
+        intent: Intent::from_request(
+            req,
+            Origin::Api,
+            tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+            base,
+        ),
+        status: Status::new(),
+    }
 }
 
 fn obs(id: &str, at: DateTime<Utc>, kind: ObservationKind, state: Option<State>) -> Observation {
@@ -128,7 +153,11 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         }),
     ));
     out.push(line("get 0", l.get(&key(0)).await));
-    let missing = IdempotencyKey::derive("contract:missing", &records[0].intent.template);
+    let missing = IdempotencyKey::derive(
+        &tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+        "contract:missing",
+        &records[0].intent.template,
+    );
     out.push(line("get missing", l.get(&missing).await));
 
     // Claims.
@@ -350,6 +379,18 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     }
     out.push(line("send log a kept", l.send_log(&to_a).await));
 
+    // Per-producer admission: counted up to the limit per window, each producer and window apart.
+    let (billing, monitoring) =
+        (ProducerName::parse("billing").expect("name"), ProducerName::parse("monitoring").expect("name"));
+    let w1 = ProducerRate::window(m(95));
+    let w2 = ProducerRate::window(m(95 + 60));
+    for n in 0..3 {
+        out.push(line(&format!("admit billing #{n} in w1, limit 2"), l.admit(&billing, &w1, 2).await));
+    }
+    out.push(line("admit monitoring in w1, limit 2", l.admit(&monitoring, &w1, 2).await));
+    out.push(line("admit billing in w2, limit 2", l.admit(&billing, &w2, 2).await));
+    out.push(line("admit billing in w1, limit raised to 3", l.admit(&billing, &w1, 3).await));
+
     // Digests: recorded, indexed for every member, found by recipient and time, their fate.
     let members = vec![key(4), key(5)];
     let digest = DigestRecord {
@@ -495,6 +536,12 @@ async fn registry_contract<R: RecipientRegistry>(r: &R, t0: DateTime<Utc>) -> Ve
     out
 }
 
+/// The recipients roster contract: every entry, in the table's order.
+async fn roster_contract<R: RecipientRoster>(r: &R) -> Vec<String> {
+    let entries = r.roster().await.map(|r| r.entries.iter().map(|e| e.as_str().to_owned()).collect::<Vec<_>>());
+    vec![line("roster", entries)]
+}
+
 /// The send queue and urgent lane contract.
 async fn queue_contract<Q: SendQueue + UrgentLane>(q: &Q, k: &IdempotencyKey) -> Vec<String> {
     let mut out = Vec::new();
@@ -541,8 +588,13 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let emulator_registry = registry_contract(&p.registry, t0).await;
     let emulator_carriers = carrier_contract(&p.registry, t0).await;
     let emulator_traffic = traffic_contract(&p.registry, t0).await;
-    let k = IdempotencyKey::derive("contract:queue", &intent(0, "+12065550101", t0, 10).intent.template);
+    let k = IdempotencyKey::derive(
+        &tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+        "contract:queue",
+        &intent(0, "+12065550101", t0, 10).intent.template,
+    );
     let emulator_queue = queue_contract(&p.sender.queue, &k).await;
+    let emulator_roster = roster_contract(&p.registry).await;
 
     let sim = sim_world();
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
@@ -551,12 +603,20 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let sim_carriers = block_on(carrier_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_traffic = block_on(traffic_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_queue = block_on(queue_contract(&SimSqs::new(sim.clone()), &k));
+    // The local stack's roster, as the harness's deploy leaves it (written in another order).
+    sim.lock().world.registry.roster = tocsin_harness::stack::LOCAL_ROSTER
+        .iter()
+        .rev()
+        .map(|e| tocsin::domain::roster::RosterEntry::parse(e).expect("entry"))
+        .collect();
+    let sim_roster = block_on(roster_contract(&SimRegistry { sim: sim.clone() }));
 
     assert_same("ledger", &sim_ledger, &emulator_ledger);
     assert_same("registry", &sim_registry, &emulator_registry);
     assert_same("carriers", &sim_carriers, &emulator_carriers);
     assert_same("carrier traffic", &sim_traffic, &emulator_traffic);
     assert_same("queues", &sim_queue, &emulator_queue);
+    assert_same("roster", &sim_roster, &emulator_roster);
 }
 
 /// A claim whose answer is lost after it landed, and which the SDK sends again, is found to be

@@ -34,7 +34,11 @@ fn outcome(o: &PublishOutcome) -> String {
 async fn send<G: SmsGateway>(g: &G, to: &str, n: u32) -> String {
     let to = PhoneNumber::parse(to).expect("number");
     let template = TemplateRef { name: "disk_full".into(), version: 1 };
-    let key = IdempotencyKey::derive(&format!("contract:sms:{n}"), &template);
+    let key = IdempotencyKey::derive(
+        &tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+        &format!("contract:sms:{n}"),
+        &template,
+    );
     let context = SendContext::alert("tocsin-local", key, format!("attempt-{n}"));
     let options = SmsOptions::default();
     let message = SmsMessage {

@@ -32,6 +32,11 @@
 //!   reserved (ReserveSenderConcurrency=false, the default for accounts whose quota is 10).
 //! - Intake's, status's and escalation's (ReserveFunctionConcurrency): a warning while any has
 //!   none, since a flood elsewhere in the account can then delay delivery events and pages.
+//! - The stack's producers (parameter `Producers`): a problem when there are none (intake then
+//!   refuses every alert), a warning when the identity running doctor is not one of them (its
+//!   `tocsin send` and `--probe` would be refused).
+//! - The recipients roster (`RecipientPolicy`): a problem when it is empty (intake refuses every
+//!   alert) or leaves out the canary's number, a warning when the stack is deployed open.
 //! - With `--probe NUMBER`, the delivery loop itself, hop by hop ([`super::probe`]); with
 //!   `--simulator` (End User Messaging), the same on AWS's SMS simulator, success and failure.
 //!
@@ -41,6 +46,9 @@
 use serde::Serialize;
 use tocsin::config::SendingProvider;
 use tocsin::domain::PhoneNumber;
+use tocsin::domain::producer::{Caller, Producers};
+use tocsin::domain::roster::Roster;
+use tocsin::ports::RecipientRoster;
 
 use crate::args::DoctorArgs;
 use crate::context::{Context, queue_depth, queue_name};
@@ -176,6 +184,10 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     spinner.set_message(format!("sender concurrency… ({} checks done)", checks.len()));
     checks.push(sender_concurrency(ctx).await);
     checks.push(function_concurrency(ctx).await);
+    checks.push(producers_check(ctx.outputs.parameter_as_deployed("Producers"), ctx.operator().await.ok().as_deref()));
+    let roster = ctx.registry.roster().await.map_err(|e| e.to_string());
+    let canary = ctx.outputs.parameter("CanaryNumber").and_then(|n| PhoneNumber::parse(n).ok());
+    checks.push(roster_check(ctx.outputs.parameter_as_deployed("RecipientPolicy"), roster, canary.as_ref()));
     let settings = |number: String, expect: super::probe::Expect| super::probe::ProbeSettings {
         number,
         hop_timeout: args.probe_hop_timeout,
@@ -775,10 +787,104 @@ async fn function_concurrency(ctx: &Context) -> Check {
     )
 }
 
+/// Who may submit alerts (parameter `Producers`), and whether `caller` (the identity running
+/// doctor) is one of them.
+fn producers_check(listed: Option<&str>, caller: Option<&str>) -> Check {
+    const C: &str = "producers";
+    let Some(listed) = listed else {
+        return warning(C, "the stack names no parameter Producers: deployed from an older template.yaml?");
+    };
+    let producers = match Producers::parse(listed) {
+        Ok(p) => p,
+        Err(errors) => {
+            let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return problem(C, format!("Producers does not parse: {}", why.join("; ")));
+        }
+    };
+    if producers.is_empty() {
+        return problem(
+            C,
+            "none: intake refuses every alert; list your producers' role ARNs in Producers (docs/deployment.md, \
+             \"Adding a producer\")",
+        );
+    }
+    let names: Vec<String> = producers.iter().map(|p| p.name.to_string()).collect();
+    let listed = format!("{}: {}", names.len(), names.join(", "));
+    match caller {
+        Some(arn) if producers.identify(Caller::Signed { arn: Some(arn) }).is_err() => warning(
+            C,
+            format!("{listed}; you ({arn}) are not one: your `tocsin send` and `doctor --probe` are refused"),
+        ),
+        _ => ok(C, listed),
+    }
+}
+
+/// Whom the stack may text: the roster as read, under the policy as deployed.
+fn roster_check(policy: Option<&str>, roster: Result<Roster, String>, canary: Option<&PhoneNumber>) -> Check {
+    const C: &str = "recipients roster";
+    if policy == Some("open") {
+        return warning(
+            C,
+            "RecipientPolicy=open: anyone who can submit an alert can make the stack text any number \
+             (docs/security.md)",
+        );
+    }
+    let roster = match roster {
+        Ok(r) => r,
+        Err(e) => return problem(C, format!("cannot read it ({e})")),
+    };
+    if roster.entries.is_empty() {
+        return problem(C, "empty: intake refuses every alert; add the people you page (tocsin recipients allow)");
+    }
+    if let Some(canary) = canary
+        && roster.entry_for(canary).is_none()
+    {
+        return problem(
+            C,
+            format!(
+                "the canary's number {} is on no entry: every canary run is refused (tocsin recipients allow)",
+                canary.masked()
+            ),
+        );
+    }
+    let whole = roster.entries.iter().filter(|e| e.as_str().len() >= 11).count();
+    let n = roster.entries.len();
+    let entries = if n == 1 { "1 entry".to_owned() } else { format!("{n} entries") };
+    ok(C, format!("{entries}: {whole} whole numbers, {} prefixes", n - whole))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::commands::preflight::Origination;
+
+    #[test]
+    fn doctor_says_when_the_roster_lets_nobody_or_anybody_be_texted() {
+        use tocsin::domain::roster::RosterEntry;
+        let entries = |e: &[&str]| Roster { entries: e.iter().filter_map(|x| RosterEntry::parse(x).ok()).collect() };
+        let canary = PhoneNumber::parse("+14155550199").expect("number");
+        let fine = roster_check(Some("roster"), Ok(entries(&["+1", "+447700900123"])), Some(&canary));
+        assert_eq!((fine.verdict, fine.detail.as_str()), (Verdict::Ok, "2 entries: 1 whole numbers, 1 prefixes"));
+        assert_eq!(roster_check(Some("roster"), Ok(entries(&[])), None).verdict, Verdict::Problem);
+        let no_canary = roster_check(Some("roster"), Ok(entries(&["+44"])), Some(&canary));
+        assert_eq!(no_canary.verdict, Verdict::Problem);
+        assert!(!no_canary.detail.contains("5550199"), "masked: {}", no_canary.detail);
+        assert_eq!(roster_check(Some("open"), Ok(entries(&[])), None).verdict, Verdict::Warning);
+        assert_eq!(roster_check(None, Err("AccessDenied".into()), None).verdict, Verdict::Problem);
+    }
+
+    #[test]
+    fn doctor_says_when_nobody_may_send_and_when_the_caller_is_not_a_producer() {
+        let listed = "arn:aws:iam::123456789012:role/billing,arn:aws:iam::123456789012:role/oncall";
+        let session = "arn:aws:sts::123456789012:assumed-role/oncall/alice";
+        let check = producers_check(Some(listed), Some(session));
+        assert_eq!((check.verdict, check.detail.as_str()), (Verdict::Ok, "2: billing, oncall"));
+        let stranger = producers_check(Some(listed), Some("arn:aws:sts::123456789012:assumed-role/Admin/bob"));
+        assert_eq!(stranger.verdict, Verdict::Warning);
+        assert!(stranger.detail.contains("are not one"), "{}", stranger.detail);
+        assert_eq!(producers_check(Some(""), Some(session)).verdict, Verdict::Problem);
+        assert_eq!(producers_check(None, Some(session)).verdict, Verdict::Warning);
+    }
 
     fn tfn(country: &str, active: bool) -> Origination {
         Origination {

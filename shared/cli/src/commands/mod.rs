@@ -9,6 +9,7 @@ pub mod opt_outs;
 pub mod preflight;
 pub mod probe;
 pub mod re_enable;
+pub mod recipients;
 pub mod reconcile;
 pub mod resend;
 pub mod send;
@@ -95,6 +96,8 @@ pub struct IntentView {
     pub template: String,
     pub recipient: String,
     pub origin: &'static str,
+    /// Who submitted it (`None` for intents from before producers were named).
+    pub producer: Option<String>,
     pub created_at: DateTime<Utc>,
     pub deadline: DateTime<Utc>,
     pub state: State,
@@ -155,6 +158,7 @@ impl From<&IntentRecord> for IntentView {
             template: i.template.to_string(),
             recipient: i.recipient.masked(),
             origin: i.origin.as_str(),
+            producer: i.producer.as_ref().map(ToString::to_string),
             created_at: i.created_at,
             deadline: i.deadline,
             state: s.state,

@@ -153,9 +153,14 @@ pub fn request(
 
 /// Whether intake refused the request's origination number as outside the stack's SMS policy.
 fn origination_refused(answer: &Value) -> bool {
+    refused_field(answer, "sms.origination_number")
+}
+
+/// Whether intake refused the request's `field` as not allowed by the deployment.
+fn refused_field(answer: &Value, field: &str) -> bool {
     answer["error"]["fields"]
         .as_array()
-        .is_some_and(|f| f.iter().any(|f| f["field"] == "sms.origination_number" && f["code"] == "not_allowed"))
+        .is_some_and(|f| f.iter().any(|f| f["field"] == field && f["code"] == "not_allowed"))
 }
 
 /// A function's name from the stack's outputs (template.yaml names them `<stack>-<function>`).
@@ -332,13 +337,16 @@ async fn run_one(
             message: format!("intake answered key {k}: {e}"),
         })?,
         (403, _) => {
-            stop(&mut report, checks, 1, super::send::forbidden(ctx).await);
+            stop(&mut report, checks, 1, super::send::forbidden(ctx, &answer).await);
             return Ok(report);
         }
         _ => {
             let hint = if origination_refused(&answer) {
                 " — the stack's SMS policy refuses the probe's origination number: add it to \
                  SmsAllowedOriginationNumbers (sam deploy --parameter-overrides …) and run again"
+            } else if refused_field(&answer, "recipient") {
+                " — the probe's number is not on the stack's recipients roster: tocsin recipients allow NUMBER \
+                 --reason … (intake sees it within a minute), then run again"
             } else {
                 ""
             };

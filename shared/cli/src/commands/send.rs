@@ -86,7 +86,7 @@ pub async fn run(ctx: &Context, args: &SendArgs) -> CliResult<u8> {
     Ok(match status {
         200 | 201 => exit::OK,
         403 => {
-            eprintln!("tocsin: {}", forbidden(ctx).await);
+            eprintln!("tocsin: {}", forbidden(ctx, &answer).await);
             exit::REFUSED
         }
         400..=499 => exit::REFUSED,
@@ -94,12 +94,20 @@ pub async fn run(ctx: &Context, args: &SendArgs) -> CliResult<u8> {
     })
 }
 
-/// What a 403 from the API means, with the caller's identity.
-pub async fn forbidden(ctx: &Context) -> String {
+/// What a 403 means, with the caller's identity: API Gateway refused the signature or the
+/// identity's `execute-api:Invoke`, or intake found the identity among none of the stack's
+/// producers.
+pub async fn forbidden(ctx: &Context, answer: &Value) -> String {
+    let who = ctx.operator().await.unwrap_or_else(|_| "your identity".into());
+    if answer.pointer("/error/code").and_then(Value::as_str) == Some("producer_unknown") {
+        return format!(
+            "{who} is not one of the stack's producers (403 producer_unknown): add its role's ARN to the \
+             stack's Producers parameter and deploy (docs/deployment.md, \"Adding a producer\")"
+        );
+    }
     format!(
         "the API refused your signature or identity (403): grant execute-api:Invoke on the stack's API (output \
-         AlertApiArn) to {}",
-        ctx.operator().await.unwrap_or_else(|_| "your identity".into())
+         AlertApiArn) to {who}"
     )
 }
 

@@ -92,6 +92,7 @@ fn intent_table(v: &IntentView) -> comfy_table::Table {
         ("template", v.template.clone()),
         ("recipient", v.recipient.clone()),
         ("origin", v.origin.to_owned()),
+        ("producer", v.producer.clone().unwrap_or_else(|| "— (submitted before producers were named)".to_owned())),
         ("created", output::time(v.created_at)),
         ("deadline", output::time_relative(v.deadline, now)),
         ("state", v.state.to_string()),

@@ -82,7 +82,8 @@ async fn answer(
         let message = format!("User: {caller} is not authorized to perform: {} on resource: {}", d.action, d.resource);
         return reply(403, serde_json::json!({ "Message": message }).to_string());
     }
-    let event = tocsin_harness::events::http_api_post(std::str::from_utf8(&body).expect("utf-8"));
+    let event =
+        tocsin_harness::events::http_api_post_by(std::str::from_utf8(&body).expect("utf-8"), &caller.caller_arn());
     let (status, body) = p.invoke_intake(event).await;
     reply(status, body.to_string())
 }

@@ -200,7 +200,11 @@ mod tests {
     fn transition(patch: StatusPatch, next_check: NextCheck) -> Transition {
         let at = DateTime::<Utc>::UNIX_EPOCH;
         Transition {
-            key: IdempotencyKey::derive("evt", &crate::domain::template::TemplateRef { name: "t".into(), version: 1 }),
+            key: IdempotencyKey::derive(
+                &crate::domain::producer::ProducerName::parse("monitoring").expect("producer"),
+                "evt",
+                &crate::domain::template::TemplateRef { name: "t".into(), version: 1 },
+            ),
             from: vec![State::Accepted],
             attempt_id: None,
             patch,

@@ -33,6 +33,7 @@ mod items;
 mod listings;
 mod message_index;
 mod pages;
+mod producer_quota;
 mod send_budget;
 mod transitions;
 

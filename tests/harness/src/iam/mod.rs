@@ -69,6 +69,20 @@ impl Principal {
         }
     }
 
+    /// The ARN AWS reports for this principal's requests (what API Gateway's IAM authorizer
+    /// passes on as the caller): a session of its role, or the local producer for the harness.
+    pub fn caller_arn(&self) -> String {
+        let session =
+            |role: &str, name: &str| format!("arn:aws:sts::{}:assumed-role/{role}/{name}", crate::stack::ACCOUNT);
+        match self {
+            Principal::Harness => crate::stack::LOCAL_PRODUCER.into(),
+            Principal::Function(f) | Principal::EventSourceMapping(f) => session(&format!("{f}Role"), f),
+            Principal::Operator => session("tocsin-operator", "operator"),
+            Principal::ReadOnlyOperator => session("tocsin-operator-read-only", "operator"),
+            Principal::OperatorWithoutMfa => session("tocsin-operator", "operator-without-mfa"),
+        }
+    }
+
     pub fn from_access_key_id(key: &str) -> Option<Principal> {
         match key {
             "HARNESS" => Some(Principal::Harness),

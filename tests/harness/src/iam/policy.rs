@@ -245,8 +245,37 @@ fn conditions_hold(conditions: &[Condition], context: &Context) -> Truth {
     unknown.map_or(Truth::True, Truth::Unknown)
 }
 
+/// The principal's tags are known to the gate when a test gives them: an absent tag is untagged.
+const MODELLED_CONDITION_PREFIXES: &[&str] = &["aws:PrincipalTag/"];
+
+/// A condition value with its policy variables (`${aws:PrincipalTag/x}`) replaced from the
+/// request's context; `None` when one has no value there, and the value then matches nothing —
+/// so a statement that needs it does not apply, whatever its operator (a `Deny` on a missing tag
+/// must say so with `Null`).
+fn substituted(value: &str, context: &Context) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}')? + start;
+        let key = &rest[start + 2..end];
+        let v = context.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).and_then(|(_, v)| v.first())?;
+        out.push_str(v);
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 fn condition_holds(c: &Condition, context: &Context) -> Truth {
-    let modelled = MODELLED_CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(&c.key));
+    let Some(values) = c.values.iter().map(|v| substituted(v, context)).collect::<Option<Vec<String>>>() else {
+        return Truth::False;
+    };
+    let c = &Condition { values, ..c.clone() };
+    let modelled = MODELLED_CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(&c.key))
+        || MODELLED_CONDITION_PREFIXES
+            .iter()
+            .any(|p| c.key.len() > p.len() && c.key[..p.len()].eq_ignore_ascii_case(p));
     let present = context.iter().find(|(k, _)| k.eq_ignore_ascii_case(&c.key)).map(|(_, v)| v.as_slice());
     if !modelled && present.is_none() {
         return Truth::Unknown(format!("condition {} on {}, a key the gate does not model", c.operator, c.key));

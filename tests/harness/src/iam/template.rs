@@ -1,6 +1,6 @@
 //! The SAM-translated template resolved for one local stack: parameters (defaults, or
 //! overrides), conditions, and the intrinsics policies use — `Ref`, `Fn::GetAtt`, `Fn::Sub`,
-//! `Fn::If` (with `AWS::NoValue`), `Fn::Join`, `Fn::Select` — turned into the concrete names and
+//! `Fn::If` (with `AWS::NoValue`), `Fn::Join`, `Fn::Split`, `Fn::Select` — turned into the concrete names and
 //! ARNs of that stack (region us-east-1, account 123456789012, as the harness provisions it).
 //!
 //! Physical names come from the resource's own name property (`TableName`, `QueueName`,
@@ -114,6 +114,12 @@ impl Resolved {
                     let a = arg.as_array().filter(|a| a.len() == 3).ok_or_else(|| err("Fn::If takes three values"))?;
                     let branch = if self.condition(a[0].as_str().unwrap_or_default())? { &a[1] } else { &a[2] };
                     return self.resolve(branch);
+                }
+                if f == "Fn::Split" {
+                    let a = arg.as_array().filter(|a| a.len() == 2).ok_or_else(|| err("Fn::Split takes two values"))?;
+                    let sep = a[0].as_str().filter(|s| !s.is_empty()).ok_or_else(|| err("Fn::Split separator"))?;
+                    let text = self.string(&a[1])?;
+                    return Ok(Some(Value::Array(text.split(sep).map(|x| Value::String(x.to_owned())).collect())));
                 }
                 self.string(v).map(|s| Some(Value::String(s)))
             }

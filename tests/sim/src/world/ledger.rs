@@ -13,13 +13,14 @@ use chrono::{DateTime, DurationRound, Utc};
 use tocsin::adapters::commit::{self, TransitionWrites};
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
+use tocsin::domain::producer::{ProducerName, RateWindow};
 use tocsin::domain::reconcile::ReconcileState;
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
-    IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, PutOutcome, SendBudget, SendLog,
-    Transition, TransitionOutcome,
+    IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome, SendBudget,
+    SendLog, Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -115,6 +116,8 @@ pub struct Ledger {
     pub messages: BTreeMap<String, MsgItem>,
     pub digests: BTreeMap<DigestId, DigestRecord>,
     pub budgets: BTreeMap<String, BudgetItem>,
+    /// Per-producer admission counters: (producer, window start) → admitted.
+    pub producer_quota: BTreeMap<(String, DateTime<Utc>), u32>,
     pub orphans: BTreeMap<(String, String), OrphanRecord>,
     pub escalations: BTreeMap<IdempotencyKey, EscItem>,
     pub due_index: Gsi<(String, Millis, IdempotencyKey), IdempotencyKey>,
@@ -838,6 +841,24 @@ impl SendBudget for SimLedger {
             self.sim
                 .call("DynamoDB PutItem (send log)", OpKind::Write, move |w| {
                     w.ledger_record_send(&r, &read, at, keep, expires_at)
+                })
+                .await,
+        )
+    }
+}
+
+impl ProducerQuota for SimLedger {
+    async fn admit(&self, producer: &ProducerName, window: &RateWindow, limit: u32) -> PortResult<bool> {
+        let k = (producer.to_string(), window.start);
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (producer quota)", OpKind::Write, move |w| {
+                    let admitted = w.ledger.producer_quota.entry(k.clone()).or_default();
+                    if *admitted >= limit {
+                        return false;
+                    }
+                    *admitted += 1;
+                    true
                 })
                 .await,
         )

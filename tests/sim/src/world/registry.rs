@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::PhoneNumber;
-use tocsin::ports::{PortResult, RecipientRegistry, Standing, Suppression, SuppressionEvidence};
+use tocsin::domain::roster::{Roster, RosterEntry};
+use tocsin::ports::{PortResult, RecipientRegistry, RecipientRoster, Standing, Suppression, SuppressionEvidence};
 
 use super::ledger::{ms, port};
 use crate::exec::{OpKind, Sim};
@@ -27,6 +28,8 @@ pub struct Recipient {
 #[derive(Default)]
 pub struct Registry {
     pub numbers: BTreeMap<String, Recipient>,
+    /// The recipients roster (`ROSTER` / `ENTRY#…`).
+    pub roster: Vec<RosterEntry>,
 }
 
 impl Registry {
@@ -39,6 +42,21 @@ impl Registry {
             Some(r) if r.needs_opt_out_check => Standing::ReEnabledUnchecked,
             Some(_) => Standing::Clear,
         }
+    }
+}
+
+impl RecipientRoster for SimRegistry {
+    async fn roster(&self) -> PortResult<Roster> {
+        port(
+            self.sim
+                .call("DynamoDB Query (roster)", OpKind::Read, |w| {
+                    // In the sort key's order, as the query returns them.
+                    let mut entries = w.registry.roster.clone();
+                    entries.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+                    Roster { entries }
+                })
+                .await,
+        )
     }
 }
 

@@ -1,0 +1,77 @@
+//! The recipients roster (issue 36): under `RecipientPolicy=roster` (the default) intake accepts
+//! an alert only to a number a roster entry covers — a whole number or a prefix — and refuses any
+//! other before any write; a change of the roster takes effect within a minute; a stack deployed
+//! open accepts any valid number. The local stack's roster is `+1` and `+44`
+//! (`tocsin_harness::stack::LOCAL_ROSTER`).
+
+use serde_json::{Value, json};
+use tocsin::domain::roster::RosterEntry;
+use tocsin_harness::events::alert_requested;
+use tocsin_tests::{Options, Pipeline, alert};
+
+const FRENCH: &str = "+33612345678";
+
+fn refused_recipient(status: u16, body: &Value) -> bool {
+    status == 422
+        && body["error"]["fields"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|e| e["field"] == "recipient" && e["code"] == "not_allowed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_no_roster_entry_covers_is_refused_and_nothing_is_written() {
+    let p = Pipeline::start().await;
+    for (n, stranger) in [FRENCH, "+881234567890", "+2348012345678"].into_iter().enumerate() {
+        let (status, body) = p.submit(&alert(&format!("stranger-{n}"), stranger)).await;
+        assert!(refused_recipient(status, &body), "{stranger}: {status} {body}");
+    }
+    // The same on the bus: kept on the rejects queue with the reason.
+    p.intake.handle(alert_requested("monitoring", "123456789012", alert("stranger-bus", FRENCH))).await.expect("kept");
+    let rejects = p.receive(&p.stack.queue("IntakeRejectsQueue").url, 10).await;
+    let kept: Value = serde_json::from_str(rejects[0].body.as_deref().unwrap_or_default()).expect("json");
+    assert_eq!(
+        (kept["reason"].as_str(), kept["errors"][0]["code"].as_str()),
+        (Some("validation_failed"), Some("not_allowed"))
+    );
+    assert_eq!(p.ledger_item_count().await, 0, "nothing written, no producer quota spent");
+
+    // Covered by a prefix (+1, +44): accepted.
+    assert_eq!(p.submit(&alert("friend-1", "+14155550150")).await.0, 201);
+    assert_eq!(p.submit(&alert("friend-2", "+447700900123")).await.0, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roster_change_reaches_intake_within_a_minute_both_ways() {
+    let p = Pipeline::start().await;
+    let french = RosterEntry::parse(FRENCH).expect("entry");
+    assert!(refused_recipient(p.submit(&alert("fr-1", FRENCH)).await.0, &p.submit(&alert("fr-1", FRENCH)).await.1));
+    let now = chrono::Utc::now();
+    assert!(p.registry.allow(&french, "alice", "on call in Lyon", now).await.expect("allow"));
+    assert!(!p.registry.allow(&french, "alice", "twice", now).await.expect("allow"), "an entry is added once");
+    p.clock.advance(chrono::Duration::seconds(61));
+    let (status, body) = p.submit(&alert("fr-2", FRENCH)).await;
+    assert_eq!(status, 201, "{body}");
+
+    assert!(p.registry.remove(&french, "bob", "left the rota", now).await.expect("remove"));
+    p.clock.advance(chrono::Duration::seconds(61));
+    let (status, body) = p.submit(&alert("fr-3", FRENCH)).await;
+    assert!(refused_recipient(status, &body), "{status} {body}");
+    // Both changes are in the roster's audit trail, with who and why.
+    let history = p.registry.roster_history().await.expect("history");
+    let changes: Vec<(String, String)> =
+        history.iter().filter(|h| h.2 == FRENCH).map(|h| (h.3.clone(), h.4.clone())).collect();
+    assert_eq!(changes, [("alice".into(), "on call in Lyon".into()), ("bob".into(), "left the rota".into())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_deployed_open_texts_any_valid_number() {
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_ORPHAN_WAIT", "0s")],
+        parameters: vec![("RecipientPolicy", "open")],
+        ..Default::default()
+    })
+    .await;
+    let (status, body) = p.submit(&alert("open-1", FRENCH)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(json!(p.ledger_item_count().await > 0), json!(true));
+}
