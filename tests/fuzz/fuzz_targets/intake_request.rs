@@ -33,8 +33,9 @@ fuzz_target!(|data: &[u8]| {
     {
         assert!(valid.segments.segments <= limits.max_segments);
         assert!(valid.deadline > now);
-        let intent = Intent::from_request(valid, Origin::Api, tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"), now);
-        assert_eq!(intent.key, IdempotencyKey::derive(intent.producer.as_ref().expect("producer"), &intent.event_id, &intent.template));
+        let producer = tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer");
+        let intent = Intent::from_request(valid, Origin::Api, producer.clone(), now);
+        assert_eq!(intent.key, IdempotencyKey::derive(&producer, &intent.event_id, &intent.template));
         assert!(IdempotencyKey::parse(intent.key.as_str()).is_ok());
         assert!(!format!("{:?}", intent.recipient).contains(intent.recipient.expose()), "masked in Debug");
     }
