@@ -377,6 +377,8 @@ pub struct SenderConfig {
     pub retry_max_delay: Duration,
     /// The deployment's SMS settings and what a request may choose of them.
     pub sms_policy: SmsPolicy,
+    /// Whom the deployment may text (`TOCSIN_RECIPIENT_POLICY`), checked again at send time.
+    pub recipient_policy: RecipientPolicy,
     pub sweep: SweepPolicy,
     /// Storm mode (`TOCSIN_STORM_MODE`): a recipient's claimable alerts go out as one digest SMS
     /// within `TOCSIN_MAX_SEGMENTS` parts, at most `TOCSIN_STORM_MAX_SMS_PER_WINDOW` SMS per
@@ -402,6 +404,7 @@ impl SenderConfig {
             retry_base_delay: env.duration("TOCSIN_RETRY_BASE_DELAY"),
             retry_max_delay: env.duration("TOCSIN_RETRY_MAX_DELAY"),
             sms_policy: sms_policy(env, &mut extra),
+            recipient_policy: recipient_policy(env),
             sweep: sweep_policy(env),
             storm: DigestPolicy {
                 enabled: env.switch("TOCSIN_STORM_MODE"),
@@ -574,6 +577,7 @@ mod tests {
             ("TOCSIN_REENQUEUE_GRACE", "2m"),
             ("TOCSIN_REQUEUE_AFTER", "10m"),
             ("TOCSIN_STORM_MODE", "off"),
+            ("TOCSIN_RECIPIENT_POLICY", "roster"),
             ("TOCSIN_MAX_SEGMENTS", "3"),
             ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
             ("TOCSIN_STORM_WINDOW", "5m"),

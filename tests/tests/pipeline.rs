@@ -79,11 +79,13 @@ async fn a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five
     };
 
     // Intake reads the send queue's length (late is said early) at most every 5 s per instance,
-    // and the recipients roster at most once a minute, not per alert: read here first, so the
-    // alert's own calls are what is counted.
+    // and intake and the sender read the recipients roster at most once a minute, not per alert:
+    // a first alert reads them, so the second alert's own calls are what is counted.
+    let (code, body) = p.submit(&alert("calls-0", "+14155550139")).await;
+    assert_eq!(code, 201, "{body}");
+    p.run_sender().await;
     use tocsin::ports::SendQueue;
     p.intake.queue.backlog(tocsin::domain::storm::Lane::Normal).await.expect("queue length");
-    p.intake.roster.roster(tocsin::ports::Clock::now(&p.clock)).await.expect("roster");
     p.emulator.start_recording().await.expect("recording");
     let (code, body) = p.submit(&alert("calls-1", "+14155550140")).await;
     let intake = own(p.emulator.stop_recording().await.expect("recording"));

@@ -75,3 +75,30 @@ async fn a_stack_deployed_open_texts_any_valid_number() {
     assert_eq!(status, 201, "{body}");
     assert_eq!(json!(p.ledger_item_count().await > 0), json!(true));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_recipient_left_the_roster_before_its_send_is_not_sent_and_is_escalated() {
+    let p = Pipeline::start().await;
+    let french = RosterEntry::parse(FRENCH).expect("entry");
+    let now = chrono::Utc::now();
+    assert!(p.registry.allow(&french, "alice", "on call in Lyon", now).await.expect("allow"));
+    let (status, body) = p.submit(&alert("fr-left-1", FRENCH)).await;
+    assert_eq!(status, 201, "{body}");
+    let key = tocsin_tests::key_of(&body);
+    // Removed before the sender gets to it: the sender reads the roster in force, not intake's.
+    assert!(p.registry.remove(&french, "bob", "left the rota", now).await.expect("remove"));
+    p.clock.advance(chrono::Duration::seconds(61));
+    p.run_sender().await;
+    assert!(p.emulator.sent_sms().await.expect("sms").is_empty(), "nothing sent to a number off the roster");
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, tocsin::domain::State::Suppressed);
+    let timeline = format!("{:?}", p.timeline(&key).await);
+    assert!(timeline.contains("recipients roster"), "the reason is on the record: {timeline}");
+    p.clock.advance(chrono::Duration::minutes(16));
+    p.run_escalation().await;
+    assert_eq!(p.escalations().await.len(), 1, "on-call hears the alert went nowhere, once");
+    // Everyone else on the roster is still texted.
+    assert_eq!(p.submit(&alert("friend-after", "+14155550151")).await.0, 201);
+    p.run_sender().await;
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}

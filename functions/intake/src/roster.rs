@@ -1,28 +1,19 @@
-//! The recipients roster as intake reads it: the whole roster, read again at most once a minute
-//! per instance (one `Query`), so an entry added or removed takes effect within
-//! [`ROSTER_REFRESH`]. A refresh that fails keeps the last roster read for up to
-//! [`ROSTER_STALE_LIMIT`]; past it, or with none read yet, the request is answered "unavailable"
-//! (retried): intake never texts a number because it could not read whom it may text.
-
-use std::sync::Mutex;
+//! The recipients roster as intake reads it: [`tocsin::services::roster::RosterMemo`] over its
+//! source (read at most once a minute per instance).
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::roster::Roster;
 use tocsin::ports::{PortResult, RecipientRoster};
-
-/// How long an instance uses the roster it read before reading it again.
-pub const ROSTER_REFRESH: chrono::Duration = chrono::Duration::seconds(60);
-/// How long the last roster read still serves while it cannot be read again.
-pub const ROSTER_STALE_LIMIT: chrono::Duration = chrono::Duration::minutes(10);
+use tocsin::services::roster::RosterMemo;
 
 pub struct RosterCache<W> {
     source: W,
-    last: Mutex<Option<(DateTime<Utc>, Roster)>>,
+    memo: RosterMemo,
 }
 
 impl<W: RecipientRoster> RosterCache<W> {
     pub fn new(source: W) -> Self {
-        RosterCache { source, last: Mutex::new(None) }
+        RosterCache { source, memo: RosterMemo::default() }
     }
 
     /// Where the roster is read from.
@@ -30,32 +21,8 @@ impl<W: RecipientRoster> RosterCache<W> {
         &self.source
     }
 
-    fn cached(&self) -> Option<(DateTime<Utc>, Roster)> {
-        self.last.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    /// The roster as of at most [`ROSTER_REFRESH`] before `now`.
+    /// The roster as of at most a minute before `now`.
     pub async fn roster(&self, now: DateTime<Utc>) -> PortResult<Roster> {
-        let cached = self.cached();
-        if let Some((at, roster)) = &cached
-            && now.signed_duration_since(*at) < ROSTER_REFRESH
-        {
-            return Ok(roster.clone());
-        }
-        match self.source.roster().await {
-            Ok(roster) => {
-                if let Ok(mut last) = self.last.lock() {
-                    *last = Some((now, roster.clone()));
-                }
-                Ok(roster)
-            }
-            Err(e) => match cached {
-                Some((at, roster)) if now.signed_duration_since(at) < ROSTER_STALE_LIMIT => {
-                    tracing::warn!(error = %e, age_s = now.signed_duration_since(at).num_seconds(), "roster not read again; the last read serves");
-                    Ok(roster)
-                }
-                _ => Err(e),
-            },
-        }
+        self.memo.roster(&self.source, now).await
     }
 }

@@ -6,9 +6,11 @@ use chrono::{DateTime, Utc};
 use crate::claiming::Claimed;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::send_context::SendContext;
-use tocsin::ports::{RecipientRegistry, SmsGateway, SmsMessage, Standing};
+use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway, SmsMessage, Standing};
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Sends one claimed intent alone.
     pub(crate) async fn send_claimed(&self, c: &Claimed<'_>, deadline: DateTime<Utc>) -> Outcome {
         let (record, attempt_id, msg) = (&c.record, c.attempt_id.as_str(), c.msg);

@@ -14,7 +14,7 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::storm::{self, Lane};
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{ClaimOutcome, NextCheck, RecipientRegistry, SmsGateway, StatusPatch, new_id};
+use tocsin::ports::{ClaimOutcome, NextCheck, RecipientRegistry, RecipientRoster, SmsGateway, StatusPatch, new_id};
 
 /// An intent whose claim this invocation holds, with the SQS message that brought it (none for
 /// one pulled from the recipient's backlog: its own message is still on the queue).
@@ -38,7 +38,9 @@ pub(crate) enum Claim<'m> {
     Done(Outcome),
 }
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Storm mode: the recipient's other pending alerts (keys and deadlines, earliest deadline
     /// first, from the backlog index), beyond those `group` holds, as many as a digest has room
     /// for. Unreadable: none (a failure here only means a smaller digest).

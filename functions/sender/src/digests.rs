@@ -10,10 +10,12 @@ use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::send_context::SendContext;
 use tocsin::domain::storm::Digest;
-use tocsin::ports::{DigestRecord, PublishOutcome, RecipientRegistry, SmsGateway, SmsMessage};
+use tocsin::ports::{DigestRecord, PublishOutcome, RecipientRegistry, RecipientRoster, SmsGateway, SmsMessage};
 use tocsin::telemetry::Metrics;
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Records the digest, publishes it once, and records the outcome on every member.
     pub(crate) async fn send_digest(
         &self,

@@ -13,10 +13,12 @@ use tocsin::domain::State;
 use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::storm::{self, Lane};
-use tocsin::ports::{RecipientRegistry, SmsGateway, StatusPatch};
+use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway, StatusPatch};
 use tocsin::telemetry::{Metrics, Unit};
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Releases every claim of `members` unsent (proven not sent: a dependency failed first).
     pub(crate) async fn release_each<'a, 'm: 'a>(
         &self,

@@ -44,9 +44,10 @@ use governor::{Quota, RateLimiter};
 use tocsin::config::SenderConfig;
 use tocsin::domain::storm::Lane;
 use tocsin::ports::{
-    Backlog, Clock, DigestStore, DueIndex, Entropy, IntentStore, RecipientRegistry, SendBudget, SendQueue, SmsGateway,
-    UrgentLane,
+    Backlog, Clock, DigestStore, DueIndex, Entropy, IntentStore, RecipientRegistry, RecipientRoster, SendBudget,
+    SendQueue, SmsGateway, UrgentLane,
 };
+use tocsin::services::roster::RosterMemo;
 use tocsin::telemetry::Metrics;
 
 use claiming::{Claim, Via};
@@ -77,14 +78,18 @@ pub struct Sender<S, R, G, Q, C: Clock> {
     pub clock: C,
     pub config: SenderConfig,
     limiter: PartLimiter<C>,
+    /// The recipients roster, read at most once a minute (under `RecipientPolicy=roster`).
+    roster: RosterMemo,
 }
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     pub fn new(store: S, registry: R, gateway: G, queue: Q, clock: C, config: SenderConfig) -> Self {
         // One part at a time at this instance's share of the account rate (burst 1).
         let quota = Quota::with_period(config.instance_part_interval()).unwrap_or(Quota::per_second(NON_ZERO_ONE));
         let limiter = RateLimiter::direct_with_clock(quota, RateClock(clock.clone()));
-        Sender { store, registry, gateway, queue, clock, config, limiter }
+        Sender { store, registry, gateway, queue, clock, config, limiter, roster: RosterMemo::default() }
     }
 
     /// Processes a batch concurrently; failed records are reported alone. `deadline` is when Lambda

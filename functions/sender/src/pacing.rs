@@ -13,7 +13,7 @@ use crate::retries::RECORD_RESERVE;
 use crate::storm::Slot;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::PhoneNumber;
-use tocsin::ports::{Clock, RecipientRegistry, SendLog, SmsGateway, after, time_left};
+use tocsin::ports::{Clock, RecipientRegistry, RecipientRoster, SendLog, SmsGateway, after, time_left};
 
 /// The send-rate limiter on the handler's own [`Clock`] (time since the epoch): the same limiter
 /// runs on the wall clock in Lambda and on simulated time in the simulation. (governor's default
@@ -36,7 +36,9 @@ fn since_epoch(t: DateTime<Utc>) -> Duration {
 
 pub(crate) const NON_ZERO_ONE: std::num::NonZeroU32 = std::num::NonZeroU32::MIN;
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Waits for the send rate to allow `parts` SMS parts, unless that would take longer than
     /// `budget`. False: out of time (the parts taken so far are simply not used).
     pub(crate) async fn wait_for_rate(&self, parts: u32, budget: Duration) -> bool {

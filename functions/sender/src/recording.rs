@@ -12,12 +12,14 @@ use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
-    Commit, NextCheck, PortError, PublishOutcome, RecipientRegistry, Refusal, SmsGateway, StatusPatch,
+    Commit, NextCheck, PortError, PublishOutcome, RecipientRegistry, RecipientRoster, Refusal, SmsGateway, StatusPatch,
     SuppressionEvidence, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     pub(crate) fn log_attempt(&self, c: &Claimed<'_>, outcome: &Outcome, digest: Option<&DigestId>) {
         let sns_id = match outcome {
             Outcome::Published { sns_message_id } => sns_message_id.as_str(),

@@ -1,15 +1,19 @@
 //! Screening a claimed intent before any send: past its deadline (stale), or its recipient
-//! suppressed (the registry, and SNS's opt-out list after a re-enable). Publishes nothing.
+//! suppressed (off the recipients roster since the alert was accepted, the registry, and the
+//! provider's opt-out list after a re-enable). Publishes nothing.
 
 use chrono::{DateTime, Utc};
 
 use crate::claiming::Claimed;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::observation::ObservationKind;
+use tocsin::domain::roster::RecipientPolicy;
 use tocsin::domain::{PhoneNumber, State};
-use tocsin::ports::{PortError, RecipientRegistry, SmsGateway, Standing, StatusPatch, Suppression};
+use tocsin::ports::{PortError, RecipientRegistry, RecipientRoster, SmsGateway, Standing, StatusPatch, Suppression};
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Past its deadline: not sent (the sweep escalates it).
     pub(crate) async fn stale(&self, c: &Claimed<'_>, now: DateTime<Utc>) -> Outcome {
         let t = self.settle(
@@ -39,6 +43,16 @@ impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: Sen
     /// number as opted out, and would accept the publish and drop it — asked once, before the
     /// first send after re-enabling.
     pub(crate) async fn standing(&self, recipient: &PhoneNumber, now: DateTime<Utc>) -> Result<Standing, PortError> {
+        // The roster in force now, not the one intake saw: an entry removed since the alert was
+        // accepted stops its SMS (the alert is suppressed, so the sweep escalates it).
+        if self.config.recipient_policy == RecipientPolicy::Roster
+            && self.roster.roster(&self.registry, now).await?.entry_for(recipient).is_none()
+        {
+            return Ok(Standing::Suppressed(Suppression {
+                since: now,
+                reason: "not on the recipients roster any more (removed after the alert was accepted)".into(),
+            }));
+        }
         match self.registry.standing(recipient).await? {
             Standing::ReEnabledUnchecked => {
                 if self.gateway.is_opted_out(recipient).await? {

@@ -7,9 +7,11 @@
 use crate::{Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::IdempotencyKey;
 use tocsin::domain::intent::SmsOptions;
-use tocsin::ports::{RecipientRegistry, SmsGateway};
+use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway};
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// The settings an intent's SMS goes out with.
     pub(crate) fn within_policy(&self, key: &IdempotencyKey, requested: &SmsOptions) -> SmsOptions {
         let effective = self.config.sms_policy.effective(requested);

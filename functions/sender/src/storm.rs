@@ -9,14 +9,16 @@ use crate::claiming::{Claim, Claimed, Via};
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::IdempotencyKey;
 use tocsin::domain::storm::{self, PendingAlert};
-use tocsin::ports::{RecipientRegistry, SmsGateway, Standing};
+use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway, Standing};
 use tocsin::telemetry::Metrics;
 
 /// Where a storm-mode send's outcome goes: a record of the batch, or a pulled intent (whose own
 /// queue message, delivered later, finds it sent and does nothing).
 pub(crate) type Slot = Option<usize>;
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Storm mode: every record claimed first, then one send per recipient — the intent alone, or
     /// one digest of all the recipient's intents claimed here. Outcomes in the records' order.
     pub(crate) async fn handle_storm(&self, records: &[Via<'_>], deadline: DateTime<Utc>) -> Vec<Outcome> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use aws_lambda_events::sqs::SqsMessage;
 
 use crate::{Sender, SenderClock, SenderQueue, SenderStore};
-use tocsin::ports::{RecipientRegistry, SmsGateway};
+use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway};
 
 /// Urgent messages taken before a batch: SQS's most per call.
 const URGENT_TAKE: i32 = 10;
@@ -15,7 +15,9 @@ const URGENT_TAKE: i32 = 10;
 /// on the send queue, and come through it at once when there is no backlog.
 pub const URGENT_POLL_AFTER: Duration = Duration::from_secs(5);
 
-impl<S: SenderStore, R: RecipientRegistry, G: SmsGateway, Q: SenderQueue, C: SenderClock> Sender<S, R, G, Q, C> {
+impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
+    Sender<S, R, G, Q, C>
+{
     /// Up to [`URGENT_TAKE`] messages of the urgent lane, when this batch shows a backlog (its
     /// oldest message waited [`URGENT_POLL_AFTER`] or more); none otherwise, and none when the
     /// lane cannot be read (its alerts also sit on the send queue).

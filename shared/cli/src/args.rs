@@ -262,7 +262,8 @@ pub enum RecipientsAction {
         #[arg(long, required = true, value_parser = reason)]
         reason: String,
     },
-    /// Removes a number or a prefix from the roster (alerts already accepted are still sent).
+    /// Removes a number or a prefix from the roster (alerts accepted but not yet sent to it are
+    /// not sent: suppressed and escalated).
     Remove {
         /// The entry exactly as listed (`tocsin recipients --reveal`).
         entry: String,

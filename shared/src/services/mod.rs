@@ -4,3 +4,4 @@
 pub mod operator;
 pub mod receipts;
 pub mod reconcile;
+pub mod roster;
