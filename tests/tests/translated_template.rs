@@ -654,14 +654,16 @@ fn the_ledger_indexes_project_keys_only_status_queries_no_index_and_the_sender_o
     // None: the status function applies a record only through the message index (GetItem and
     // BatchGetItem by message id) and never searches for an alert a record might belong to.
     assert!(queried.is_empty(), "{queried:?}");
-    // The sender queries it too (storm mode's backlog), and nothing else.
+    // The sender queries it too (storm mode's backlog), and the recipients table (the roster's
+    // partition, at send time), and nothing else; it scans nothing.
     let sender: Vec<String> = statements(&t["Resources"]["SenderFunctionRole"])
         .iter()
         .filter(|s| actions(s).iter().any(|a| a.starts_with("dynamodb:Query") || a == "dynamodb:Scan"))
         .map(|s| s["Resource"].to_string())
         .collect();
-    assert_eq!(sender.len(), 1, "{sender:?}");
+    assert_eq!(sender.len(), 2, "{sender:?}");
     assert!(sender[0].contains("/index/pending-index"), "{sender:?}");
+    assert_eq!(sender[1], get_att("RecipientsTable", "Arn").to_string(), "{sender:?}");
 }
 
 /// The properties that give a resource a fixed name (one a second create of the stack would
