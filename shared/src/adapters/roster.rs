@@ -227,8 +227,9 @@ impl RecipientRoster for DynamoRegistry {
             .into_iter()
             .filter_map(|e| match RosterEntry::parse(&e.entry) {
                 Ok(entry) => Some(entry),
-                Err(err) => {
-                    tracing::warn!(error = %err, "roster item that is no entry; skipped");
+                // The raw value may be a whole number: logged by its length only, never in clear.
+                Err(_) => {
+                    tracing::warn!(chars = e.entry.chars().count(), "roster item that is no entry; skipped");
                     None
                 }
             })
