@@ -12,6 +12,7 @@ use crate::domain::producer::{ProducerRate, Producers};
 use crate::domain::request::Limits;
 use crate::domain::roster::RecipientPolicy;
 use crate::domain::sms::SmsPolicy;
+use crate::domain::spend::SpendCeiling;
 use crate::domain::storm::DigestPolicy;
 use crate::domain::sweep::SweepPolicy;
 
@@ -379,6 +380,8 @@ pub struct SenderConfig {
     pub sms_policy: SmsPolicy,
     /// Whom the deployment may text (`TOCSIN_RECIPIENT_POLICY`), checked again at send time.
     pub recipient_policy: RecipientPolicy,
+    /// The stack's SMS parts per UTC hour before its breaker opens (`TOCSIN_SMS_PARTS_PER_HOUR`).
+    pub spend_ceiling: SpendCeiling,
     pub sweep: SweepPolicy,
     /// Storm mode (`TOCSIN_STORM_MODE`): a recipient's claimable alerts go out as one digest SMS
     /// within `TOCSIN_MAX_SEGMENTS` parts, at most `TOCSIN_STORM_MAX_SMS_PER_WINDOW` SMS per
@@ -405,6 +408,7 @@ impl SenderConfig {
             retry_max_delay: env.duration("TOCSIN_RETRY_MAX_DELAY"),
             sms_policy: sms_policy(env, &mut extra),
             recipient_policy: recipient_policy(env),
+            spend_ceiling: SpendCeiling { parts_per_hour: env.number("TOCSIN_SMS_PARTS_PER_HOUR", 1u32) },
             sweep: sweep_policy(env),
             storm: DigestPolicy {
                 enabled: env.switch("TOCSIN_STORM_MODE"),
@@ -418,6 +422,12 @@ impl SenderConfig {
         }
         if c.storm.window.is_zero() {
             extra.push("TOCSIN_STORM_WINDOW must be longer than zero".into());
+        }
+        if c.spend_ceiling.parts_per_hour < u32::from(c.storm.max_segments) {
+            extra.push(format!(
+                "TOCSIN_SMS_PARTS_PER_HOUR={} is below TOCSIN_MAX_SEGMENTS={}: one alert could open the breaker",
+                c.spend_ceiling.parts_per_hour, c.storm.max_segments
+            ));
         }
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
@@ -581,6 +591,7 @@ mod tests {
             ("TOCSIN_MAX_SEGMENTS", "3"),
             ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
             ("TOCSIN_STORM_WINDOW", "5m"),
+            ("TOCSIN_SMS_PARTS_PER_HOUR", "1000"),
             ("TOCSIN_SMS_MAX_PRICE_USD", ""),
             ("TOCSIN_SMS_ALLOWED_SENDER_IDS", ""),
             ("TOCSIN_SMS_ALLOWED_ORIGINATION_NUMBERS", ""),

@@ -15,6 +15,7 @@ use crate::domain::reconcile::{Found, ReconcileState, Window};
 pub use crate::domain::refusal::Refusal;
 use crate::domain::roster::Roster;
 use crate::domain::send_context::SendContext;
+use crate::domain::spend::{Spend, SpendCeiling};
 use crate::domain::storm::{DigestId, Lane};
 use crate::domain::{IdempotencyKey, PhoneNumber, State};
 
@@ -397,6 +398,19 @@ pub trait ProducerQuota: Send + Sync {
         window: &RateWindow,
         limit: u32,
     ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
+/// The stack's SMS spend breaker ([`crate::domain::spend`]): one meter for the whole stack.
+pub trait SpendMeter: Send + Sync {
+    /// Counts `parts` in the UTC hour of `now` unless the breaker is open, or unless the hour's
+    /// count would pass `ceiling` — then opens it (once: of two sends that would pass it, one
+    /// opens it and both are withheld) and counts nothing.
+    fn spend(
+        &self,
+        parts: u32,
+        now: DateTime<Utc>,
+        ceiling: SpendCeiling,
+    ) -> impl Future<Output = PortResult<Spend>> + Send;
 }
 
 /// Storm mode's per-recipient send log. Its conditional append is also the per-recipient lock: of

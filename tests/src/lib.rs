@@ -640,14 +640,16 @@ impl Pipeline {
     }
 
     /// The ledger's items about alerts (0: nothing was written): intents, observations, indexes,
-    /// digests, escalations — not the producers' minute counters (`PRODUCER#`), which count requests.
+    /// digests, escalations — not the producers' minute counters (`PRODUCER#`), which count requests,
+    /// nor the stack's SMS spend meter (`METER#`), which counts parts.
     pub async fn ledger_item_count(&self) -> usize {
         let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
         let r = ddb
             .scan()
             .table_name(self.stack.table("LedgerTable"))
-            .filter_expression("NOT begins_with(pk, :producer)")
+            .filter_expression("NOT begins_with(pk, :producer) AND NOT begins_with(pk, :meter)")
             .expression_attribute_values(":producer", aws_sdk_dynamodb::types::AttributeValue::S("PRODUCER#".into()))
+            .expression_attribute_values(":meter", aws_sdk_dynamodb::types::AttributeValue::S("METER#".into()))
             .select(aws_sdk_dynamodb::types::Select::Count)
             .send()
             .await

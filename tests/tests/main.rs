@@ -21,6 +21,7 @@ mod reconcile;
 mod recovery;
 mod roster;
 mod sender;
+mod spend_breaker;
 mod status;
 mod storm;
 mod storm_digest;

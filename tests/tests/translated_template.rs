@@ -846,6 +846,30 @@ fn intake_and_the_sender_take_the_sms_policy_from_the_same_parameters() {
     }
 }
 
+/// The stack's SMS breaker is a ceiling of the deployment's own: the sender's, from a parameter no
+/// request reaches, below the sender's own pace, and an alert it withholds pages within a minute.
+#[test]
+fn the_sms_breaker_takes_its_ceiling_from_a_parameter_and_what_it_withholds_pages_at_once() {
+    let t = translated();
+    let vars = &t["Resources"]["SenderFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(vars["TOCSIN_SMS_PARTS_PER_HOUR"], reference("SmsPartsPerHour"));
+    let parameter = &t["Parameters"]["SmsPartsPerHour"];
+    let default = parameter["Default"].as_u64().or_else(|| parameter["Default"].as_str()?.parse().ok());
+    let pace = t["Parameters"]["SmsRatePerSecond"]["Default"].as_u64().unwrap_or(20) * 3600;
+    assert!(default.is_some_and(|d| d > 0 && d < pace / 10), "a ceiling well below the pace's {pace}: {parameter}");
+    let max_segments = t["Parameters"]["MaxSegments"]["MaxValue"].as_u64().unwrap_or(10);
+    assert!(parameter["MinValue"].as_u64().is_some_and(|m| m >= max_segments), "one alert never opens it alone");
+    let a = &alarm("SpendBreakerAlarm")["Properties"];
+    assert_eq!((a["MetricName"].as_str(), a["Statistic"].as_str()), (Some("breaker_withheld"), Some("Sum")));
+    assert_eq!((a["Period"].as_u64(), a["Threshold"].as_u64()), (Some(60), Some(1)), "{a}");
+    assert_eq!(a["Dimensions"][0]["Value"], "sender");
+    for (id, f) in resources_of(t, "AWS::Lambda::Function") {
+        if id != "SenderFunction" {
+            assert!(f["Properties"]["Environment"]["Variables"].get("TOCSIN_SMS_PARTS_PER_HOUR").is_none(), "{id}");
+        }
+    }
+}
+
 /// Two tocsin stacks may share an account and region (README): every schedule carries the stack's
 /// name, since a schedule name is unique per account, region and schedule group (SAM would name
 /// one after its logical id).

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::claiming::Claimed;
+use crate::spending::Withheld;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::send_context::SendContext;
 use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway, SmsMessage, Standing};
@@ -39,6 +40,17 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         let parts = intent.segments.segments;
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
             return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
+        }
+        // Counted against the stack's hourly ceiling last, just before the publish: a send the
+        // rate deferred never counts.
+        let now = self.clock.now();
+        match self.spend(parts, 1, now).await {
+            Ok(()) => {}
+            Err(Withheld::Breaker(s)) => return self.suppressed(c, s, now).await,
+            Err(Withheld::Unavailable(e)) => {
+                tracing::warn!(key = intent.key.short(), error = %e, "SMS spend meter unavailable; releasing the claim");
+                return self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await;
+            }
         }
         let options = self.within_policy(&intent.key, &intent.sms);
         let context = SendContext::alert(&self.config.stack, intent.key.clone(), &c.attempt_id);

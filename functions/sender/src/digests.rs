@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::claiming::Claimed;
 use crate::retries::retry_until;
+use crate::spending::Withheld;
 use crate::storm::Slot;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::PhoneNumber;
@@ -45,6 +46,21 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
                 out.push((*i, self.defer(&c.record, &c.attempt_id, parts, c.msg).await));
             }
             return out;
+        }
+        let now = self.clock.now();
+        match self.spend(parts, members.len(), now).await {
+            Ok(()) => {}
+            Err(Withheld::Breaker(s)) => {
+                let mut out = Vec::with_capacity(members.len());
+                for (i, c) in members.iter().copied() {
+                    out.push((*i, self.suppressed(c, s.clone(), now).await));
+                }
+                return out;
+            }
+            Err(Withheld::Unavailable(e)) => {
+                tracing::warn!(digest = digest.id.short(), error = %e, "SMS spend meter unavailable; releasing the claims unsent");
+                return self.release_each(members.iter().copied(), &e.to_string(), now).await;
+            }
         }
         // The earliest-deadline member's SMS options (sender id, origination number, price cap).
         let Some(lead) =

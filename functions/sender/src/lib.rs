@@ -2,7 +2,7 @@
 //! "unknown" when it cannot know.
 //!
 //! Per SQS record: claim (conditional write, with a lease) → stale? → suppressed? → rate limit →
-//! publish → record the outcome with a write conditioned on still holding the claim. Redeliveries
+//! the stack's SMS breaker (parts per hour) → publish → record the outcome with a write conditioned on still holding the claim. Redeliveries
 //! and concurrent copies find the intent claimed, accepted or final, and do nothing.
 //!
 //! Storm mode (`TOCSIN_STORM_MODE=on`): the batch's records are claimed first, then grouped by
@@ -34,6 +34,7 @@ mod recording;
 mod retries;
 mod screening;
 mod sms_policy;
+mod spending;
 mod storm;
 mod urgent_lane;
 
@@ -45,7 +46,7 @@ use tocsin::config::SenderConfig;
 use tocsin::domain::storm::Lane;
 use tocsin::ports::{
     Backlog, Clock, DigestStore, DueIndex, Entropy, IntentStore, RecipientRegistry, RecipientRoster, SendBudget,
-    SendQueue, SmsGateway, UrgentLane,
+    SendQueue, SmsGateway, SpendMeter, UrgentLane,
 };
 use tocsin::services::roster::RosterMemo;
 use tocsin::telemetry::Metrics;
@@ -57,10 +58,10 @@ use pacing::{NON_ZERO_ONE, PartLimiter};
 pub use retries::backoff;
 pub use urgent_lane::URGENT_POLL_AFTER;
 
-/// The ledger's ports the sender uses: the intent, its due check, digests, the backlog and the
-/// send budget (one `DynamoLedger` in Lambda).
-pub trait SenderStore: IntentStore + DueIndex + DigestStore + Backlog + SendBudget {}
-impl<T: IntentStore + DueIndex + DigestStore + Backlog + SendBudget> SenderStore for T {}
+/// The ledger's ports the sender uses: the intent, its due check, digests, the backlog, the
+/// send budget and the stack's SMS spend meter (one `DynamoLedger` in Lambda).
+pub trait SenderStore: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter {}
+impl<T: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter> SenderStore for T {}
 
 /// The queues the sender uses: the send queue (hand-backs, retries) and the urgent lane.
 pub trait SenderQueue: SendQueue + UrgentLane {}

@@ -32,8 +32,9 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             &c.record,
             &c.attempt_id,
             State::Suppressed,
-            ObservationKind::Suppressed { registry_reason: s.reason },
-            StatusPatch { clear_claim: true, ..Default::default() },
+            ObservationKind::Suppressed { registry_reason: s.reason.clone() },
+            // The reason travels to the escalation on-call reads.
+            StatusPatch { clear_claim: true, last_error: Some(s.reason), ..Default::default() },
             now,
         );
         self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed)

@@ -87,6 +87,13 @@ pub enum Command {
         #[arg(long)]
         reveal: bool,
     },
+    /// The stack's SMS breaker (SmsPartsPerHour): the hour's parts, whether it is open, and the
+    /// operators' resumes. `breaker resume --reason …` closes an open breaker (audited with your
+    /// identity) and starts the hour's count again.
+    Breaker {
+        #[command(subcommand)]
+        action: Option<BreakerAction>,
+    },
     /// Sends an intent again, once, after an unknown outcome or a failure. See `tocsin resend --help`.
     #[command(long_about = RESEND_HELP)]
     Resend(ResendArgs),
@@ -268,6 +275,17 @@ pub enum RecipientsAction {
         /// The entry exactly as listed (`tocsin recipients --reveal`).
         entry: String,
         /// Why (e.g. "left the rota").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BreakerAction {
+    /// Closes the open breaker: sending resumes and the hour's count starts again. Alerts withheld
+    /// while it was open stay escalated (send one again with `tocsin resend`).
+    Resume {
+        /// What was checked (e.g. "pumping ruled out: one producer's runaway loop, fixed").
         #[arg(long, required = true, value_parser = reason)]
         reason: String,
     },

@@ -12,7 +12,7 @@ pub mod error;
 pub mod output;
 pub mod progress;
 
-use args::{CarriersAction, Command, EscalationsAction, RecipientsAction};
+use args::{BreakerAction, CarriersAction, Command, EscalationsAction, RecipientsAction};
 use context::Context;
 use error::{CliError, CliResult, exit};
 use tocsin::adapters::roster::RosterChange;
@@ -36,6 +36,10 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         }
         Command::Recipients { action: Some(RecipientsAction::Remove { entry, reason }), .. } => {
             commands::recipients::change(ctx, RosterChange::Remove, entry, reason).await.map(|()| exit::OK)
+        }
+        Command::Breaker { action: None } => commands::breaker::show(ctx).await.map(|()| exit::OK),
+        Command::Breaker { action: Some(BreakerAction::Resume { reason }) } => {
+            commands::breaker::resume(ctx, reason).await.map(|()| exit::OK)
         }
         Command::Resend(a) => commands::resend::run(ctx, a)
             .await

@@ -799,3 +799,43 @@ async fn the_roster_is_read_by_any_operator_and_changed_only_with_break_glass_an
     assert_eq!(lyon, ["on call in Lyon", "left the rota"]);
     assert!(history.iter().filter(|h| h.2 == "+33612345678").all(|h| h.3.contains("arn:")), "who: an identity");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sms_breaker_is_seen_by_any_operator_and_resumed_only_with_break_glass_and_audited() {
+    use tocsin::domain::spend::{Spend, SpendCeiling};
+    use tocsin::ports::SpendMeter;
+    let p = Pipeline::start().await;
+    let closed = tocsin_as(&p, &Principal::ReadOnlyOperator, &["breaker"]).await;
+    assert_eq!(closed.code, 0, "{closed:?}");
+    assert!(closed.stdout.contains("closed: 0 parts this hour"), "{}", closed.stdout);
+    // Opened as the sender opens it: a send that would pass the ceiling.
+    let opened = p.ledger.spend(5, chrono::Utc::now(), SpendCeiling { parts_per_hour: 4 }).await.expect("meter");
+    assert!(matches!(opened, Spend::Withheld { opened_here: true, .. }), "{opened:?}");
+
+    let open = tocsin_as(&p, &Principal::ReadOnlyOperator, &["--json", "breaker"]).await;
+    assert_eq!(open.code, 0, "{open:?}");
+    assert_eq!(open.json()["open"]["refused_parts"], 5, "{}", open.stdout);
+    let resume = ["breaker", "resume", "--reason", "pumping ruled out: a producer's runaway loop, fixed"];
+    for principal in [Principal::ReadOnlyOperator, Principal::OperatorWithoutMfa] {
+        let r = tocsin_as(&p, &principal, &resume).await;
+        assert_ne!(r.code, 0, "{principal}: {r:?}");
+        assert!(r.stderr.contains("AccessDenied") || r.stdout.contains("AccessDenied"), "{principal}: {r:?}");
+        p.expect_iam_denied("dynamodb:UpdateItem", "-ledger");
+    }
+    assert!(p.ledger.spend_meter().await.expect("meter").open.is_some(), "still open");
+
+    let r = tocsin(&p, &resume).await;
+    assert_eq!(r.code, 0, "with MFA: {r:?}");
+    assert!(r.stdout.contains("resumed by arn:") && r.stdout.contains("tocsin resend"), "{}", r.stdout);
+    let again = tocsin(&p, &resume).await;
+    assert_eq!(again.code, 1, "a closed breaker is not resumed: {again:?}");
+    let shown = tocsin(&p, &["breaker"]).await;
+    assert!(
+        shown.stdout.contains("closed: 0 parts this hour") && shown.stdout.contains("runaway loop"),
+        "{}",
+        shown.stdout
+    );
+    let history = p.ledger.breaker_history().await.expect("history");
+    assert_eq!(history.len(), 1);
+    assert!(history[0].operator.contains("arn:"), "who: an identity, {history:?}");
+}

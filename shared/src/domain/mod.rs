@@ -21,6 +21,7 @@ pub mod roster;
 pub mod segments;
 pub mod send_context;
 pub mod sms;
+pub mod spend;
 pub mod state;
 pub mod storm;
 pub mod sweep;

@@ -137,7 +137,7 @@ impl Observation {
             ObservationKind::PublishRejected { error, .. } => format!("the SMS provider refused it ({error})"),
             ObservationKind::SendUnknown { cause, .. } => format!("outcome unknown ({cause}); not re-sent"),
             ObservationKind::Suppressed { registry_reason } => {
-                format!("recipient suppressed ({registry_reason}); not sent")
+                format!("withheld, not sent: {registry_reason}")
             }
             ObservationKind::Stale { deadline } => {
                 format!("deadline {} passed before sending; not sent", deadline.to_rfc3339())

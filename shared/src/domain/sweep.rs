@@ -74,10 +74,14 @@ fn chrono(d: Duration) -> chrono::Duration {
 pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>) -> String {
     let dl = deadline.format("%Y-%m-%d %H:%M:%S UTC");
     match state {
-        State::Suppressed => {
-            "recipient is suppressed (earlier permanent failure): this alert was NOT sent; reach them another way"
-                .into()
-        }
+        // Why it was withheld (the recipient suppressed, off the roster, the stack's SMS breaker
+        // open) when the sender recorded it; older records say nothing more.
+        State::Suppressed => match &status.last_error {
+            Some(why) => format!("this alert was NOT sent: {why}; reach them another way"),
+            None => "recipient is suppressed (earlier permanent failure): this alert was NOT sent; reach them another \
+                     way"
+            .into(),
+        },
         State::Stale => format!("picked up after its deadline {dl}: NOT sent, to avoid a late SMS; handle it by hand"),
         State::Failed => match &status.last_error {
             Some(e) => format!("delivery failed ({e}); the person did not get the SMS"),
@@ -299,6 +303,16 @@ mod tests {
             assert!(matches!(a.as_slice(), [Action::Escalate { .. }]), "{s}: {a:?}");
             assert_eq!(next_check(&record(s), t0() + mins(1), &policy()), Some(t0() + mins(1)));
         }
+    }
+
+    #[test]
+    fn a_withheld_alerts_escalation_says_why_it_was_withheld() {
+        let mut r = record(State::Suppressed);
+        r.status.last_error = Some("the stack's SMS breaker is open since 2026-12-03T14:10:00Z".into());
+        let reason = escalation_reason(State::Suppressed, &r.status, r.intent.deadline);
+        assert!(reason.contains("NOT sent: the stack's SMS breaker is open"), "{reason}");
+        let older = escalation_reason(State::Suppressed, &record(State::Suppressed).status, r.intent.deadline);
+        assert!(older.contains("recipient is suppressed"), "{older}");
     }
 
     #[test]

@@ -752,7 +752,10 @@ impl Report {
              by side in one batch and the acceptance's transaction loses to the delivery's write, it is refused, \
              reads the intent (`GetItem`) and is written again — 2 calls more (a `GetItem` and a second \
              `TransactWriteItems` above, when present; two release runs of this bench on 2026-12-03 measured \
-             14, then 12).\n",
+             14, then 12). Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \
+             (`METER#sms-parts`, issue 36's breaker): 1 call and 1 WRU per SMS, counted before the publish; the \
+             meter is one item for the whole stack, so section 4c's storage line, which counts it per alert, \
+             overstates by its 46 bytes.\n",
             api_calls::TARGET_CALLS_EUM,
             if met { " when there are any" } else { "" }
         );

@@ -17,6 +17,7 @@ use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::producer::{ProducerName, ProducerRate};
 use tocsin::domain::request::{Limits, validate};
+use tocsin::domain::spend::{Spend, SpendCeiling};
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::storm::{DigestId, Lane};
 use tocsin::domain::template::Catalog;
@@ -25,7 +26,7 @@ use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentS
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
     LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry, RecipientRoster,
-    SendBudget, SendLog, SendQueue, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
+    SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -45,6 +46,7 @@ trait Ledger:
     + EscalationBacklog
     + RecentSends
     + ProducerQuota
+    + SpendMeter
 {
 }
 impl<T> Ledger for T where
@@ -57,6 +59,7 @@ impl<T> Ledger for T where
         + EscalationBacklog
         + RecentSends
         + ProducerQuota
+        + SpendMeter
 {
 }
 
@@ -390,6 +393,25 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     out.push(line("admit monitoring in w1, limit 2", l.admit(&monitoring, &w1, 2).await));
     out.push(line("admit billing in w2, limit 2", l.admit(&billing, &w2, 2).await));
     out.push(line("admit billing in w1, limit raised to 3", l.admit(&billing, &w1, 3).await));
+
+    // The stack's SMS spend meter: parts counted per hour up to the ceiling; of two sends that
+    // would both pass it, one is counted and one opens the breaker; once open, everything is
+    // withheld, in the next hour too.
+    let ceiling = SpendCeiling { parts_per_hour: 5 };
+    let hour = tocsin::domain::spend::hour_of(m(96));
+    let at = |s: i64| hour + Duration::seconds(s);
+    out.push(line("spend 3 of 5", l.spend(3, at(1), ceiling).await));
+    let (a, b) = futures::join!(l.spend(2, at(2), ceiling), l.spend(2, at(2), ceiling));
+    let answers = [a.expect("meter"), b.expect("meter")];
+    out.push(line(
+        "two concurrent sends of 2 at 3 of 5: counted, opened here",
+        (
+            answers.iter().filter(|s| **s == Spend::Counted).count(),
+            answers.iter().filter(|s| matches!(s, Spend::Withheld { opened_here: true, .. })).count(),
+        ),
+    ));
+    out.push(line("spend 1 after it opened", l.spend(1, at(3), ceiling).await));
+    out.push(line("spend 1 in the next hour", l.spend(1, at(3600 + 1), ceiling).await));
 
     // Digests: recorded, indexed for every member, found by recipient and time, their fate.
     let members = vec![key(4), key(5)];

@@ -37,6 +37,8 @@
 //!   `tocsin send` and `--probe` would be refused).
 //! - The recipients roster (`RecipientPolicy`): a problem when it is empty (intake refuses every
 //!   alert) or leaves out the canary's number, a warning when the stack is deployed open.
+//! - The stack's SMS breaker (`SmsPartsPerHour`): a problem while it is open (every alert is
+//!   withheld and escalated until an operator resumes), else the hour's parts.
 //! - With `--probe NUMBER`, the delivery loop itself, hop by hop ([`super::probe`]); with
 //!   `--simulator` (End User Messaging), the same on AWS's SMS simulator, success and failure.
 //!
@@ -188,6 +190,9 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     let roster = ctx.registry.roster().await.map_err(|e| e.to_string());
     let canary = ctx.outputs.parameter("CanaryNumber").and_then(|n| PhoneNumber::parse(n).ok());
     checks.push(roster_check(ctx.outputs.parameter_as_deployed("RecipientPolicy"), roster, canary.as_ref()));
+    let meter = ctx.ledger.spend_meter().await.map_err(|e| e.to_string());
+    let parts_per_hour = ctx.outputs.parameter("SmsPartsPerHour").and_then(|v| v.parse().ok());
+    checks.push(super::breaker::doctor_check(meter, parts_per_hour, chrono::Utc::now()));
     let settings = |number: String, expect: super::probe::Expect| super::probe::ProbeSettings {
         number,
         hop_timeout: args.probe_hop_timeout,

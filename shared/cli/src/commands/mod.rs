@@ -1,5 +1,6 @@
 //! One module per command, and what they share: finding an intent by key and its masked view.
 
+pub mod breaker;
 pub mod carriers;
 pub mod doctor;
 pub mod escalations;

@@ -9,6 +9,8 @@
 //! | storm-mode digest | `DIGEST#<digest id>` | `DIGEST` (in the list-index under `dig#<e164>`) |
 //! | storm-mode send log | `BUDGET#<e164>` | `BUDGET` |
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
+//! | producer minute counter | `PRODUCER#<name>` | `MINUTE#<start>` |
+//! | SMS spend meter (the breaker) and its resumes | `METER#sms-parts` | `STATE`, `EVENT#<at>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
 //! `due_shard` is `due#<n>`, n < `TOCSIN_DUE_SHARDS`, chosen once at intake — round robin from a
@@ -35,6 +37,7 @@ mod message_index;
 mod pages;
 mod producer_quota;
 mod send_budget;
+mod spend_meter;
 mod transitions;
 
 use aws_sdk_dynamodb::Client;

@@ -15,12 +15,13 @@ use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::producer::{ProducerName, RateWindow};
 use tocsin::domain::reconcile::ReconcileState;
+use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour_of};
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
     IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome, SendBudget,
-    SendLog, Transition, TransitionOutcome,
+    SendLog, SpendMeter, Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -118,6 +119,8 @@ pub struct Ledger {
     pub budgets: BTreeMap<String, BudgetItem>,
     /// Per-producer admission counters: (producer, window start) → admitted.
     pub producer_quota: BTreeMap<(String, DateTime<Utc>), u32>,
+    /// The stack's SMS spend meter (`METER#sms-parts`): its hour, the parts counted, the breaker.
+    pub spend_meter: MeterReading,
     pub orphans: BTreeMap<(String, String), OrphanRecord>,
     pub escalations: BTreeMap<IdempotencyKey, EscItem>,
     pub due_index: Gsi<(String, Millis, IdempotencyKey), IdempotencyKey>,
@@ -859,6 +862,31 @@ impl ProducerQuota for SimLedger {
                     }
                     *admitted += 1;
                     true
+                })
+                .await,
+        )
+    }
+}
+
+impl SpendMeter for SimLedger {
+    async fn spend(&self, parts: u32, now: DateTime<Utc>, ceiling: SpendCeiling) -> PortResult<Spend> {
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (SMS spend meter)", OpKind::Write, move |w| {
+                    let meter = &mut w.ledger.spend_meter;
+                    if let Some(breaker) = &meter.open {
+                        return Spend::Withheld { breaker: breaker.clone(), opened_here: false };
+                    }
+                    let hour = hour_of(now).max(meter.hour.unwrap_or(hour_of(now)));
+                    let counted = meter.parts_in_hour_of(hour);
+                    if counted.saturating_add(parts) > ceiling.parts_per_hour {
+                        let breaker = OpenBreaker { opened_at: ms(now), hour_parts: counted, refused_parts: parts };
+                        meter.open = Some(breaker.clone());
+                        return Spend::Withheld { breaker, opened_here: true };
+                    }
+                    meter.hour = Some(hour);
+                    meter.parts = counted + parts;
+                    Spend::Counted
                 })
                 .await,
         )
