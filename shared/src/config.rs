@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::domain::PhoneNumber;
+use crate::domain::escalation_cap::EscalationCap;
 use crate::domain::intent::SmsOptions;
 use crate::domain::phone::mask_phone_like;
 use crate::domain::producer::{ProducerRate, Producers};
@@ -507,6 +508,9 @@ pub struct EscalationConfig {
     pub due_shards: u32,
     /// Due intents handled at once (`TOCSIN_SWEEP_CONCURRENCY`).
     pub concurrency: usize,
+    /// Each producer's escalations paged per UTC hour before they are folded
+    /// (`TOCSIN_PRODUCER_ESCALATIONS_PER_HOUR`).
+    pub escalation_cap: EscalationCap,
 }
 
 impl EscalationConfig {
@@ -526,6 +530,7 @@ impl EscalationConfig {
             escalation_lease: env.duration("TOCSIN_ESCALATION_LEASE"),
             due_shards: due_shards(env),
             concurrency: env.number("TOCSIN_SWEEP_CONCURRENCY", 1usize),
+            escalation_cap: EscalationCap { per_hour: env.number("TOCSIN_PRODUCER_ESCALATIONS_PER_HOUR", 1u32) },
         };
         finish(std::mem::replace(env, Env::from_map(HashMap::new())), vec![])?;
         Ok(c)

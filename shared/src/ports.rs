@@ -8,6 +8,7 @@ pub mod carriers;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::escalation_cap::EscalationCount;
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
 use crate::domain::producer::{ProducerName, RateWindow};
@@ -388,6 +389,24 @@ pub struct SendLog {
     pub version: Option<u64>,
 }
 
+/// The per-producer escalation cap's counter ([`crate::domain::escalation_cap`]): one per
+/// producer and UTC hour.
+pub trait EscalationQuota: Send + Sync {
+    /// Counts one escalation of `producer` in the hour of `now`: its number in the hour, and
+    /// whether the cap's notice was recorded as sent.
+    fn count_escalation(
+        &self,
+        producer: &ProducerName,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<EscalationCount>> + Send;
+    /// Records that the cap's notice for `producer` in the hour of `now` was sent.
+    fn escalation_notice_sent(
+        &self,
+        producer: &ProducerName,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+}
+
 /// Per-producer admission (`ProducerRate`): one counter per producer and window.
 pub trait ProducerQuota: Send + Sync {
     /// Counts one request of `producer` in `window` unless `limit` are counted there already;
@@ -582,6 +601,13 @@ pub struct EscalationMessage {
     pub sns_message_id: Option<String>,
     /// One line per observation, oldest first.
     pub history: Vec<String>,
+    /// The producer that submitted the alert (its name); absent for alerts from before producers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<String>,
+    /// This message also tells on-call that its producer reached its escalation cap for the hour
+    /// (the reason says so): the producer's further escalations that hour are folded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub producer_cap_reached: bool,
 }
 
 pub trait EscalationQueue: Send + Sync {

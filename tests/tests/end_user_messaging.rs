@@ -444,7 +444,9 @@ async fn a_stop_reply_puts_the_number_in_the_opt_out_list_and_the_next_alert_sup
     p.run_escalation().await;
     let escalations = p.escalations().await;
     assert_eq!(escalations.len(), 1, "on-call learns at once this person cannot be reached by SMS");
-    assert!(escalations[0].0.reason.to_lowercase().contains("suppress"), "{:?}", escalations[0].0);
+    let reason = &escalations[0].0.reason;
+    assert!(reason.contains("NOT sent") && reason.contains("opted out"), "{:?}", escalations[0].0);
+    assert!(!format!("{:?}", escalations[0].0).contains(number), "the number is never in clear: {reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

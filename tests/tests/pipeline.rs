@@ -63,7 +63,7 @@ async fn three_alerts_end_delivered_failed_and_escalated_with_exactly_one_sms_ea
 /// Calls AWS makes on the functions' behalf are left out: the SQS event source mapping's
 /// ReceiveMessage/DeleteMessage and the log subscription (`Logs_…`, the harness reading the group).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five_status() {
+async fn a_delivered_alert_costs_fifteen_aws_calls_three_intake_seven_sender_five_status() {
     // Storm mode off: the default (on) adds the sender's backlog Query and its send-log read and
     // write (docs/storm-mode.md, "What it costs"); BENCHMARKS.md section 4 says both.
     let p =
@@ -108,6 +108,7 @@ async fn a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five
             "DynamoDB_20120810.PutItem",    // …and the message-id index (facts first, no transaction)
             "DynamoDB_20120810.UpdateItem", // claim
             "DynamoDB_20120810.UpdateItem", // accepted, conditioned on the claim
+            "DynamoDB_20120810.UpdateItem", // the stack's SMS spend meter (the breaker), before the publish
             "SNS.Publish"
         ]
     );
@@ -128,5 +129,5 @@ async fn a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five
         ]
     );
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
-    assert_eq!(intake.len() + sender.len() + status.len(), 14);
+    assert_eq!(intake.len() + sender.len() + status.len(), 15);
 }

@@ -156,3 +156,54 @@ async fn one_producers_flood_is_shed_at_its_rate_and_another_producer_is_untouch
         .expect("admitted");
     assert_eq!(p.queue_depth("SendQueue").await, 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_producers_flood_of_escalations_is_folded_past_its_cap_and_another_producers_page_is_not() {
+    let p = Pipeline::start_with(tocsin_tests::Options {
+        // Two pages per producer and hour; one due intent at a time, so the order is the index's.
+        env: vec![
+            ("TOCSIN_PRODUCER_ESCALATIONS_PER_HOUR", "2"),
+            ("TOCSIN_SWEEP_CONCURRENCY", "1"),
+            ("TOCSIN_STORM_MODE", "off"),
+        ],
+        ..Default::default()
+    })
+    .await;
+    // Five alerts of one producer and one of another; no carrier ever answers for any of them.
+    let mut flood = Vec::new();
+    for n in 0..5 {
+        let (status, body) = p.submit(&alert(&format!("noisy-{n}"), &format!("+1415555016{n}"))).await;
+        assert_eq!(status, 201, "{body}");
+        flood.push(key_of(&body));
+    }
+    let other = alert("real-incident", "+14155550169").to_string();
+    let session = "arn:aws:sts::123456789012:assumed-role/tocsin-operator/alice";
+    let (status, body) = p.invoke_intake(http_api_post_by(&other, session)).await;
+    assert_eq!(status, 201, "{body}");
+    let real = key_of(&body);
+    p.run_sender().await;
+    p.clock.advance(chrono::Duration::minutes(16));
+    p.run_escalation().await;
+
+    let messages = p.escalations().await;
+    let of = |producer: &str| messages.iter().filter(|(m, _)| m.producer.as_deref() == Some(producer)).count();
+    assert_eq!(of("monitoring"), 3, "two pages, then the notice: {messages:?}");
+    assert_eq!(of("tocsin-operator"), 1, "another producer's page is untouched");
+    let notices: Vec<_> = messages.iter().filter(|(m, _)| m.producer_cap_reached).collect();
+    assert_eq!(notices.len(), 1, "{messages:?}");
+    assert!(notices[0].0.reason.contains("producer monitoring reached its cap of 2"), "{}", notices[0].0.reason);
+    // Every one of the flood is escalated all the same: on the intent, two of them folded.
+    let mut folded = 0;
+    for key in &flood {
+        let e = p.record(key).await.status.escalation.unwrap_or_else(|| panic!("{key} not escalated"));
+        if e.folded {
+            folded += 1;
+            assert!(e.reason.contains("[folded: producer monitoring"), "{}", e.reason);
+        }
+    }
+    assert_eq!(folded, 2);
+    assert!(p.record(&real).await.status.escalation.is_some_and(|e| !e.folded));
+    // The folded ones stay on the open list: the oldest open escalation is as old as the flood's.
+    let oldest = tocsin::ports::EscalationBacklog::oldest_open_escalation(&p.ledger).await.expect("backlog");
+    assert!(oldest.is_some());
+}

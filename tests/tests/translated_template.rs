@@ -870,6 +870,16 @@ fn the_sms_breaker_takes_its_ceiling_from_a_parameter_and_what_it_withholds_page
     }
 }
 
+/// Each producer's escalation cap is the escalation function's, from a parameter of its own.
+#[test]
+fn the_escalation_function_takes_each_producers_escalation_cap_from_a_parameter() {
+    let t = translated();
+    let vars = &t["Resources"]["EscalationFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(vars["TOCSIN_PRODUCER_ESCALATIONS_PER_HOUR"], reference("ProducerEscalationsPerHour"));
+    let parameter = &t["Parameters"]["ProducerEscalationsPerHour"];
+    assert!(parameter["MinValue"].as_u64().is_some_and(|m| m >= 1), "a cap of zero would page nothing: {parameter}");
+}
+
 /// Two tocsin stacks may share an account and region (README): every schedule carries the stack's
 /// name, since a schedule name is unique per account, region and schedule group (SAM would name
 /// one after its logical id).

@@ -1,8 +1,11 @@
-//! Escalating to on-call: lease → send → mark, the escalation decided again on the intent as the
-//! lease finds it. Writes only the escalation lease and mark; never changes an intent's state.
+//! Escalating to on-call: lease → count → send → mark, the escalation decided again on the intent
+//! as the lease finds it, and paged or folded as its producer's escalation cap says
+//! (`domain::escalation_cap`). Writes only the escalation lease, the producer's counter and the
+//! mark; never changes an intent's state.
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::State;
+use tocsin::domain::escalation_cap::Paging;
 use tocsin::domain::intent::{Escalation, IntentRecord};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::sweep::{Action, decide};
@@ -58,6 +61,25 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let Some(reason) = reason else { return Ok(Escalated::NotNeeded(Box::new(record))) };
         let reason = reason.as_str();
         let record = &record;
+        // One producer's flood must not bury the rest: its escalations past its cap for the hour
+        // are folded, once on-call was told (domain::escalation_cap).
+        let producer = record.intent.producer.as_ref();
+        let paging = match producer {
+            Some(p) => self.config.escalation_cap.paging(self.store.count_escalation(p, now).await?),
+            None => Paging::Page,
+        };
+        let producer_name = producer.map(ToString::to_string);
+        let notice = match (&paging, &producer_name) {
+            (Paging::PageWithNotice, Some(p)) => Some(self.config.escalation_cap.notice(p, now)),
+            _ => None,
+        };
+        if let (Paging::Fold, Some(p)) = (&paging, &producer_name) {
+            let reason = self.config.escalation_cap.folded(reason, p);
+            let escalation = Escalation { at: now, reason, folded: true };
+            self.mark_escalated(record, run_id, &escalation).await?;
+            tracing::warn!(key = key.short(), producer = %p, state = %record.status.state, "escalated, folded: the producer is over its escalation cap this hour");
+            return Ok(Escalated::Now(Box::new(record.clone()), escalation));
+        }
         let history = self.store.observations(key).await?;
         let mut lines = vec![format!(
             "{} received from {}",
@@ -65,6 +87,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             record.intent.origin.as_str()
         )];
         lines.extend(history.iter().map(|o| format!("{} {}", o.at.format("%H:%M:%S"), o.summary())));
+        let reason = match &notice {
+            Some(n) => format!("{reason} — {n}"),
+            None => reason.to_owned(),
+        };
+        let reason = reason.as_str();
         let msg = EscalationMessage {
             idempotency_key: key.to_string(),
             event_id: record.intent.event_id.clone(),
@@ -76,9 +103,32 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             escalated_at: now,
             sns_message_id: record.status.sns_message_id.clone(),
             history: lines,
+            producer: producer_name,
+            producer_cap_reached: notice.is_some(),
         };
         self.escalations.escalate(&msg).await?;
-        let escalation = Escalation { at: now, reason: reason.to_owned() };
+        if let (Some(_), Some(p)) = (&notice, producer) {
+            // Folding starts only once this is recorded: a failure here leaves the next one to
+            // carry the notice again.
+            if let Err(e) = self.store.escalation_notice_sent(p, now).await {
+                tracing::warn!(producer = %p, error = %e, "escalation cap notice sent but not recorded; the next escalation carries it again");
+            }
+        }
+        let escalation = Escalation { at: now, reason: reason.to_owned(), folded: false };
+        self.mark_escalated(record, run_id, &escalation).await?;
+        tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
+        Ok(Escalated::Now(Box::new(record.clone()), escalation))
+    }
+
+    /// Marks the intent escalated (the fact and its observation), with the lease's run.
+    async fn mark_escalated(
+        &self,
+        record: &IntentRecord,
+        run_id: &str,
+        escalation: &Escalation,
+    ) -> Result<(), PortError> {
+        let key = &record.intent.key;
+        let reason = escalation.reason.as_str();
         let t = Transition {
             key: key.clone(),
             from: vec![],
@@ -96,7 +146,6 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             commit: Commit::Atomic,
         };
         self.store.transition(t).await?;
-        tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
-        Ok(Escalated::Now(Box::new(record.clone()), escalation))
+        Ok(())
     }
 }

@@ -32,17 +32,23 @@ use tocsin::domain::IdempotencyKey;
 use tocsin::domain::intent::IntentRecord;
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
-    Clock, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationQueue, IntentStore,
-    MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
+    Clock, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationQueue, EscalationQuota,
+    IntentStore, MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
 };
 
 use reconciling::shuffle;
 pub use summary::RunSummary;
 
-/// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations,
-/// digests and recent sends (one `DynamoLedger` in Lambda).
-pub trait SweepStore: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends {}
-impl<T> SweepStore for T where T: IntentStore + DueIndex + MessageIndex + EscalationBacklog + DigestStore + RecentSends {}
+/// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations and
+/// their per-producer cap, digests and recent sends (one `DynamoLedger` in Lambda).
+pub trait SweepStore:
+    IntentStore + DueIndex + MessageIndex + EscalationBacklog + EscalationQuota + DigestStore + RecentSends
+{
+}
+impl<T> SweepStore for T where
+    T: IntentStore + DueIndex + MessageIndex + EscalationBacklog + EscalationQuota + DigestStore + RecentSends
+{
+}
 
 /// The registry's ports the sweep uses: numbers (suppression), carriers, operator holds and the
 /// carrier traffic tallies.

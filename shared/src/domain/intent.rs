@@ -152,6 +152,10 @@ impl Intent {
 pub struct Escalation {
     pub at: DateTime<Utc>,
     pub reason: String,
+    /// Recorded, not paged one by one: its producer was over its escalation cap for the hour
+    /// (`domain::escalation_cap`), and on-call had been told so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folded: bool,
 }
 
 /// The derived, mutable side of an intent: a cache of its observations, kept for queries.

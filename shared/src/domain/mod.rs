@@ -7,6 +7,7 @@ pub mod carrier;
 pub mod carrier_traffic;
 pub mod delivery;
 pub mod digest_id;
+pub mod escalation_cap;
 pub mod eum_status;
 pub mod intent;
 pub mod key;

@@ -52,6 +52,34 @@ impl PhoneNumber {
     }
 }
 
+/// Masks every run of digits in free text that may be a phone number (seven digits or more, with
+/// or without a leading `+`), as [`mask_phone_like`] does: a provider's error message may quote
+/// the destination ("+14155550100 is opted out"), and such text travels into the ledger, the
+/// escalation message and the logs.
+pub fn mask_numbers_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let digits = run.trim_start_matches('+').len();
+        if digits >= 7 {
+            out.push_str(&mask_phone_like(run));
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() || (c == '+' && run.is_empty()) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// Masks anything that may be a phone number (also junk from a log record): keeps a leading `+`,
 /// the first digit and the last four characters (two when the value is short); stars the rest.
 pub fn mask_phone_like(raw: &str) -> String {
@@ -108,6 +136,16 @@ impl From<PhoneNumber> for String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_number_quoted_in_free_text_is_masked_and_short_numbers_are_kept() {
+        assert_eq!(
+            mask_numbers_in("+14155550216 is opted out in Default (code 409, 12345)"),
+            "+1******0216 is opted out in Default (code 409, 12345)"
+        );
+        assert_eq!(mask_numbers_in("to 447700900123."), "to 4*******0123.");
+        assert_eq!(mask_numbers_in("no number here"), "no number here");
+    }
+
     use super::*;
 
     #[test]

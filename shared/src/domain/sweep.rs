@@ -275,7 +275,7 @@ mod tests {
             .expect("escalated before the deadline");
         assert!(reason.starts_with("SMS backlog: expected 12:41, deadline 12:30 (UTC)"), "{reason}");
         // Once escalated, neither the estimate nor the deadline escalates it again.
-        r.status.escalation = Some(Escalation { at: t0() + mins(1), reason });
+        r.status.escalation = Some(Escalation { at: t0() + mins(1), reason, folded: false });
         for at in [t0() + mins(2), t0() + mins(31)] {
             assert!(!decide(&r, at, &policy()).iter().any(|a| matches!(a, Action::Escalate { .. })));
         }
@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn an_escalated_intent_is_not_escalated_again() {
         let mut r = record(State::Failed);
-        r.status.escalation = Some(Escalation { at: t0(), reason: "x".into() });
+        r.status.escalation = Some(Escalation { at: t0(), reason: "x".into(), folded: false });
         assert_eq!(decide(&r, t0() + mins(60), &policy()), vec![]);
         assert_eq!(next_check(&r, t0(), &policy()), None);
     }
@@ -352,7 +352,7 @@ mod tests {
         for s in [State::Queued, State::Received] {
             let mut r = record(s);
             r.status.enqueued_at = Some(t0());
-            r.status.escalation = Some(Escalation { at: t0() + mins(31), reason: "never sent".into() });
+            r.status.escalation = Some(Escalation { at: t0() + mins(31), reason: "never sent".into(), folded: false });
             assert_eq!(next_check(&r, t0() + mins(45), &policy()), None, "{s}");
         }
     }

@@ -684,13 +684,14 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_fourteen_aws_calls_three_intake_six_sender_five_status`): \
+             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_fifteen_aws_calls_three_intake_seven_sender_five_status`): \
              intake — `UpdateItem`, the producer's counter for the minute (`ProducerRatePerMinute`: one \
              producer's flood is shed without touching the others; one call and one write unit per request), \
              `PutItem`, the conditional put of the intent (one intent per business event), and \
              `SendMessage` (the recipients roster is read once a minute per instance, not per alert); no write confirms the enqueue (the sender's claim accepts `received`; a replay or the \
              sweep re-enqueues an unclaimed intent). Sender — `UpdateItem`, the claim with a lease (at most one \
-             publish), `GetItem` on the recipients table (suppression), `Publish`, then what SNS answered — the \
+             publish), `GetItem` on the recipients table (suppression), `UpdateItem` of the stack's SMS spend \
+             meter (the breaker, `SmsPartsPerHour`: counted before the publish), `Publish`, then what SNS answered — the \
              observation and the `MSG#` index (two `PutItem`s, side by side) — and `UpdateItem` recording \
              `accepted` on the claim (no transaction: facts first, then the state). Status — `BatchGetItem` of the \
              `MSG#` index, `UpdateItem` of the state, then `PutItem` of its observation, decided on the state the index implies \

@@ -109,6 +109,8 @@ pub struct Oracle {
     pub clean_sweeps: Vec<(Millis, Millis)>,
     /// Every number suppressed at some point (a re-enable takes it out of `suppressed` only).
     pub ever_suppressed: std::collections::BTreeSet<String>,
+    /// The escalation caps' notices paged: (producer, start of the UTC hour, epoch ms).
+    pub cap_notices: BTreeSet<(String, Millis)>,
     pub violations: Vec<Violation>,
     pub sms_sent: u64,
     pub escalations_sent: u64,
@@ -282,6 +284,12 @@ impl Oracle {
 
     pub fn escalation_sent(&mut self, now: Millis, m: &EscalationMessage) {
         self.escalations_sent += 1;
+        if m.producer_cap_reached
+            && let Some(p) = &m.producer
+        {
+            // The hour the sweep counted in: the run's instant, which the message carries.
+            self.cap_notices.insert((p.clone(), hour_ms(crate::exec::to_ms(m.escalated_at))));
+        }
         let Ok(key) = IdempotencyKey::parse(&m.idempotency_key) else { return };
         let Some(t) = self.intents.get_mut(&key) else { return };
         t.escalations.push(now);
@@ -306,6 +314,30 @@ impl Oracle {
         }
     }
 
+    /// An escalation recorded without a message of its own (its producer over its escalation
+    /// cap): on-call must have been told first, by the cap's notice for that producer and hour.
+    pub fn escalation_folded(&mut self, now: Millis, key: &IdempotencyKey, producer: Option<String>, at: Millis) {
+        if !self.intents.contains_key(key) {
+            return;
+        }
+        let hour = hour_ms(at);
+        let told = producer.as_ref().is_some_and(|p| self.cap_notices.contains(&(p.clone(), hour)));
+        if !told {
+            self.violate(
+                now,
+                Invariant::UndeliveredEscalated,
+                Some(key),
+                format!("folded (producer {producer:?}) with no cap notice paged for its producer this hour"),
+            );
+        }
+        let Some(t) = self.intents.get_mut(key) else { return };
+        let marked = t.marked;
+        t.escalations.push(now);
+        if let Some(at) = marked {
+            self.violate(now, Invariant::EscalatedOnce, Some(key), format!("folded again; marked escalated at {at}"));
+        }
+    }
+
     pub fn escalation_marked(&mut self, now: Millis, key: &IdempotencyKey) {
         if let Some(t) = self.intents.get_mut(key)
             && t.marked.is_none()
@@ -326,4 +358,9 @@ impl Oracle {
     pub fn violation(&mut self, at: Millis, invariant: Invariant, key: Option<&IdempotencyKey>, detail: String) {
         self.violate(at, invariant, key, detail);
     }
+}
+
+/// The start of the UTC hour `at` falls in (the escalation cap's window).
+fn hour_ms(at: Millis) -> Millis {
+    at - at.rem_euclid(3_600_000)
 }

@@ -24,9 +24,10 @@ use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, Expect, IntentStore,
-    LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry, RecipientRoster,
-    SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence, Transition, UrgentLane,
+    Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, Expect,
+    IntentStore, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry,
+    RecipientRoster, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence, Transition,
+    UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -47,6 +48,7 @@ trait Ledger:
     + RecentSends
     + ProducerQuota
     + SpendMeter
+    + EscalationQuota
 {
 }
 impl<T> Ledger for T where
@@ -60,6 +62,7 @@ impl<T> Ledger for T where
         + RecentSends
         + ProducerQuota
         + SpendMeter
+        + EscalationQuota
 {
 }
 
@@ -283,7 +286,10 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     let escalate = transition(
         &key(2),
         vec![],
-        StatusPatch { escalation: Some(Escalation { at: m(210), reason: "late".into() }), ..Default::default() },
+        StatusPatch {
+            escalation: Some(Escalation { at: m(210), reason: "late".into(), folded: true }),
+            ..Default::default()
+        },
         obs("escalation", m(210), ObservationKind::Escalated { reason: "late".into(), run_id: "run-3".into() }, None),
         Commit::Atomic,
     );
@@ -393,6 +399,16 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     out.push(line("admit monitoring in w1, limit 2", l.admit(&monitoring, &w1, 2).await));
     out.push(line("admit billing in w2, limit 2", l.admit(&billing, &w2, 2).await));
     out.push(line("admit billing in w1, limit raised to 3", l.admit(&billing, &w1, 3).await));
+
+    // Per-producer escalation counters: counted per producer and hour; the cap's notice recorded.
+    let hour_later = tocsin::domain::spend::hour_of(m(96)) + Duration::hours(1);
+    for n in 1..=2 {
+        out.push(line(&format!("count escalation #{n} of billing"), l.count_escalation(&billing, m(96)).await));
+    }
+    out.push(line("billing's notice sent", l.escalation_notice_sent(&billing, m(96)).await));
+    out.push(line("count escalation of billing after the notice", l.count_escalation(&billing, m(97)).await));
+    out.push(line("count escalation of monitoring", l.count_escalation(&monitoring, m(97)).await));
+    out.push(line("count escalation of billing an hour later", l.count_escalation(&billing, hour_later).await));
 
     // The stack's SMS spend meter: parts counted per hour up to the ceiling; of two sends that
     // would both pass it, one is counted and one opens the breaker; once open, everything is

@@ -32,6 +32,7 @@ use crate::adapters::describe;
 use crate::adapters::publish_errors::transport_outcome;
 use crate::config::EumSettings;
 use crate::domain::PhoneNumber;
+use crate::domain::phone::mask_numbers_in;
 use crate::ports::{PortError, PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
 
 #[derive(Clone, Debug)]
@@ -108,9 +109,11 @@ pub fn classify_error(err: &SdkError<SendTextMessageError, HttpResponse>) -> Pub
         _ => None,
     };
     let code = e.code().unwrap_or("");
+    // The message may quote the destination: it goes into the ledger and the escalation masked.
+    let message = mask_numbers_in(e.message().unwrap_or(""));
     let error = match reason {
-        Some(r) => format!("{code} {r}: {}", e.message().unwrap_or("")),
-        None => format!("{code}: {}", e.message().unwrap_or("")),
+        Some(r) => format!("{code} {r}: {message}"),
+        None => format!("{code}: {message}"),
     };
     let refused = |refusal| PublishOutcome::Rejected { error: error.clone(), refusal };
     match e {

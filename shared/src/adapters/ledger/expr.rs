@@ -127,6 +127,9 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
     if let Some(e) = &p.escalation {
         x.set("escalated_at", s(ts(e.at)));
         x.set("escalation_reason", s(e.reason.as_str()));
+        if e.folded {
+            x.set("escalation_folded", AttributeValue::Bool(true));
+        }
         x.remove("esc_lease");
     }
     if p.add_conflict {
@@ -229,7 +232,10 @@ mod tests {
             StatusPatch { sns_message_id: Some("m".into()), ..Default::default() },
             StatusPatch { accepted_at: Some(at), ..Default::default() },
             StatusPatch { final_at: Some(at), ..Default::default() },
-            StatusPatch { escalation: Some(Escalation { at, reason: "r".into() }), ..Default::default() },
+            StatusPatch {
+                escalation: Some(Escalation { at, reason: "r".into(), folded: false }),
+                ..Default::default()
+            },
             StatusPatch { add_conflict: true, ..Default::default() },
             StatusPatch { last_error: Some("e".into()), ..Default::default() },
             StatusPatch { enqueued_at: Some(at), ..Default::default() },

@@ -65,7 +65,11 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
         .parse()
         .map_err(|e: crate::domain::state::UnknownState| corrupt(e.to_string()))?;
     let escalation = match (get_time(item, "escalated_at"), get_s(item, "escalation_reason")) {
-        (Some(at), reason) => Some(Escalation { at, reason: reason.unwrap_or_default().to_owned() }),
+        (Some(at), reason) => Some(Escalation {
+            at,
+            reason: reason.unwrap_or_default().to_owned(),
+            folded: matches!(item.get("escalation_folded"), Some(AttributeValue::Bool(true))),
+        }),
         _ => None,
     };
     Ok(IntentRecord {

@@ -10,6 +10,7 @@
 //! | storm-mode send log | `BUDGET#<e164>` | `BUDGET` |
 //! | orphaned record | `ORPHAN#<sns message id>` | `LOG#<log event id>` |
 //! | producer minute counter | `PRODUCER#<name>` | `MINUTE#<start>` |
+//! | producer escalation counter | `PRODUCER#<name>` | `ESCALATIONS#<hour>` |
 //! | SMS spend meter (the breaker) and its resumes | `METER#sms-parts` | `STATE`, `EVENT#<at>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
@@ -28,6 +29,7 @@
 mod backlog;
 mod digests;
 mod due_index;
+mod escalation_quota;
 mod escalations;
 mod expr;
 mod intents;

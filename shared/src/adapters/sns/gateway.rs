@@ -18,6 +18,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use crate::adapters::describe;
 use crate::adapters::publish_errors::transport_outcome;
+use crate::domain::phone::mask_numbers_in;
 use crate::ports::{PublishOutcome, Refusal, SmsGateway, SmsMessage};
 
 #[derive(Clone, Debug)]
@@ -84,7 +85,8 @@ pub fn classify_error(err: &SdkError<PublishError, HttpResponse>) -> PublishOutc
         SdkError::ServiceError(se) => {
             let code = se.err().code().unwrap_or("");
             let is_5xx = se.raw().status().is_server_error();
-            let error = format!("{code}: {}", se.err().message().unwrap_or(""));
+            // The message may quote the destination: masked before it is recorded.
+            let error = format!("{code}: {}", mask_numbers_in(se.err().message().unwrap_or("")));
             if RETRYABLE_CODES.contains(&code) || is_5xx {
                 PublishOutcome::Retryable { error }
             } else if ACCOUNT_CODES.contains(&code) {

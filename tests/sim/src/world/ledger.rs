@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, DurationRound, Utc};
 use tocsin::adapters::commit::{self, TransitionWrites};
+use tocsin::domain::escalation_cap::EscalationCount;
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::producer::{ProducerName, RateWindow};
@@ -19,9 +20,9 @@ use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, IndexEntries, IndexEntry,
-    IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome, SendBudget,
-    SendLog, SpendMeter, Transition, TransitionOutcome,
+    Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, IndexEntries,
+    IndexEntry, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome,
+    SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -119,6 +120,8 @@ pub struct Ledger {
     pub budgets: BTreeMap<String, BudgetItem>,
     /// Per-producer admission counters: (producer, window start) → admitted.
     pub producer_quota: BTreeMap<(String, DateTime<Utc>), u32>,
+    /// Per-producer escalation counters: (producer, UTC hour) → (escalations, notice sent).
+    pub escalation_quota: BTreeMap<(String, DateTime<Utc>), (u32, bool)>,
     /// The stack's SMS spend meter (`METER#sms-parts`): its hour, the parts counted, the breaker.
     pub spend_meter: MeterReading,
     pub orphans: BTreeMap<(String, String), OrphanRecord>,
@@ -207,7 +210,7 @@ impl World {
             s.final_at = Some(ms(f));
         }
         if let Some(e) = &p.escalation {
-            s.escalation = Some(Escalation { at: ms(e.at), reason: e.reason.clone() });
+            s.escalation = Some(Escalation { at: ms(e.at), reason: e.reason.clone(), folded: e.folded });
             item.esc_lease = None;
         }
         if p.add_conflict {
@@ -382,6 +385,10 @@ impl World {
             self.ledger
                 .escalations
                 .insert(t.key.clone(), EscItem { at: ms(e.at), expires_at: retain_until(t).timestamp() });
+            if e.folded {
+                let producer = self.ledger.intents.get(&t.key).and_then(|i| i.record.intent.producer.clone());
+                self.oracle.escalation_folded(now, &t.key, producer.as_ref().map(ToString::to_string), to_ms(e.at));
+            }
             self.oracle.escalation_marked(now, &t.key);
         }
         TransactResult::Applied
@@ -844,6 +851,32 @@ impl SendBudget for SimLedger {
             self.sim
                 .call("DynamoDB PutItem (send log)", OpKind::Write, move |w| {
                     w.ledger_record_send(&r, &read, at, keep, expires_at)
+                })
+                .await,
+        )
+    }
+}
+
+impl EscalationQuota for SimLedger {
+    async fn count_escalation(&self, producer: &ProducerName, now: DateTime<Utc>) -> PortResult<EscalationCount> {
+        let k = (producer.to_string(), hour_of(now));
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (escalation cap)", OpKind::Write, move |w| {
+                    let (n, notice_sent) = w.ledger.escalation_quota.entry(k.clone()).or_default();
+                    *n += 1;
+                    EscalationCount { n: *n, notice_sent: *notice_sent }
+                })
+                .await,
+        )
+    }
+
+    async fn escalation_notice_sent(&self, producer: &ProducerName, now: DateTime<Utc>) -> PortResult<()> {
+        let k = (producer.to_string(), hour_of(now));
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (escalation cap notice)", OpKind::Write, move |w| {
+                    w.ledger.escalation_quota.entry(k.clone()).or_default().1 = true;
                 })
                 .await,
         )
