@@ -29,7 +29,13 @@ async fn accepted(p: &Pipeline, prefix: &str, n: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_overlapping_runs_over_fifty_due_intents_escalate_each_exactly_once() {
-    let p = Pipeline::start().await;
+    // Fifty of one producer: above its escalation cap (20 an hour), which would fold most of them
+    // (`producers.rs` pins that); here every one is paged, to count the messages.
+    let p = Pipeline::start_with(Options {
+        env: vec![("TOCSIN_PRODUCER_ESCALATIONS_PER_HOUR", "1000")],
+        ..Default::default()
+    })
+    .await;
     let keys = accepted(&p, "overlap", 50).await;
     p.clock.advance(Duration::minutes(16));
     let (a, b) = tokio::join!(p.run_escalation(), p.run_escalation());
