@@ -143,7 +143,8 @@ pub struct IntakeConfig {
     pub storm_mode: bool,
     /// Who may submit alerts (`TOCSIN_PRODUCERS`, role or user ARNs; empty: nobody).
     pub producers: Producers,
-    /// Requests each producer may submit per minute (`TOCSIN_PRODUCER_RATE_PER_MINUTE`).
+    /// Requests each producer may submit per minute (`TOCSIN_PRODUCER_RATE_PER_MINUTE`, and
+    /// `TOCSIN_PRODUCER_RATES` for the producers with a rate of their own).
     pub producer_rate: ProducerRate,
     /// Whom the deployment may text (`TOCSIN_RECIPIENT_POLICY`: `roster` or `open`).
     pub recipient_policy: RecipientPolicy,
@@ -172,10 +173,19 @@ impl IntakeConfig {
             sms_rate_per_second: env.number("TOCSIN_SMS_RATE_PER_SECOND", 1u32),
             storm_mode: env.switch("TOCSIN_STORM_MODE"),
             producers: producers(env, &mut extra),
-            producer_rate: ProducerRate { per_minute: env.number("TOCSIN_PRODUCER_RATE_PER_MINUTE", 1u32) },
+            producer_rate: ProducerRate {
+                per_minute: env.number("TOCSIN_PRODUCER_RATE_PER_MINUTE", 1u32),
+                overrides: Default::default(),
+            },
             recipient_policy: recipient_policy(env),
             recipients_table: env.required(RECIPIENTS_TABLE),
         };
+        let mut c = c;
+        match ProducerRate::parse_overrides(env.present("TOCSIN_PRODUCER_RATES").as_deref().unwrap_or(""), &c.producers)
+        {
+            Ok(overrides) => c.producer_rate.overrides = overrides,
+            Err(e) => extra.push(format!("TOCSIN_PRODUCER_RATES: {e}")),
+        }
         if c.limits.default_deadline < c.limits.min_deadline || c.limits.default_deadline > c.limits.max_deadline {
             extra.push(
                 "TOCSIN_DEFAULT_DEADLINE must lie between TOCSIN_MIN_DEADLINE and TOCSIN_MAX_DEADLINE".to_owned(),

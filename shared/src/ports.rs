@@ -659,6 +659,20 @@ pub trait SmsGateway: Send + Sync {
     /// Whether the provider holds the number as opted out (SNS then accepts a publish and drops
     /// it; End User Messaging refuses it).
     fn is_opted_out(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Takes the number off the provider's opt-out list (SNS OptInPhoneNumber, End User Messaging
+    /// DeleteOptedOutNumber), which AWS allows once per 30 days per number. Called only by the
+    /// sender, only for a number an operator re-enabled with `--opt-in` (audited): no operator
+    /// role may call either API.
+    fn opt_in(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<OptIn>> + Send;
+}
+
+/// What the provider answered to an opt-in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OptIn {
+    /// Off the list (or it was not on it).
+    Done,
+    /// The provider refused (typically: opted in once already within 30 days); its words, masked.
+    Refused(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -681,9 +695,12 @@ pub struct Suppression {
 pub enum Standing {
     Clear,
     Suppressed(Suppression),
-    /// Re-enabled by an operator and not yet checked against SNS's opt-out list: a number that
-    /// opted out stays opted out at SNS until it is opted back in or the person replies START.
-    ReEnabledUnchecked,
+    /// Re-enabled by an operator and not yet checked against the provider's opt-out list: a
+    /// number that opted out stays opted out there until it is opted back in or the person
+    /// replies START. `opt_in`: the operator asked (audited) for the sender to opt it back in.
+    ReEnabledUnchecked {
+        opt_in: bool,
+    },
 }
 
 /// The recipient registry: who must not be sent to.
@@ -691,7 +708,8 @@ pub trait RecipientRegistry: Send + Sync {
     fn suppression(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Option<Suppression>>> + Send;
     /// [`Self::suppression`] and the re-enabled-but-unchecked mark, from the same read.
     fn standing(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<Standing>> + Send;
-    /// SNS says the re-enabled number is not opted out: clears the mark.
+    /// The provider says the re-enabled number is not opted out (or the sender opted it back in):
+    /// clears the mark and the opt-in request.
     fn opt_out_checked(&self, recipient: &PhoneNumber) -> impl Future<Output = PortResult<()>> + Send;
     fn suppress(
         &self,

@@ -158,6 +158,28 @@ async fn one_producers_flood_is_shed_at_its_rate_and_another_producer_is_untouch
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_with_a_rate_of_its_own_is_held_to_it_and_the_others_keep_the_default() {
+    let p = Pipeline::start_with(tocsin_tests::Options {
+        env: vec![("TOCSIN_PRODUCER_RATE_PER_MINUTE", "3"), ("TOCSIN_STORM_MODE", "off")],
+        parameters: vec![("ProducerRates", "tocsin-operator=1")],
+        ..Default::default()
+    })
+    .await;
+    at_the_start_of_a_minute(&p);
+    let session = "arn:aws:sts::123456789012:assumed-role/tocsin-operator/alice";
+    let mut operator = Vec::new();
+    let mut monitoring = Vec::new();
+    for n in 0..3 {
+        let body = alert(&format!("own-{n}"), &format!("+1415555015{n}")).to_string();
+        operator.push(p.invoke_intake(http_api_post_by(&body, session)).await.0);
+        let body = alert(&format!("default-{n}"), &format!("+1415555014{n}")).to_string();
+        monitoring.push(p.invoke_intake(http_api_post_by(&body, LOCAL_PRODUCER)).await.0);
+    }
+    assert_eq!(operator, [201, 429, 429], "its own rate: one a minute");
+    assert_eq!(monitoring, [201, 201, 201], "the default: three a minute");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_producers_flood_of_escalations_is_folded_past_its_cap_and_another_producers_page_is_not() {
     let p = Pipeline::start_with(tocsin_tests::Options {
         // Two pages per producer and hour; one due intent at a time, so the order is the index's.

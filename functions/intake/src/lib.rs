@@ -211,7 +211,7 @@ impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: R
             }
         }
         let window = ProducerRate::window(now);
-        match self.store.admit(&producer, &window, self.config.producer_rate.per_minute).await {
+        match self.store.admit(&producer, &window, self.config.producer_rate.limit_for(&producer)).await {
             Ok(true) => {}
             Ok(false) => return Submitted::RateLimited { producer, retry_after: window.retry_after(now) },
             Err(e) => return Submitted::Unavailable(e),

@@ -23,7 +23,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         }
         match self.standing(&intent.recipient, now).await {
             Ok(Standing::Suppressed(s)) => return self.suppressed(c, s, now).await,
-            Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
+            Ok(Standing::Clear | Standing::ReEnabledUnchecked { .. }) => {}
             Err(e) => {
                 tracing::warn!(key = intent.key.short(), error = %e, "registry or opt-out check unavailable; releasing the claim");
                 return self.release(record, attempt_id, &e.to_string(), msg, now, false).await;

@@ -9,7 +9,9 @@ use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::roster::RecipientPolicy;
 use tocsin::domain::{PhoneNumber, State};
-use tocsin::ports::{PortError, RecipientRegistry, RecipientRoster, SmsGateway, Standing, StatusPatch, Suppression};
+use tocsin::ports::{
+    OptIn, PortError, RecipientRegistry, RecipientRoster, SmsGateway, Standing, StatusPatch, Suppression,
+};
 
 impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: SenderQueue, C: SenderClock>
     Sender<S, R, G, Q, C>
@@ -40,9 +42,11 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         self.record(t).await.map_or(Outcome::Retry, |()| Outcome::Suppressed)
     }
 
-    /// The recipient's standing in the registry. Re-enabled by an operator: SNS may still hold the
-    /// number as opted out, and would accept the publish and drop it — asked once, before the
-    /// first send after re-enabling.
+    /// The recipient's standing in the registry. Re-enabled by an operator: the provider may still
+    /// hold the number as opted out (SNS would accept the publish and drop it, End User Messaging
+    /// refuses it) — asked once, before the first send after re-enabling. If the operator asked
+    /// for it (`tocsin re-enable --opt-in`, audited), the number is opted back in here: no
+    /// operator role may call OptInPhoneNumber or DeleteOptedOutNumber itself.
     pub(crate) async fn standing(&self, recipient: &PhoneNumber, now: DateTime<Utc>) -> Result<Standing, PortError> {
         // The roster in force now, not the one intake saw: an entry removed since the alert was
         // accepted stops its SMS (the alert is suppressed, so the sweep escalates it).
@@ -55,17 +59,30 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             }));
         }
         match self.registry.standing(recipient).await? {
-            Standing::ReEnabledUnchecked => {
-                if self.gateway.is_opted_out(recipient).await? {
-                    Ok(Standing::Suppressed(Suppression {
+            Standing::ReEnabledUnchecked { opt_in } => {
+                if !self.gateway.is_opted_out(recipient).await? {
+                    return self.registry.opt_out_checked(recipient).await.map(|()| Standing::Clear);
+                }
+                if !opt_in {
+                    return Ok(Standing::Suppressed(Suppression {
                         since: now,
-                        reason:
-                            "re-enabled, but SNS still holds the number as opted out: the person must reply START, \
-                                 or re-enable with --opt-in"
-                                .into(),
-                    }))
-                } else {
-                    self.registry.opt_out_checked(recipient).await.map(|()| Standing::Clear)
+                        reason: "re-enabled, but the SMS provider still holds the number as opted out: the person \
+                                 must reply START, or re-enable with --opt-in"
+                            .into(),
+                    }));
+                }
+                match self.gateway.opt_in(recipient).await? {
+                    OptIn::Done => {
+                        tracing::warn!(recipient = %recipient.masked(), "opted back in at the provider, as the operator's audited re-enable asked");
+                        self.registry.opt_out_checked(recipient).await.map(|()| Standing::Clear)
+                    }
+                    OptIn::Refused(why) => Ok(Standing::Suppressed(Suppression {
+                        since: now,
+                        reason: format!(
+                            "re-enabled with --opt-in, but the SMS provider refused to opt the number back in \
+                             ({why}; AWS allows it once per 30 days): the person must reply START"
+                        ),
+                    })),
                 }
             }
             other => Ok(other),

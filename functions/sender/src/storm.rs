@@ -83,7 +83,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
                 }
                 return out;
             }
-            Ok(Standing::Clear | Standing::ReEnabledUnchecked) => {}
+            Ok(Standing::Clear | Standing::ReEnabledUnchecked { .. }) => {}
             Err(e) => {
                 tracing::warn!(recipient = %recipient.masked(), error = %e, "registry or opt-out check unavailable; releasing the claims");
                 out.extend(self.release_each(&live, &e.to_string(), now).await);

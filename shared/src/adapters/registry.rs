@@ -47,8 +47,18 @@ fn pk(p: &PhoneNumber) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum RegistryEvent {
-    Suppressed { evidence: SuppressionEvidence },
-    ReEnabled { operator: String, reason: String, at: DateTime<Utc> },
+    Suppressed {
+        evidence: SuppressionEvidence,
+    },
+    ReEnabled {
+        operator: String,
+        reason: String,
+        at: DateTime<Utc>,
+        /// The operator asked for the number to be opted back in at the provider (`--opt-in`):
+        /// the sender does it before its next SMS to the number.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        opt_in: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -140,7 +150,7 @@ impl DynamoRegistry {
             .table_name(&self.table)
             .key("pk", s(pk(p)))
             .key("sk", s("STATE"))
-            .update_expression("REMOVE needs_opt_out_check")
+            .update_expression("REMOVE needs_opt_out_check, opt_in_requested")
             .condition_expression("suppressed = :f")
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .send()
@@ -191,7 +201,7 @@ impl RecipientRegistry for DynamoRegistry {
     async fn suppression(&self, recipient: &PhoneNumber) -> PortResult<Option<Suppression>> {
         Ok(match self.standing(recipient).await? {
             Standing::Suppressed(s) => Some(s),
-            Standing::Clear | Standing::ReEnabledUnchecked => None,
+            Standing::Clear | Standing::ReEnabledUnchecked { .. } => None,
         })
     }
 
@@ -213,7 +223,9 @@ impl RecipientRegistry for DynamoRegistry {
         let Some(item) = out.item else { return Ok(Standing::Clear) };
         if !matches!(item.get("suppressed"), Some(AttributeValue::Bool(true))) {
             return Ok(if matches!(item.get("needs_opt_out_check"), Some(AttributeValue::Bool(true))) {
-                Standing::ReEnabledUnchecked
+                Standing::ReEnabledUnchecked {
+                    opt_in: matches!(item.get("opt_in_requested"), Some(AttributeValue::Bool(true))),
+                }
             } else {
                 Standing::Clear
             });
@@ -263,13 +275,40 @@ impl RecipientRegistry for DynamoRegistry {
         reason: &str,
         at: DateTime<Utc>,
     ) -> PortResult<bool> {
+        self.re_enable_as(recipient, operator, reason, at, false).await
+    }
+}
+
+impl DynamoRegistry {
+    /// [`RecipientRegistry::re_enable`], asking the sender to opt the number back in at the
+    /// provider before its next SMS (`tocsin re-enable --opt-in`): the only way tocsin takes a
+    /// number off an opt-out list, audited with the re-enable.
+    pub async fn re_enable_opting_in(
+        &self,
+        recipient: &PhoneNumber,
+        operator: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.re_enable_as(recipient, operator, reason, at, true).await
+    }
+
+    async fn re_enable_as(
+        &self,
+        recipient: &PhoneNumber,
+        operator: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+        opt_in: bool,
+    ) -> PortResult<bool> {
         let state = Update::builder()
             .table_name(&self.table)
             .key("pk", s(pk(recipient)))
             .key("sk", s("STATE"))
             .update_expression(
-                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why, expires_at = :exp, needs_opt_out_check = :t",
+                "SET suppressed = :f, re_enabled_at = :at, re_enabled_by = :op, re_enabled_reason = :why, expires_at = :exp, needs_opt_out_check = :t, opt_in_requested = :oi",
             )
+            .expression_attribute_values(":oi", AttributeValue::Bool(opt_in))
             .expression_attribute_values(":exp", expiry(at))
             .condition_expression("suppressed = :t")
             .expression_attribute_values(":f", AttributeValue::Bool(false))
@@ -282,7 +321,7 @@ impl RecipientRegistry for DynamoRegistry {
         let event = self.put_event(
             recipient,
             format!("EVENT#{}#re-enable:{operator}", ts(at)),
-            &RegistryEvent::ReEnabled { operator: operator.to_owned(), reason: reason.to_owned(), at },
+            &RegistryEvent::ReEnabled { operator: operator.to_owned(), reason: reason.to_owned(), at, opt_in },
             at,
         )?;
         let res = self

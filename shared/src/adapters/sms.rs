@@ -11,7 +11,9 @@ use crate::adapters::sns::{CloudWatchLogsSearch, SnsGateway};
 use crate::config::{DeliveryLogs, SendingProvider};
 use crate::domain::PhoneNumber;
 use crate::domain::reconcile::{Found, Window};
-use crate::ports::{DeliveryLogSearch, PortResult, PublishOutcome, SearchError, SearchFor, SmsGateway, SmsMessage};
+use crate::ports::{
+    DeliveryLogSearch, OptIn, PortResult, PublishOutcome, SearchError, SearchFor, SmsGateway, SmsMessage,
+};
 
 /// Sends through the deployed provider.
 #[derive(Clone, Debug)]
@@ -50,6 +52,13 @@ impl SmsGateway for SmsProvider {
         match self {
             SmsProvider::Sns(g) => g.is_opted_out(recipient).await,
             SmsProvider::EndUserMessaging(g) => g.is_opted_out(recipient).await,
+        }
+    }
+
+    async fn opt_in(&self, recipient: &PhoneNumber) -> PortResult<OptIn> {
+        match self {
+            SmsProvider::Sns(g) => g.opt_in(recipient).await,
+            SmsProvider::EndUserMessaging(g) => g.opt_in(recipient).await,
         }
     }
 }

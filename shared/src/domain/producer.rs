@@ -19,6 +19,8 @@
 
 use std::fmt;
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, DurationRound, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -232,12 +234,48 @@ fn signed_principal(arn: &str) -> Option<(&str, PrincipalKind, &str)> {
     }
 }
 
-/// How many requests one producer may submit per minute (template parameter
-/// `ProducerRatePerMinute`): a fixed window per producer and UTC minute, counted in the ledger,
-/// so one producer's flood is shed without touching any other producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many requests one producer may submit per minute (template parameters
+/// `ProducerRatePerMinute`, and `ProducerRates` for producers with a rate of their own): a fixed
+/// window per producer and UTC minute, counted in the ledger, so one producer's flood is shed
+/// without touching any other producer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerRate {
+    /// Every producer's rate, unless it has its own.
     pub per_minute: u32,
+    /// Producers with a rate of their own (`name=rate,…`): a monitoring system that pages for a
+    /// whole fleet at once, or a producer that sends a few alerts a day and should be held to them.
+    pub overrides: BTreeMap<ProducerName, u32>,
+}
+
+impl ProducerRate {
+    /// `producer`'s requests per minute.
+    pub fn limit_for(&self, producer: &ProducerName) -> u32 {
+        self.overrides.get(producer).copied().unwrap_or(self.per_minute)
+    }
+
+    /// Reads `name=rate,name=rate` (empty: none). Each name at most once, each rate at least 1,
+    /// and each name one of `producers` (or the canary's): a rate for a name nobody submits
+    /// under is a typo that would leave the real producer at the default.
+    pub fn parse_overrides(raw: &str, producers: &Producers) -> Result<BTreeMap<ProducerName, u32>, String> {
+        let mut out = BTreeMap::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, rate) = item.split_once('=').ok_or_else(|| format!("{item:?} is not name=rate"))?;
+            let name = ProducerName::parse(name.trim()).map_err(|e| format!("{item:?}: {e}"))?;
+            let rate: u32 = rate
+                .trim()
+                .parse()
+                .ok()
+                .filter(|r| *r >= 1)
+                .ok_or_else(|| format!("{item:?}: the rate must be a whole number of at least 1"))?;
+            if !name.is_canary() && !producers.iter().any(|p| p.name == name) {
+                return Err(format!("{item:?}: {name} is not one of the producers (Producers)"));
+            }
+            if out.insert(name.clone(), rate).is_some() {
+                return Err(format!("{name} has two rates"));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The window a request is counted in, and when the next one opens.
@@ -278,6 +316,19 @@ mod tests {
 
     fn producers() -> Producers {
         Producers::parse(&format!("{BILLING}, {MONITORING}")).expect("valid")
+    }
+
+    #[test]
+    fn a_producer_may_have_a_rate_of_its_own_and_a_rate_for_nobody_is_refused() {
+        let overrides = ProducerRate::parse_overrides("billing=600, tocsin.canary=2", &producers()).expect("valid");
+        let rate = ProducerRate { per_minute: 120, overrides };
+        assert_eq!(rate.limit_for(&name("billing")), 600);
+        assert_eq!(rate.limit_for(&name("monitoring")), 120, "the others keep the default");
+        assert_eq!(rate.limit_for(&ProducerName::canary()), 2);
+        assert!(ProducerRate::parse_overrides("", &producers()).expect("none").is_empty());
+        for bad in ["billing", "billing=0", "billing=x", "biling=5", "billing=5,billing=6"] {
+            assert!(ProducerRate::parse_overrides(bad, &producers()).is_err(), "{bad}");
+        }
     }
 
     fn name(n: &str) -> ProducerName {

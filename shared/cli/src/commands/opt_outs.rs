@@ -1,6 +1,7 @@
 //! Where a person's STOP is kept, per SMS provider, for `re-enable`: SNS's account-wide opt-out
-//! list (CheckIfPhoneNumberIsOptedOut / OptInPhoneNumber), or the stack's End User Messaging
-//! opt-out list (DescribeOptedOutNumbers / DeleteOptedOutNumber). Either provider drops or refuses
+//! list (CheckIfPhoneNumberIsOptedOut), or the stack's End User Messaging
+//! opt-out list (DescribeOptedOutNumbers); only the sender takes a number off either (OptInPhoneNumber /
+//! DeleteOptedOutNumber), when an operator's audited re-enable asked it to. Either provider drops or refuses
 //! every SMS to a number on its list, whatever tocsin's registry says; both let an account take a
 //! number off its list only once per 30 days, so the person replying START is the usual way back.
 
@@ -10,7 +11,7 @@ use tocsin::config::SendingProvider;
 use tocsin::domain::PhoneNumber;
 
 use crate::context::Context;
-use crate::error::{CliError, CliResult, describe};
+use crate::error::{CliError, CliResult};
 
 /// The opt-out list the stack's SMS provider consults before each send.
 pub enum OptOutList {
@@ -60,36 +61,5 @@ impl OptOutList {
                 .await
                 .map_err(CliError::port(format!("reading opt-out list {name}"))),
         }
-    }
-
-    /// Takes the number off the list; AWS allows it once per 30 days per number.
-    pub async fn opt_in(&self, phone: &PhoneNumber) -> CliResult<()> {
-        // AWS's messages may quote the number: never in clear.
-        let refused = |operation: &'static str, e: String| CliError::Aws {
-            operation,
-            message: format!(
-                "{}. AWS allows it once per 30 days per number: the person must reply START instead. Nothing changed",
-                e.replace(phone.expose(), &phone.masked())
-            ),
-        };
-        match self {
-            OptOutList::Sns(sns) => {
-                sns.opt_in_phone_number()
-                    .phone_number(phone.expose())
-                    .send()
-                    .await
-                    .map_err(|e| refused("SNS OptInPhoneNumber", describe(&e)))?;
-            }
-            OptOutList::EndUserMessaging { client, name } => {
-                client
-                    .delete_opted_out_number()
-                    .opt_out_list_name(name)
-                    .opted_out_number(phone.expose())
-                    .send()
-                    .await
-                    .map_err(|e| refused("End User Messaging DeleteOptedOutNumber", describe(&e)))?;
-            }
-        }
-        Ok(())
     }
 }

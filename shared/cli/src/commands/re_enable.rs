@@ -3,10 +3,13 @@
 //! The registry is tocsin's; the opt-out list is the SMS provider's ([`OptOutList`]: SNS's, or the
 //! stack's End User Messaging list). A number that replied STOP stays on that list whatever the
 //! registry says: SNS accepts a publish to it only to fail it later, End User Messaging refuses
-//! the send. So the list is asked first: an opted-out number is re-enabled only with `--opt-in`
-//! (OptInPhoneNumber or DeleteOptedOutNumber, each allowed once per 30 days per number);
+//! the send. So the list is asked first: an opted-out number is re-enabled only with `--opt-in`;
 //! otherwise nothing changes and the person must reply START. The re-enabled number carries
-//! `needs_opt_out_check`, for the sender to ask the provider again before its first send.
+//! `needs_opt_out_check`, for the sender to ask the provider again before its first send, and with
+//! `--opt-in` the request to opt it back in, recorded in the same audited write: the **sender**
+//! then calls OptInPhoneNumber or DeleteOptedOutNumber (each allowed once per 30 days per
+//! number) before that send. No operator role may call either API: taking a person's STOP back
+//! happens only through this audited path.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -29,8 +32,9 @@ struct ReEnabled<'a> {
     opt_out_list: String,
     /// That list held the number before this command.
     opted_out: bool,
-    /// This command took it off the list (OptInPhoneNumber or DeleteOptedOutNumber).
-    opted_in: bool,
+    /// Recorded with the re-enable: the sender opts the number back in (OptInPhoneNumber or
+    /// DeleteOptedOutNumber) before its next SMS to it.
+    opt_in_requested: bool,
     history: &'a [RegistryEvent],
 }
 
@@ -42,27 +46,25 @@ pub async fn run(ctx: &Context, number: &str, reason: &str, opt_in: bool) -> Cli
     }
     let list = OptOutList::of(ctx)?;
     let opted_out = list.holds(&phone).await?;
-    let mut opted_in = false;
-    if opted_out {
-        if !opt_in {
-            return Err(CliError::Refused(format!(
-                "{masked} is opted out at {} (the person replied STOP): SMS to it are refused or dropped whatever \
-                 tocsin's registry says. The person must reply START to your sending number; or run this again \
-                 with --opt-in ({}, allowed once per 30 days per number). Nothing changed",
-                list.describe(),
-                list.opt_in_call()
-            )));
-        }
-        list.opt_in(&phone).await?;
-        opted_in = true;
+    if opted_out && !opt_in {
+        return Err(CliError::Refused(format!(
+            "{masked} is opted out at {} (the person replied STOP): SMS to it are refused or dropped whatever \
+             tocsin's registry says. The person must reply START to your sending number; or run this again \
+             with --opt-in (the sender then calls {}, allowed once per 30 days per number). Nothing changed",
+            list.describe(),
+            list.opt_in_call()
+        )));
     }
+    // Asked for only where it is needed: a number not on the list keeps the once-in-30-days opt-in.
+    let opt_in_requested = opted_out && opt_in;
     let operator = ctx.operator().await?;
     let at = Utc::now();
-    let changed = ctx
-        .registry
-        .re_enable(&phone, &operator, reason, at)
-        .await
-        .map_err(CliError::port(format!("re-enabling {masked}")))?;
+    let changed = if opt_in_requested {
+        ctx.registry.re_enable_opting_in(&phone, &operator, reason, at).await
+    } else {
+        ctx.registry.re_enable(&phone, &operator, reason, at).await
+    }
+    .map_err(CliError::port(format!("re-enabling {masked}")))?;
     if !changed {
         return Err(CliError::Refused(format!("{masked} is not suppressed: nothing changed")));
     }
@@ -76,13 +78,15 @@ pub async fn run(ctx: &Context, number: &str, reason: &str, opt_in: bool) -> Cli
             at,
             opt_out_list: list.describe(),
             opted_out,
-            opted_in,
+            opt_in_requested,
             history: &history,
         });
     }
-    if opted_in {
+    if opt_in_requested {
         output::line(format!(
-            "{masked} was opted out at {} and is opted back in ({}).",
+            "{masked} is opted out at {}: the sender opts it back in ({}) before its next SMS to it. AWS allows \
+             that once per 30 days per number; if the provider refuses, that alert is not sent and is escalated, \
+             and the person must reply START.",
             list.describe(),
             list.opt_in_call()
         ))?;
@@ -107,9 +111,12 @@ pub fn history_table(history: &[RegistryEvent]) -> comfy_table::Table {
                 ),
                 output::opt(evidence.provider_response.as_deref()),
             ]),
-            RegistryEvent::ReEnabled { operator, reason, at } => {
-                t.add_row([output::time(*at), "re-enabled".to_owned(), operator.clone(), reason.clone()])
-            }
+            RegistryEvent::ReEnabled { operator, reason, at, opt_in } => t.add_row([
+                output::time(*at),
+                if *opt_in { "re-enabled, opt-in asked" } else { "re-enabled" }.to_owned(),
+                operator.clone(),
+                reason.clone(),
+            ]),
         };
     }
     t

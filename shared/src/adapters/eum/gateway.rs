@@ -20,6 +20,7 @@ use aws_sdk_pinpointsmsvoicev2::Client;
 use aws_sdk_pinpointsmsvoicev2::config::retry::RetryConfig;
 use aws_sdk_pinpointsmsvoicev2::config::timeout::TimeoutConfig;
 use aws_sdk_pinpointsmsvoicev2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_pinpointsmsvoicev2::operation::delete_opted_out_number::DeleteOptedOutNumberError;
 use aws_sdk_pinpointsmsvoicev2::operation::describe_opted_out_numbers::DescribeOptedOutNumbersError;
 use aws_sdk_pinpointsmsvoicev2::operation::send_text_message::SendTextMessageError;
 use aws_sdk_pinpointsmsvoicev2::types::{
@@ -33,7 +34,7 @@ use crate::adapters::publish_errors::transport_outcome;
 use crate::config::EumSettings;
 use crate::domain::PhoneNumber;
 use crate::domain::phone::mask_numbers_in;
-use crate::ports::{PortError, PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
+use crate::ports::{OptIn, PortError, PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
 
 #[derive(Clone, Debug)]
 pub struct EumGateway {
@@ -193,6 +194,39 @@ impl SmsGateway for EumGateway {
     /// before the first send after an operator re-enabled a number, as for SNS.
     async fn is_opted_out(&self, recipient: &PhoneNumber) -> PortResult<bool> {
         is_in_opt_out_list(&self.client, &self.sending.opt_out_list, recipient).await
+    }
+
+    /// DeleteOptedOutNumber from the deployment's opt-out list. Not on it (ResourceNotFound):
+    /// done. A refusal (AWS allows it once per 30 days per number) is the provider's answer;
+    /// throttling, a server error or a lost answer is unavailability (asked again later).
+    async fn opt_in(&self, recipient: &PhoneNumber) -> PortResult<OptIn> {
+        let res = self
+            .client
+            .delete_opted_out_number()
+            .opt_out_list_name(&self.sending.opt_out_list)
+            .opted_out_number(recipient.expose())
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(OptIn::Done),
+            Err(SdkError::ServiceError(se)) => match se.err() {
+                DeleteOptedOutNumberError::ResourceNotFoundException(_) => Ok(OptIn::Done),
+                DeleteOptedOutNumberError::ThrottlingException(_)
+                | DeleteOptedOutNumberError::InternalServerException(_) => Err(PortError::Unavailable {
+                    operation: "End User Messaging DeleteOptedOutNumber",
+                    message: mask_numbers_in(&describe(se.err())),
+                }),
+                e => Ok(OptIn::Refused(format!(
+                    "{}: {}",
+                    e.code().unwrap_or("refused"),
+                    mask_numbers_in(e.message().unwrap_or(""))
+                ))),
+            },
+            Err(e) => Err(PortError::Unavailable {
+                operation: "End User Messaging DeleteOptedOutNumber",
+                message: mask_numbers_in(&describe(&e)),
+            }),
+        }
     }
 }
 

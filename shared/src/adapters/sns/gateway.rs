@@ -117,6 +117,30 @@ impl SmsGateway for SnsGateway {
         Ok(out.is_opted_out)
     }
 
+    /// OptInPhoneNumber. SNS refuses a second opt-in within 30 days (its answer, masked); throttling
+    /// or a lost answer is unavailability (asked again later).
+    async fn opt_in(&self, recipient: &crate::domain::PhoneNumber) -> crate::ports::PortResult<crate::ports::OptIn> {
+        match self.client.opt_in_phone_number().phone_number(recipient.expose()).send().await {
+            Ok(_) => Ok(crate::ports::OptIn::Done),
+            Err(SdkError::ServiceError(se))
+                if !matches!(
+                    se.err().code(),
+                    Some("Throttling" | "ThrottledException" | "InternalError" | "InternalErrorException")
+                ) =>
+            {
+                Ok(crate::ports::OptIn::Refused(format!(
+                    "{}: {}",
+                    se.err().code().unwrap_or("refused"),
+                    mask_numbers_in(se.err().message().unwrap_or(""))
+                )))
+            }
+            Err(e) => Err(crate::ports::PortError::Unavailable {
+                operation: "SNS OptInPhoneNumber",
+                message: mask_numbers_in(&describe(&e)),
+            }),
+        }
+    }
+
     async fn publish(&self, m: SmsMessage<'_>) -> PublishOutcome {
         let mut req = self.client.publish().phone_number(m.to.expose()).message(m.body).set_message_attributes(None);
         if let Some(a) = attr("Transactional") {

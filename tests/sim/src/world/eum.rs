@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::segments::measure;
-use tocsin::ports::{PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
+use tocsin::ports::{OptIn, PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
 
 use super::WorldEvent;
 use super::ledger::port;
@@ -209,6 +209,23 @@ impl SmsGateway for SimEum {
                 .call("End User Messaging DescribeOptedOutNumbers", OpKind::Read, move |w| {
                     let carrier = w.sms.carriers.get(&p).copied();
                     opted_out(&p, carrier) || w.sms.opted_out.get(&p).copied().unwrap_or(false)
+                })
+                .await,
+        )
+    }
+
+    async fn opt_in(&self, recipient: &PhoneNumber) -> PortResult<OptIn> {
+        let p = recipient.expose().to_owned();
+        port(
+            self.sim
+                .call("End User Messaging DeleteOptedOutNumber", OpKind::Write, move |w| {
+                    let carrier = w.sms.carriers.get(&p).copied();
+                    // A number the world keeps opted out (a STOP the world itself models) stays so.
+                    if opted_out(&p, carrier) {
+                        return OptIn::Refused("ValidationException: opted in within the last 30 days".into());
+                    }
+                    w.sms.opted_out.remove(&p);
+                    OptIn::Done
                 })
                 .await,
         )

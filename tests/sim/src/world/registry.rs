@@ -39,7 +39,7 @@ impl Registry {
             Some(r) if r.suppressed => {
                 Standing::Suppressed(Suppression { since: r.since.unwrap_or_default(), reason: r.reason.clone() })
             }
-            Some(r) if r.needs_opt_out_check => Standing::ReEnabledUnchecked,
+            Some(r) if r.needs_opt_out_check => Standing::ReEnabledUnchecked { opt_in: false },
             Some(_) => Standing::Clear,
         }
     }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::segments::measure;
-use tocsin::ports::{PortResult, PublishOutcome, SmsGateway, SmsMessage};
+use tocsin::ports::{OptIn, PortResult, PublishOutcome, SmsGateway, SmsMessage};
 
 use super::WorldEvent;
 use super::ledger::port;
@@ -275,6 +275,13 @@ impl SmsGateway for SimGateway {
             SimGateway::EndUserMessaging(g) => g.is_opted_out(recipient).await,
         }
     }
+
+    async fn opt_in(&self, recipient: &PhoneNumber) -> PortResult<OptIn> {
+        match self {
+            SimGateway::Sns(g) => g.opt_in(recipient).await,
+            SimGateway::EndUserMessaging(g) => g.opt_in(recipient).await,
+        }
+    }
 }
 
 /// The provider a run sends through (the template's `SmsProvider`).
@@ -318,6 +325,18 @@ impl SmsGateway for SimSns {
             self.sim
                 .call("SNS CheckIfPhoneNumberIsOptedOut", OpKind::Read, move |w| {
                     w.sms.opted_out.get(&p).copied().unwrap_or(false)
+                })
+                .await,
+        )
+    }
+
+    async fn opt_in(&self, recipient: &PhoneNumber) -> PortResult<OptIn> {
+        let p = recipient.expose().to_owned();
+        port(
+            self.sim
+                .call("SNS OptInPhoneNumber", OpKind::Write, move |w| {
+                    w.sms.opted_out.remove(&p);
+                    OptIn::Done
                 })
                 .await,
         )
