@@ -163,16 +163,24 @@ enum Meta {
     Operator,
 }
 
-fn deployment(storm: bool, sms_rate: u32) -> Deployment {
-    static CACHE: OnceLock<Mutex<BTreeMap<(bool, u32), Deployment>>> = OnceLock::new();
+/// A deployment's variations a workload chooses: storm mode, the SMS rate, `SmsPartsPerHour`.
+type Variant = (bool, u32, Option<u32>);
+
+fn deployment(storm: bool, sms_rate: u32, parts_per_hour: Option<u32>) -> Deployment {
+    static CACHE: OnceLock<Mutex<BTreeMap<Variant, Deployment>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
     let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     cache
-        .entry((storm, sms_rate))
+        .entry((storm, sms_rate, parts_per_hour))
         .or_insert_with(|| {
             let rate = sms_rate.to_string();
-            Deployment::workspace(&[("StormMode", if storm { "on" } else { "off" }), ("SmsRatePerSecond", &rate)])
-                .unwrap_or_else(|e| panic!("the simulation needs template.yaml: {e}"))
+            let parts = parts_per_hour.map(|p| p.to_string());
+            let mut overrides =
+                vec![("StormMode", if storm { "on" } else { "off" }), ("SmsRatePerSecond", rate.as_str())];
+            if let Some(p) = &parts {
+                overrides.push(("SmsPartsPerHour", p.as_str()));
+            }
+            Deployment::workspace(&overrides).unwrap_or_else(|e| panic!("the simulation needs template.yaml: {e}"))
         })
         .clone()
 }
@@ -210,7 +218,7 @@ fn trace_keep() -> usize {
 impl Driver {
     fn new(s: &Scenario) -> Driver {
         let workload = Workload::generate(s.kind, s.alerts, s.seed);
-        let deployment = deployment(s.storm, workload.sms_rate);
+        let deployment = deployment(s.storm, workload.sms_rate, workload.parts_per_hour);
         let mut sms = Sms::new(workload.sms_rate);
         sms.carriers = workload.carriers.clone();
         sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);

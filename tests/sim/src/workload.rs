@@ -84,6 +84,9 @@ pub struct Workload {
     /// When (from the start) an operator acts: resends a failed or unknown alert, acknowledges an
     /// escalation, or re-enables a suppressed number (chosen from the world at that moment).
     pub operator_at: Vec<Millis>,
+    /// The stack's SMS breaker (`SmsPartsPerHour`) set low enough to open mid-run — half the
+    /// spend-limit workloads meet it instead of the template's default; `None`: the default.
+    pub parts_per_hour: Option<u32>,
 }
 
 fn number(i: usize) -> String {
@@ -174,6 +177,9 @@ impl Workload {
             } else {
                 Vec::new()
             },
+            // Drawn last: every earlier draw, and so every other workload, is as before.
+            parts_per_hour: (kind == Kind::SpendExhausted && rng.random::<bool>())
+                .then(|| u32::try_from(alerts / 2).unwrap_or(u32::MAX).max(10)),
         }
     }
 
