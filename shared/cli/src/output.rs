@@ -62,31 +62,9 @@ pub fn opt_time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(|| "—".to_owned(), time)
 }
 
-/// `text` with every run that may be a phone number (a `+` and 7 digits or more, or 7 digits or
-/// more) masked: for messages from AWS, which name the numbers they refuse in clear.
-pub fn mask_numbers_in(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut run = String::new();
-    let flush = |run: &mut String, out: &mut String| {
-        let digits = run.trim_start_matches('+').len();
-        if digits >= 7 {
-            out.push_str(&tocsin::domain::phone::mask_phone_like(run));
-        } else {
-            out.push_str(run);
-        }
-        run.clear();
-    };
-    for c in text.chars() {
-        if c.is_ascii_digit() || (c == '+' && run.is_empty()) {
-            run.push(c);
-        } else {
-            flush(&mut run, &mut out);
-            out.push(c);
-        }
-    }
-    flush(&mut run, &mut out);
-    out
-}
+/// `text` with every run that may be a phone number masked: for messages from AWS, which name
+/// the numbers they refuse in clear (the domain's one function, also used by the adapters).
+pub use tocsin::domain::phone::mask_numbers_in;
 
 pub fn opt(v: Option<&str>) -> String {
     v.filter(|s| !s.is_empty()).map_or_else(|| "—".to_owned(), str::to_owned)
