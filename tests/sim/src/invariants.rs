@@ -160,6 +160,52 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             });
         }
     }
+    out.extend(breaker_holds(world));
+    out
+}
+
+/// How long a send the breaker counted may take to leave: the count is the sender's last step
+/// before its publish, so only the two calls' latency lies between them.
+const COUNTED_TO_SENT_MS: Millis = 60_000;
+
+/// The stack's SMS breaker (`SmsPartsPerHour`) as the SMS that left show it, operator resends
+/// aside: every SMS that left at least [`COUNTED_TO_SENT_MS`] into a UTC hour was counted in that
+/// hour, so those of one hour carry at most the ceiling's parts; and once the breaker opened, no
+/// SMS leaves later than that bound after the opening.
+fn breaker_holds(world: &World) -> Vec<Violation> {
+    let Some(ceiling) = world.sms.breaker else { return Vec::new() };
+    const HOUR_MS: Millis = 3_600_000;
+    let own: Vec<&crate::world::sms::Sent> = world.sms.sent.iter().filter(|s| !s.operator).collect();
+    let mut out = Vec::new();
+    let mut per_hour: std::collections::BTreeMap<Millis, u32> = std::collections::BTreeMap::new();
+    for s in own.iter().filter(|s| s.at.rem_euclid(HOUR_MS) >= COUNTED_TO_SENT_MS) {
+        *per_hour.entry(s.at - s.at.rem_euclid(HOUR_MS)).or_default() += s.parts;
+    }
+    for (hour, parts) in per_hour.into_iter().filter(|(_, parts)| *parts > ceiling) {
+        out.push(Violation {
+            at: hour,
+            invariant: Invariant::BreakerHolds,
+            key: None,
+            detail: format!(
+                "{parts} parts left in the UTC hour from {hour} ms (after its first minute): the ceiling is {ceiling}"
+            ),
+        });
+    }
+    if let Some(open) = &world.ledger.spend_meter.open {
+        let opened = crate::exec::to_ms(open.opened_at);
+        if let Some(late) = own.iter().find(|s| s.at > opened + COUNTED_TO_SENT_MS) {
+            out.push(Violation {
+                at: late.at,
+                invariant: Invariant::BreakerHolds,
+                key: None,
+                detail: format!(
+                    "an SMS ({} parts) left {} s after the breaker opened",
+                    late.parts,
+                    (late.at - opened) / 1000
+                ),
+            });
+        }
+    }
     out
 }
 

@@ -56,6 +56,10 @@ pub enum Invariant {
     NoFalseDelivery,
     /// Every item expires.
     Expires,
+    /// The stack's SMS breaker holds: no UTC hour carries more than `SmsPartsPerHour` parts of the
+    /// stack's own sends (beyond what was in flight at the hour's turn), and once it opened
+    /// nothing more leaves but what was already counted and in flight (operator resends aside).
+    BreakerHolds,
 }
 
 impl fmt::Display for Violation {

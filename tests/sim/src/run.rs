@@ -222,6 +222,7 @@ impl Driver {
         let mut sms = Sms::new(workload.sms_rate);
         sms.carriers = workload.carriers.clone();
         sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);
+        sms.breaker = Some(deployment.sender.spend_ceiling.parts_per_hour);
         let mut world = World::new(s.seed, s.faults.clone(), sms);
         world.now = EPOCH_MS;
         // The operator's roster: the workload's people (+1206555…).

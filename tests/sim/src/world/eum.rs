@@ -101,14 +101,15 @@ impl World {
         }
         let draw = self.draw();
         let message_id = self.sms.next_message_id("eum", draw);
+        let covered = self.covered(body);
         self.sms.sent.push(Sent {
             at: now,
             to: number.clone(),
             body_len: body.len(),
             message_id: message_id.clone(),
             parts,
+            operator: covered.iter().any(|(_, operator, _)| *operator),
         });
-        let covered = self.covered(body);
         self.oracle.sms_left(now, to, &message_id, &covered);
         let context: Map<String, Value> = context.into_iter().map(|(k, v)| (k.to_owned(), Value::String(v))).collect();
         let event = EventOf { message_id: &message_id, to: &number, parts, requested_at: now, context: &context };

@@ -41,6 +41,8 @@ pub struct Sent {
     pub message_id: String,
     /// The publish's task, for the trace.
     pub parts: u32,
+    /// An operator's resend (`tocsin resend`): published by the operator, outside the breaker.
+    pub operator: bool,
 }
 
 /// A delivery record waiting to be written.
@@ -62,6 +64,9 @@ pub struct Sms {
     /// Numbers SNS holds as opted out.
     pub opted_out: BTreeMap<String, bool>,
     pub sent: Vec<Sent>,
+    /// The stack's SMS breaker as deployed (`SmsPartsPerHour`): what the breaker's judge holds the
+    /// stack's sends to.
+    pub breaker: Option<u32>,
     /// The SMS a carrier delivered to the handset (whether or not its record ever arrives): the
     /// truth "delivered" is judged against.
     pub handed_over: std::collections::BTreeSet<String>,
@@ -73,6 +78,7 @@ pub struct Sms {
 impl Sms {
     pub fn new(rate_per_second: u32) -> Self {
         Sms {
+            breaker: None,
             rate: f64::from(rate_per_second.max(1)),
             bucket: f64::from(rate_per_second.max(1)),
             bucket_at: 0,
@@ -174,14 +180,15 @@ impl World {
         }
         let draw = self.draw();
         let message_id = self.sms.next_message_id("sns", draw);
+        let covered = self.covered(body);
         self.sms.sent.push(Sent {
             at: now,
             to: to.expose().to_owned(),
             body_len: body.len(),
             message_id: message_id.clone(),
             parts,
+            operator: covered.iter().any(|(_, operator, _)| *operator),
         });
-        let covered = self.covered(body);
         self.oracle.sms_left(now, to, &message_id, &covered);
         self.carry(to, &message_id, parts);
         if timed_out {
