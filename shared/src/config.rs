@@ -320,6 +320,11 @@ pub struct EumSettings {
     pub origination_identity: Option<String>,
     /// The opt-out list the identity uses (`TOCSIN_EUM_OPT_OUT_LIST`).
     pub opt_out_list: String,
+    /// The stack's protect configuration (`TOCSIN_EUM_PROTECT_CONFIGURATION`): its country rules
+    /// block every destination country but `SmsAllowedCountries`. The configuration set carries
+    /// it too; naming it on every send keeps the rules in force should the set lose it. `None`
+    /// only for an operator's CLI on a stack older than it.
+    pub protect_configuration: Option<String>,
 }
 
 /// What the sender sends through.
@@ -337,6 +342,7 @@ impl SendingProvider {
                 configuration_set: env.required("TOCSIN_EUM_CONFIGURATION_SET"),
                 origination_identity: env.present("TOCSIN_EUM_ORIGINATION_IDENTITY"),
                 opt_out_list: env.required("TOCSIN_EUM_OPT_OUT_LIST"),
+                protect_configuration: Some(env.required("TOCSIN_EUM_PROTECT_CONFIGURATION")),
             }),
         }
     }
@@ -639,6 +645,7 @@ mod tests {
             ("TOCSIN_EUM_CONFIGURATION_SET".to_owned(), "tocsin-dev".to_owned()),
             ("TOCSIN_EUM_ORIGINATION_IDENTITY".to_owned(), "".to_owned()),
             ("TOCSIN_EUM_OPT_OUT_LIST".to_owned(), "Default".to_owned()),
+            ("TOCSIN_EUM_PROTECT_CONFIGURATION".to_owned(), "protect-1".to_owned()),
         ]));
         let p = SendingProvider::from_env(&mut env);
         assert!(env.finish().is_ok());
@@ -647,7 +654,8 @@ mod tests {
             SendingProvider::EndUserMessaging(EumSettings {
                 configuration_set: "tocsin-dev".into(),
                 origination_identity: None,
-                opt_out_list: "Default".into()
+                opt_out_list: "Default".into(),
+                protect_configuration: Some("protect-1".into()),
             })
         );
     }

@@ -22,8 +22,9 @@ Sources (cited where used):
 
 What it rejects, in the order SendTextMessage checks (as best known): the API-level throttle a test
 armed; the model (unknown members, required members, types, lengths, patterns, ranges, enums, list
-and map sizes, nested shapes); the configuration set; the origination identity (exists, ACTIVE); no
-identity at all; the sandbox; the opt-out list; the monthly spend; MaxPrice; the identity's message
+and map sizes, nested shapes); the configuration set; the protect configuration (named, or the set's) and its rule for the
+destination's country (BLOCK); the origination identity (exists, ACTIVE); no identity at all; the
+sandbox; the opt-out list; the monthly spend; MaxPrice; the identity's message
 parts per second. An operation it does not implement answers an error naming it, never a success.
 
 Usage: imported by moto_serial.py; `StandIn.wsgi(...)` answers a request or returns None (not ours).
@@ -292,6 +293,21 @@ CALLING_CODES: dict[str, str] = {
 }
 COUNTRY_CODES: dict[str, str] = {iso: code for code, iso in CALLING_CODES.items()}
 COUNTRY_CODES["CA"] = "1"
+# The countries a protect configuration's rule set lists, each ALLOW when the configuration is made
+# ([API] CreateProtectConfiguration: "By default all country rule sets for each capability are set
+# to ALLOW"; the model's country rule set is a map of ISO 3166-1 alpha-2 codes, at most 300). The
+# stand-in lists every ISO 3166-1 alpha-2 country; a code outside it is refused as AWS refuses an
+# unsupported one.
+RULE_SET_COUNTRIES: tuple[str, ...] = tuple(
+    """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR BS
+    BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG
+    EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM HN HR
+    HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR
+    LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ MR MS MT MU MV MW MX MY MZ NA NC NE NF NG
+    NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC SD SE
+    SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW TZ UA
+    UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW""".split()
+)
 # A plausible network per country for events (the [FORMAT] example's US network: mcc 310 mnc 800).
 NETWORKS: dict[str, tuple[str, str, str]] = {
     "US": ("310", "800", "T-Mobile"),
@@ -452,13 +468,47 @@ class ConfigurationSet:
     arn: str
     created: float
     destinations: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → EventDestination
+    protect_configuration: str | None = None  # the associated protect configuration's id
 
     def info(self) -> dict[str, Any]:
-        return {
+        out = {
             "ConfigurationSetArn": self.arn,
             "ConfigurationSetName": self.name,
             "EventDestinations": list(self.destinations.values()),
             "CreatedTimestamp": self.created,
+        }
+        if self.protect_configuration is not None:
+            out["ProtectConfigurationId"] = self.protect_configuration
+        return out
+
+
+@dataclass
+class ProtectConfiguration:
+    """Country rules per capability: every country ALLOW when made ([API] CreateProtectConfiguration)."""
+
+    id: str
+    arn: str
+    created: float
+    deletion_protection: bool
+    rules: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {cap: dict.fromkeys(RULE_SET_COUNTRIES, "ALLOW") for cap in ("SMS", "VOICE", "MMS")}
+    )
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "ProtectConfigurationArn": self.arn,
+            "ProtectConfigurationId": self.id,
+            "CreatedTimestamp": self.created,
+            "AccountDefault": False,
+            "DeletionProtectionEnabled": self.deletion_protection,
+        }
+
+    def rule_set(self, capability: str) -> dict[str, Any]:
+        return {
+            "ProtectConfigurationArn": self.arn,
+            "ProtectConfigurationId": self.id,
+            "NumberCapability": capability,
+            "CountryRuleSet": {iso: {"ProtectStatus": status} for iso, status in self.rules.get(capability, {}).items()},
         }
 
 
@@ -539,6 +589,7 @@ class Region:
         self.sender_ids: dict[str, SenderId] = {}  # by ARN
         self.pools: dict[str, Pool] = {}
         self.configuration_sets: dict[str, ConfigurationSet] = {}
+        self.protect_configurations: dict[str, ProtectConfiguration] = {}  # by id
         # A new account: in the sandbox, 1 USD a month (the model's DescribeAccountAttributes: "New
         # accounts are placed into an SMS or voice sandbox"; README: a new account's 1 USD limit).
         self.tier = "SANDBOXED"
@@ -586,6 +637,12 @@ class Region:
         if cs is None:
             raise not_found("configuration-set", name_or_arn)
         return cs
+
+    def protect_configuration(self, id_or_arn: str) -> ProtectConfiguration:
+        pc = self.protect_configurations.get(self._name_of(id_or_arn, "protect-configuration"))
+        if pc is None:
+            raise not_found("protect-configuration", id_or_arn)
+        return pc
 
     def opt_out_list(self, name_or_arn: str) -> OptOutList:
         lst = self.opt_out_lists.get(self._name_of(name_or_arn, "opt-out-list"))
@@ -1065,6 +1122,90 @@ def describe_configuration_sets(s: StandIn, r: Region, q: dict[str, Any]) -> dic
     return paginate(items, q, "ConfigurationSets")
 
 
+@operation("CreateProtectConfiguration")
+def create_protect_configuration(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    pid = f"protect-{uuid.uuid4().hex}"
+    pc = ProtectConfiguration(pid, r.arn(f"protect-configuration/{pid}"), time.time(), bool(q.get("DeletionProtectionEnabled", False)))
+    r.protect_configurations[pid] = pc
+    return {**pc.info(), "Tags": q.get("Tags", [])}
+
+
+@operation("DeleteProtectConfiguration")
+def delete_protect_configuration(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    pc = r.protect_configuration(q["ProtectConfigurationId"])
+    if pc.deletion_protection:
+        raise conflict("DELETION_PROTECTION_ENABLED", f"Protect configuration {pc.id} has deletion protection", "protect-configuration", pc.id)
+    if any(cs.protect_configuration == pc.id for cs in r.configuration_sets.values()):
+        raise conflict(
+            "PROTECT_CONFIGURATION_ASSOCIATED_WITH_CONFIGURATION_SET",
+            f"Protect configuration {pc.id} is associated with a configuration set",
+            "protect-configuration",
+            pc.id,
+        )
+    del r.protect_configurations[pc.id]
+    return pc.info()
+
+
+@operation("DescribeProtectConfigurations")
+def describe_protect_configurations(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    ids = q.get("ProtectConfigurationIds")
+    found = [r.protect_configuration(i) for i in ids] if ids else list(r.protect_configurations.values())
+    return paginate(apply_filters([pc.info() for pc in found], q.get("Filters")), q, "ProtectConfigurations")
+
+
+@operation("GetProtectConfigurationCountryRuleSet")
+def get_protect_configuration_country_rule_set(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    return r.protect_configuration(q["ProtectConfigurationId"]).rule_set(q["NumberCapability"])
+
+
+@operation("UpdateProtectConfigurationCountryRuleSet")
+def update_protect_configuration_country_rule_set(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    pc = r.protect_configuration(q["ProtectConfigurationId"])
+    capability = q["NumberCapability"]
+    updates = q["CountryRuleSetUpdates"]
+    unknown = sorted(iso for iso in updates if iso not in RULE_SET_COUNTRIES)
+    if unknown:
+        errors = [FieldError(f"CountryRuleSetUpdates.{iso}", f"{iso} is not a supported country") for iso in unknown]
+        raise validation_error("FIELD_VALIDATION_FAILED", errors)
+    rules = pc.rules.setdefault(capability, dict.fromkeys(RULE_SET_COUNTRIES, "ALLOW"))
+    for iso, rule in updates.items():
+        rules[iso] = rule["ProtectStatus"]
+    return pc.rule_set(capability)
+
+
+@operation("AssociateProtectConfiguration")
+def associate_protect_configuration(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    pc = r.protect_configuration(q["ProtectConfigurationId"])
+    cs = r.configuration_set(q["ConfigurationSetName"])
+    cs.protect_configuration = pc.id  # "This replaces the configuration sets current protect configuration" [API]
+    return {
+        "ConfigurationSetArn": cs.arn,
+        "ConfigurationSetName": cs.name,
+        "ProtectConfigurationArn": pc.arn,
+        "ProtectConfigurationId": pc.id,
+    }
+
+
+@operation("DisassociateProtectConfiguration")
+def disassociate_protect_configuration(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    pc = r.protect_configuration(q["ProtectConfigurationId"])
+    cs = r.configuration_set(q["ConfigurationSetName"])
+    if cs.protect_configuration != pc.id:
+        raise conflict(
+            "PROTECT_CONFIGURATION_NOT_ASSOCIATED_WITH_CONFIGURATION_SET",
+            f"Protect configuration {pc.id} is not associated with {cs.name}",
+            "protect-configuration",
+            pc.id,
+        )
+    cs.protect_configuration = None
+    return {
+        "ConfigurationSetArn": cs.arn,
+        "ConfigurationSetName": cs.name,
+        "ProtectConfigurationArn": pc.arn,
+        "ProtectConfigurationId": pc.id,
+    }
+
+
 def _destination(q: dict[str, Any], name: str, enabled: bool, types: list[str]) -> dict[str, Any]:
     targets = [k for k in ("CloudWatchLogsDestination", "KinesisFirehoseDestination", "SnsDestination") if q.get(k)]
     if len(targets) != 1:
@@ -1188,6 +1329,16 @@ def send_text_message(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any
     destination = q["DestinationPhoneNumber"]
     cs = r.configuration_set(q["ConfigurationSetName"]) if q.get("ConfigurationSetName") else None
     destination_iso = country_of(destination)
+    # The protect configuration the request names overrides the configuration set's.
+    protect_id = q.get("ProtectConfigurationId") or (cs.protect_configuration if cs else None)
+    protect = r.protect_configuration(protect_id) if protect_id else None
+    if protect is not None and destination_iso and protect.rules["SMS"].get(destination_iso) == "BLOCK":
+        raise conflict(
+            "DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION",
+            f"Messages to {destination_iso} are blocked by protect configuration {protect.id}",
+            "protect-configuration",
+            protect.id,
+        )
     origin = _origin(r, q.get("OriginationIdentity"), destination_iso)
     if r.tier == "SANDBOXED" and destination not in r.verified:
         raise conflict(

@@ -16,10 +16,12 @@ CloudFormation lacks:
   policy is for), and the stack is left ROLLBACK_COMPLETE (delete it before creating it again). The
   call still answers with the failing resource's error, so tests see why;
 - DeleteStack keeps RetainExceptOnCreate resources, like Retain ones (moto keeps only Retain);
-- the resource type AWS::SMSVOICE::ConfigurationSet (End User Messaging), created, updated and
+- the resource types AWS::SMSVOICE::ConfigurationSet and ProtectConfiguration (End User
+  Messaging), the set created, updated and
   deleted through the End User Messaging stand-in (eum_standin.py) of this very process, by the
   operations CloudFormation's own handler calls, so the stand-in's model validation and its errors
   apply; see ConfigurationSetResource for what is checked and where each check comes from.
+  The protect configuration is created and deleted the same way (ProtectConfigurationResource).
   AWS::SMSVOICE::OptOutList, PhoneNumber and Pool are not supported: template.yaml declares none
   (the opt-out list and the origination identities are the account's, named by parameters).
 
@@ -518,6 +520,115 @@ class ConfigurationSetResource(CloudFormationModel):
     def delete(self, account_id: str, region_name: str) -> None:
         try:
             _eum(account_id, region_name, "DeleteConfigurationSet", {"ConfigurationSetName": self.name})
+        except HandlerFailure as e:
+            if e.handler_code != "NotFound":  # already gone: deleted, to CloudFormation [CONTRACT]
+                raise
+
+
+# --------------------------------------------------------------------------------------------------
+# AWS::SMSVOICE::ProtectConfiguration
+#
+# [SCHEMA] (type AWS::SMSVOICE::ProtectConfiguration): properties CountryRuleSet (SMS, VOICE, MMS:
+# lists of {CountryCode ^[A-Z]{2}$, ProtectStatus ALLOW|BLOCK|MONITOR|FILTER}),
+# DeletionProtectionEnabled, Tags; primaryIdentifier ProtectConfigurationId (what Ref returns);
+# readOnlyProperties Arn and ProtectConfigurationId (Fn::GetAtt's attributes). Created with
+# CreateProtectConfiguration, then one UpdateProtectConfigurationCountryRuleSet per capability the
+# template lists; deleted with DeleteProtectConfiguration (refused while deletion protection is on
+# or while a configuration set is associated: the stand-in's checks, from [API]'s reasons).
+# --------------------------------------------------------------------------------------------------
+
+PROTECT_CONFIGURATION = "AWS::SMSVOICE::ProtectConfiguration"
+_STATUSES = ("ALLOW", "BLOCK", "MONITOR", "FILTER")
+
+
+def _protect_schema_errors(p: Any) -> list[str]:
+    out: list[str] = []
+    if not isinstance(p, dict):
+        return [f"#: expected type: JSONObject, found: {_type_name(p)}"]
+    out.extend(f"#: extraneous key [{k}] is not permitted" for k in p if k not in ("CountryRuleSet", "DeletionProtectionEnabled", "Tags"))
+    if "DeletionProtectionEnabled" in p and not isinstance(p["DeletionProtectionEnabled"], bool):
+        out.append(f"#/DeletionProtectionEnabled: expected type: Boolean, found: {_type_name(p['DeletionProtectionEnabled'])}")
+    rules = p.get("CountryRuleSet", {})
+    if not isinstance(rules, dict):
+        out.append(f"#/CountryRuleSet: expected type: JSONObject, found: {_type_name(rules)}")
+        return out
+    out.extend(f"#/CountryRuleSet: extraneous key [{k}] is not permitted" for k in rules if k not in ("SMS", "VOICE", "MMS"))
+    for cap, items in rules.items():
+        if not isinstance(items, list):
+            out.append(f"#/CountryRuleSet/{cap}: expected type: JSONArray, found: {_type_name(items)}")
+            continue
+        for i, rule in enumerate(items):
+            path = f"#/CountryRuleSet/{cap}/{i}"
+            if not isinstance(rule, dict) or set(rule) != {"CountryCode", "ProtectStatus"}:
+                out.append(f"{path}: required keys [CountryCode, ProtectStatus], and no other")
+            elif not re.fullmatch(r"[A-Z]{2}", str(rule["CountryCode"])):
+                out.append(f"{path}/CountryCode: failed validation constraint for keyword [pattern]")
+            elif rule["ProtectStatus"] not in _STATUSES:
+                out.append(f"{path}/ProtectStatus: {rule['ProtectStatus']} is not a valid enum value")
+    return out
+
+
+class ProtectConfigurationResource(CloudFormationModel):
+    __module__ = "moto.cloudformation.tocsin_sms_voice"
+
+    def __init__(self, pid: str, arn: str, logical_id: str) -> None:
+        self.id = pid
+        self.arn = arn
+        self.logical_id = logical_id
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.id  # Ref: the primaryIdentifier, ProtectConfigurationId [SCHEMA]
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return PROTECT_CONFIGURATION
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in ("Arn", "ProtectConfigurationId")
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        if attribute_name == "Arn":
+            return self.arn
+        if attribute_name == "ProtectConfigurationId":
+            return self.id
+        raise KeyError(attribute_name)
+
+    @classmethod
+    def create_from_cloudformation_json(  # type: ignore[misc]
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> "ProtectConfigurationResource":
+        logical_id = kwargs.get("LogicalId", resource_name)
+        p = cloudformation_json.get("Properties", {})
+        errors = _protect_schema_errors(p)
+        if errors:
+            raise HandlerFailure(
+                "InvalidRequest", f"Properties validation failed for resource {logical_id} with message: {errors}"
+            )
+        request: dict[str, Any] = {"DeletionProtectionEnabled": bool(p.get("DeletionProtectionEnabled", False))}
+        if p.get("Tags"):
+            request["Tags"] = p["Tags"]
+        created = _eum(account_id, region_name, "CreateProtectConfiguration", request)
+        resource = cls(created["ProtectConfigurationId"], created["ProtectConfigurationArn"], logical_id)
+        for cap, rules in p.get("CountryRuleSet", {}).items():
+            if rules:
+                updates = {r["CountryCode"]: {"ProtectStatus": r["ProtectStatus"]} for r in rules}
+                _eum(
+                    account_id,
+                    region_name,
+                    "UpdateProtectConfigurationCountryRuleSet",
+                    {"ProtectConfigurationId": resource.id, "NumberCapability": cap, "CountryRuleSetUpdates": updates},
+                )
+        return resource
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        try:
+            _eum(account_id, region_name, "DeleteProtectConfiguration", {"ProtectConfigurationId": self.id})
         except HandlerFailure as e:
             if e.handler_code != "NotFound":  # already gone: deleted, to CloudFormation [CONTRACT]
                 raise

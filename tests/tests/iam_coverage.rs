@@ -82,6 +82,13 @@ const KNOWINGLY_UNEXERCISED: &[Known] = &[
         reason: LAMBDA_CREATES_NO_LOG_GROUP,
     },
     Known {
+        role: "SmsCountryRulesFunctionRole",
+        statement: "AWSLambdaBasicExecutionRole (AWS managed)",
+        action: "logs:CreateLogGroup",
+        resource: "*",
+        reason: LAMBDA_CREATES_NO_LOG_GROUP,
+    },
+    Known {
         role: "SenderFunctionRole",
         statement: "AWSLambdaSQSQueueExecutionRole (AWS managed)",
         action: "logs:CreateLogGroup",

@@ -2,7 +2,9 @@
 //! an alert only to a number a roster entry covers — a whole number or a prefix — and refuses any
 //! other before any write; a change of the roster takes effect within a minute; a stack deployed
 //! open accepts any valid number. The local stack's roster is `+1` and `+44`
-//! (`tocsin_harness::stack::LOCAL_ROSTER`).
+//! (`tocsin_harness::stack::LOCAL_ROSTER`). On End User Messaging, the stack's country allow-list
+//! (`SmsAllowedCountries`, enforced by AWS through its protect configuration) is the last word,
+//! whatever the roster covers.
 
 use serde_json::{Value, json};
 use tocsin::domain::roster::RosterEntry;
@@ -101,4 +103,68 @@ async fn an_alert_whose_recipient_left_the_roster_before_its_send_is_not_sent_an
     assert_eq!(p.submit(&alert("friend-after", "+14155550151")).await.0, 201);
     p.run_sender().await;
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1);
+}
+
+/// CloudFormation's part at deploy: the `Custom::SmsCountryRules` resource, run as its own role
+/// with the environment template.yaml gives it (`SmsAllowedCountries`: US, the default).
+async fn apply_country_rules(p: &Pipeline) {
+    use sms_preferences::adapters::EumProtectConfigurations;
+    use sms_preferences::country_rules::{CountryRules, SmsCountryRules};
+    use sms_preferences::{Invocation, ResponseError, ResponseUrl, RetryPolicy};
+    struct Answered;
+    impl ResponseUrl for Answered {
+        async fn put(&self, _url: &str, _body: Vec<u8>) -> Result<(), ResponseError> {
+            Ok(())
+        }
+    }
+    let env = p.stack.function_env("SmsCountryRulesFunction").expect("the function's environment");
+    let rules = CountryRules::from_env(&mut tocsin::config::Env::from_map(env));
+    let sdk = p.emulator.sdk_config_as(&tocsin_harness::Principal::function("SmsCountryRulesFunction")).await;
+    let resource = SmsCountryRules {
+        protect: EumProtectConfigurations::new(&sdk),
+        responder: Answered,
+        rules,
+        physical_id: "tocsin-sms-country-rules-us-east-1".into(),
+        retry: RetryPolicy::default(),
+    };
+    let event = json!({
+        "RequestType": "Create",
+        "ResponseURL": "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/tocsin-local/1",
+        "RequestId": "1",
+        "LogicalResourceId": "SmsCountryRules",
+        "ResourceType": "Custom::SmsCountryRules",
+        "ResourceProperties": {"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:f"},
+    });
+    let answer = resource.handle(event, &Invocation::with_timeout(std::time::Duration::from_secs(60))).await;
+    let answer = answer.expect("answered");
+    assert_eq!(format!("{:?}", answer.status), "Success", "{:?}", answer.reason);
+}
+
+/// SMS pumping through a roster entry too wide (`+44` covers every UK number, premium ones
+/// included) stops at AWS: a stack deployed with `SmsAllowedCountries=US` has every other country
+/// blocked in its protect configuration, so End User Messaging refuses the send before any
+/// carrier (and before any charge); the alert fails with that reason and on-call is told. A US
+/// alert beside it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_country_outside_the_stacks_allowed_countries_is_refused_by_aws_even_where_the_roster_covers_it() {
+    let p = Pipeline::start_with(Options::end_user_messaging()).await;
+    apply_country_rules(&p).await;
+    let (status, body) = p.submit(&alert("uk-1", "+447700900123")).await;
+    assert_eq!(status, 201, "the roster (+44) lets intake take it: {body}");
+    let uk = tocsin_tests::key_of(&body);
+    assert_eq!(p.submit(&alert("us-1", "+14155550150")).await.0, 201);
+    p.run_sender().await;
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    assert_eq!(sent.len(), 1, "only the US alert left");
+    assert!(sent[0].destination.starts_with("+1"), "the US alert");
+    let record = p.record(&uk).await;
+    assert_eq!(record.status.state, tocsin::domain::State::Failed);
+    let timeline = format!("{:?}", p.timeline(&uk).await);
+    assert!(timeline.contains("DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION"), "{timeline}");
+    p.clock.advance(chrono::Duration::minutes(16));
+    p.run_escalation().await;
+    let escalated: Vec<String> = p.escalations().await.iter().map(|(m, _)| m.idempotency_key.clone()).collect();
+    assert!(escalated.contains(&uk.to_string()), "on-call hears the UK alert was never sent: {escalated:?}");
+    p.assert_iam_allowed();
 }

@@ -222,7 +222,7 @@ fn every_log_group_has_retention_and_the_stack_key_and_every_function_logs_to_it
         assert_eq!(g["Properties"]["KmsKeyId"], get_att("DataKey", "Arn"), "{id} key");
     }
     let functions = resources_of(t, "AWS::Lambda::Function");
-    assert_eq!(functions.len(), 5, "intake, sender, status, escalation, sms-preferences");
+    assert_eq!(functions.len(), 6, "intake, sender, status, escalation, sms-preferences, sms-country-rules");
     for (id, f) in functions {
         let group_id = f["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
             .as_str()
@@ -870,6 +870,63 @@ fn the_sms_breaker_takes_its_ceiling_from_a_parameter_and_what_it_withholds_page
     }
 }
 
+/// End User Messaging: the stack's country allow-list is AWS's to enforce. The protect
+/// configuration is the configuration set's and named on every send; the custom resource that
+/// blocks every country but `SmsAllowedCountries` takes both values from its own environment
+/// (the properties mirror them, as change triggers), and its role may read and change that
+/// protect configuration's rules and nothing else.
+#[test]
+fn the_stacks_protect_configuration_guards_every_send_and_only_its_own_function_sets_its_country_rules() {
+    let t = translated();
+    let r = &t["Resources"];
+    let id = get_att("SmsProtectConfiguration", "ProtectConfigurationId");
+    assert_eq!(r["SmsProtectConfiguration"]["Type"], "AWS::SMSVOICE::ProtectConfiguration");
+    assert_eq!(r["SmsConfigurationSet"]["Properties"]["ProtectConfigurationId"], id);
+    let sender = &r["SenderFunction"]["Properties"]["Environment"]["Variables"]["TOCSIN_EUM_PROTECT_CONFIGURATION"];
+    assert_eq!(sender["Fn::If"][1], id, "the sender names it on every send: {sender}");
+    let send = statements(&r["SenderFunctionRole"])
+        .into_iter()
+        .find(|s| s["Sid"] == "SendThroughTheStacksConfigurationSet")
+        .expect("the send grant");
+    assert!(
+        send["Resource"].as_array().is_some_and(|a| a.contains(&get_att("SmsProtectConfiguration", "Arn"))),
+        "the send is granted on the stack's protect configuration: {send}"
+    );
+    let vars = &r["SmsCountryRulesFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(vars["TOCSIN_PROTECT_CONFIGURATION_ID"], id);
+    assert_eq!(vars["TOCSIN_SMS_ALLOWED_COUNTRIES"], reference("SmsAllowedCountries"));
+    let props = &r["SmsCountryRules"]["Properties"];
+    assert_eq!(r["SmsCountryRules"]["Type"], "Custom::SmsCountryRules");
+    assert_eq!(props["ProtectConfigurationId"], id);
+    assert_eq!(props["AllowedCountries"], reference("SmsAllowedCountries"));
+    assert_eq!(props["ServiceToken"], get_att("SmsCountryRulesFunction", "Arn"));
+    assert_eq!(t["Parameters"]["SmsAllowedCountries"]["Default"], "US");
+    let granted: Vec<(Vec<String>, Value)> =
+        statements(&r["SmsCountryRulesFunctionRole"]).iter().map(|s| (actions(s), s["Resource"].clone())).collect();
+    assert_eq!(
+        granted,
+        [
+            (
+                vec![
+                    "sms-voice:GetProtectConfigurationCountryRuleSet".to_owned(),
+                    "sms-voice:UpdateProtectConfigurationCountryRuleSet".to_owned()
+                ],
+                get_att("SmsProtectConfiguration", "Arn")
+            ),
+            (vec!["kms:Decrypt".to_owned()], get_att("DataKey", "Arn")),
+        ],
+        "nothing else: not the account default, no other protect configuration, no send"
+    );
+    for (name, role) in resources_of(t, "AWS::IAM::Role") {
+        if name != "SmsCountryRulesFunctionRole" {
+            let changes = statements(role).iter().any(|s| {
+                actions(s).iter().any(|a| a.contains("ProtectConfiguration") && !a.starts_with("sms-voice:Get"))
+            });
+            assert!(!changes, "{name} may change protect configurations");
+        }
+    }
+}
+
 /// Each producer's escalation cap is the escalation function's, from a parameter of its own.
 #[test]
 fn the_escalation_function_takes_each_producers_escalation_cap_from_a_parameter() {
@@ -1281,8 +1338,15 @@ fn under_end_user_messaging_the_sender_may_send_only_through_this_stacks_configu
     let sender = &roles(&EUM)["SenderFunctionRole"];
     let send = "sms-voice:SendTextMessage";
     let identities = ["phone-number/*", "pool/*", "sender-id/*"].map(|r| format!("{SMS_VOICE}{r}"));
+    // The stack's protect configuration (its id is AWS's, so the resolved template names it
+    // `protect-configuration/*`; the raw template's `Fn::GetAtt` is pinned in
+    // `the_stacks_protect_configuration_guards_every_send_…`).
+    let protect = format!("{SMS_VOICE}protect-configuration/*");
     for r in allowed_resources(sender, send) {
-        assert!(r == own || identities.contains(&r), "{send} on {r}: not this stack's set nor an origination identity");
+        assert!(
+            r == own || r == protect || identities.contains(&r),
+            "{send} on {r}: not this stack's set, its protect configuration nor an origination identity"
+        );
     }
     for may in [
         own.clone(),

@@ -23,6 +23,7 @@
 //! delete that could fail would block the stack's removal.
 
 pub mod adapters;
+pub mod country_rules;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -41,6 +42,8 @@ use tokio::time::Instant;
 pub const SUCCESS_SAMPLING_RATE: &str = "100";
 /// Alerts are transactional: SNS optimises them for reliability rather than cost.
 pub const DEFAULT_SMS_TYPE: &str = "Transactional";
+/// What a Delete answers: the preferences stay.
+const LEFT_IN_PLACE: &str = "account SMS preferences left in place: they are account-wide and may be shared";
 /// A custom resource response is at most 4 KiB; the reason is kept well below.
 const MAX_REASON_CHARS: usize = 1500;
 
@@ -334,7 +337,7 @@ impl Config {
 
 /// The fields an answer echoes, read leniently so even a malformed event can be answered.
 #[derive(Debug, Clone, Default)]
-struct Envelope {
+pub(crate) struct Envelope {
     request_type: Option<String>,
     response_url: Option<String>,
     stack_id: Option<String>,
@@ -344,7 +347,7 @@ struct Envelope {
 }
 
 impl Envelope {
-    fn of(event: &Value) -> Self {
+    pub(crate) fn of(event: &Value) -> Self {
         let field = |k: &str| event.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
         Envelope {
             request_type: field("RequestType"),
@@ -359,10 +362,136 @@ impl Envelope {
 
 /// What was made of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Decision {
-    Applied(BTreeMap<String, String>),
-    LeftInPlace,
+pub(crate) enum Decision {
+    /// Set: the answer's reason, and its `Data` (what `Fn::GetAtt` may read).
+    Applied {
+        reason: String,
+        data: BTreeMap<String, String>,
+    },
+    /// A Delete: nothing undone, for the reason given.
+    LeftInPlace(&'static str),
     Failed(String),
+}
+
+/// A custom resource's handling of one request, whatever it sets: the event read leniently, the
+/// decision taken, and the answer always sent to the `ResponseURL` (see [`SmsPreferences::handle`]).
+pub(crate) async fn answer_request<R, F>(
+    responder: &R,
+    retry: &RetryPolicy,
+    physical_id: &str,
+    event: Value,
+    invocation: &Invocation,
+    decide: impl FnOnce(Value, Envelope) -> F,
+) -> Result<Response, SmsPreferencesError>
+where
+    R: ResponseUrl,
+    F: Future<Output = Decision>,
+{
+    let envelope = Envelope::of(&event);
+    let Some(url) = envelope.response_url.clone() else {
+        tracing::error!(request_type = ?envelope.request_type, "event without a ResponseURL; nothing to answer");
+        return Err(SmsPreferencesError::Unanswerable);
+    };
+    let decision = decide(event, envelope.clone()).await;
+    let response = response(physical_id, &envelope, &decision, invocation);
+    // The ResponseURL is a pre-signed credential: it is never logged.
+    tracing::info!(
+        request_type = ?envelope.request_type,
+        stack_id = ?envelope.stack_id,
+        request_id = ?envelope.request_id,
+        logical_resource_id = ?envelope.logical_resource_id,
+        status = ?response.status,
+        reason = ?response.reason,
+        "answering CloudFormation"
+    );
+    let body = serde_json::to_vec(&response).map_err(|e| SmsPreferencesError::Encode(e.to_string()))?;
+    answer(responder, retry, &url, body, invocation).await?;
+    Ok(response)
+}
+
+fn response(physical_id: &str, envelope: &Envelope, decision: &Decision, invocation: &Invocation) -> Response {
+    let mut r = Response::default();
+    // Create has none yet; Update and Delete keep the one CloudFormation holds, so an answer
+    // never turns into a replacement.
+    r.physical_resource_id = envelope.physical_resource_id.clone().unwrap_or_else(|| physical_id.to_owned());
+    r.stack_id = envelope.stack_id.clone().unwrap_or_default();
+    r.request_id = envelope.request_id.clone().unwrap_or_default();
+    r.logical_resource_id = envelope.logical_resource_id.clone().unwrap_or_default();
+    match decision {
+        Decision::Applied { reason, data } => {
+            r.status = CloudFormationCustomResourceResponseStatus::Success;
+            r.reason = Some(truncate(reason, MAX_REASON_CHARS));
+            r.data = data.clone().into_iter().collect();
+        }
+        Decision::LeftInPlace(why) => {
+            r.status = CloudFormationCustomResourceResponseStatus::Success;
+            r.reason = Some((*why).to_owned());
+        }
+        Decision::Failed(reason) => {
+            r.status = CloudFormationCustomResourceResponseStatus::Failed;
+            let mut text = truncate(reason, MAX_REASON_CHARS);
+            if let Some(stream) = &invocation.log_stream {
+                text.push_str(&format!(" (details in CloudWatch log stream {stream})"));
+            }
+            r.reason = Some(text);
+        }
+    }
+    r
+}
+
+async fn answer<R: ResponseUrl>(
+    responder: &R,
+    retry: &RetryPolicy,
+    url: &str,
+    body: Vec<u8>,
+    invocation: &Invocation,
+) -> Result<(), SmsPreferencesError> {
+    let attempts = retry.answer_attempts.max(1);
+    let mut made = 0;
+    loop {
+        made += 1;
+        let err = match responder.put(url, body.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        tracing::warn!(attempt = made, error = %err, "answer to CloudFormation not delivered");
+        let pause = retry.answer_delay * made;
+        if made >= attempts || Instant::now() + pause >= invocation.deadline {
+            return Err(SmsPreferencesError::ResponseNotDelivered { attempts: made, last: err });
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Calls `attempt` until it succeeds, is refused, or the retries run out (by count, or by the
+/// time kept for answering CloudFormation): the error names `operation` and the last answer.
+pub(crate) async fn with_retry<T, F>(
+    operation: &str,
+    retry: &RetryPolicy,
+    invocation: &Invocation,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T, String>
+where
+    F: Future<Output = Result<T, SetError>>,
+{
+    let mut delay = retry.first_delay;
+    let mut made = 0;
+    loop {
+        made += 1;
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(SetError::Refused(m)) => return Err(format!("{operation} refused: {m}")),
+            Err(SetError::Transient(m)) => {
+                let out_of_time = Instant::now() + delay + retry.answer_reserve > invocation.deadline;
+                if made >= retry.max_attempts || out_of_time {
+                    return Err(format!("{operation} failed after {made} attempt(s); last error: {m}"));
+                }
+                tracing::warn!(operation, attempt = made, error = %m, retry_in_ms = delay.as_millis() as u64, "failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(retry.max_delay);
+            }
+        }
+    }
 }
 
 pub struct SmsPreferences<A, R> {
@@ -382,32 +511,16 @@ impl<A: SmsAttributes, R: ResponseUrl> SmsPreferences<A, R> {
     /// The Lambda entry point. Returns the answer sent to CloudFormation; an error only when no
     /// answer could be delivered (Lambda then retries the asynchronous invocation).
     pub async fn handle(&self, event: Value, invocation: &Invocation) -> Result<Response, SmsPreferencesError> {
-        let envelope = Envelope::of(&event);
-        let Some(url) = envelope.response_url.clone() else {
-            tracing::error!(request_type = ?envelope.request_type, "event without a ResponseURL; nothing to answer");
-            return Err(SmsPreferencesError::Unanswerable);
-        };
-        let decision = self.decide(event, &envelope, invocation).await;
-        let response = self.response(&envelope, &decision, invocation);
-        // The ResponseURL is a pre-signed credential: it is never logged.
-        tracing::info!(
-            request_type = ?envelope.request_type,
-            stack_id = ?envelope.stack_id,
-            request_id = ?envelope.request_id,
-            logical_resource_id = ?envelope.logical_resource_id,
-            status = ?response.status,
-            reason = ?response.reason,
-            "answering CloudFormation"
-        );
-        let body = serde_json::to_vec(&response).map_err(|e| SmsPreferencesError::Encode(e.to_string()))?;
-        self.answer(&url, body, invocation).await?;
-        Ok(response)
+        // Boxed: the nested futures would otherwise pass the compiler's layout depth limit.
+        let decide =
+            |event, envelope: Envelope| Box::pin(async move { self.decide(event, &envelope, invocation).await });
+        Box::pin(answer_request(&self.responder, &self.retry, &self.physical_id, event, invocation, decide)).await
     }
 
     async fn decide(&self, event: Value, envelope: &Envelope, invocation: &Invocation) -> Decision {
         // First, before anything can fail: a Delete always succeeds, whatever else the event holds.
         if envelope.request_type.as_deref() == Some("Delete") {
-            return Decision::LeftInPlace;
+            return Decision::LeftInPlace(LEFT_IN_PLACE);
         }
         let request: Request = match serde_json::from_value(event) {
             Ok(r) => r,
@@ -416,7 +529,7 @@ impl<A: SmsAttributes, R: ResponseUrl> SmsPreferences<A, R> {
         let properties = match request {
             Request::Create(c) => c.resource_properties,
             Request::Update(u) => u.resource_properties,
-            Request::Delete(_) => return Decision::LeftInPlace,
+            Request::Delete(_) => return Decision::LeftInPlace(LEFT_IN_PLACE),
             _ => return Decision::Failed("unsupported RequestType".into()),
         };
         let preferences = match &self.preferences {
@@ -436,84 +549,13 @@ impl<A: SmsAttributes, R: ResponseUrl> SmsPreferences<A, R> {
             );
         }
         let attributes = preferences.attributes();
-        match self.set_with_retry(&attributes, invocation).await {
-            Ok(()) => Decision::Applied(attributes),
-            Err(reason) => Decision::Failed(reason),
-        }
-    }
-
-    async fn set_with_retry(
-        &self,
-        attributes: &BTreeMap<String, String>,
-        invocation: &Invocation,
-    ) -> Result<(), String> {
-        let mut delay = self.retry.first_delay;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.sns.set_sms_attributes(attributes).await {
-                Ok(()) => return Ok(()),
-                Err(SetError::Refused(m)) => return Err(format!("SetSMSAttributes refused: {m}")),
-                Err(SetError::Transient(m)) => {
-                    let out_of_time = Instant::now() + delay + self.retry.answer_reserve > invocation.deadline;
-                    if attempt >= self.retry.max_attempts || out_of_time {
-                        return Err(format!("SetSMSAttributes failed after {attempt} attempt(s); last error: {m}"));
-                    }
-                    tracing::warn!(attempt, error = %m, retry_in_ms = delay.as_millis() as u64, "SetSMSAttributes failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(self.retry.max_delay);
-                }
-            }
-        }
-    }
-
-    fn response(&self, envelope: &Envelope, decision: &Decision, invocation: &Invocation) -> Response {
-        let mut r = Response::default();
-        // Create has none yet; Update and Delete keep the one CloudFormation holds, so an answer
-        // never turns into a replacement.
-        r.physical_resource_id = envelope.physical_resource_id.clone().unwrap_or_else(|| self.physical_id.clone());
-        r.stack_id = envelope.stack_id.clone().unwrap_or_default();
-        r.request_id = envelope.request_id.clone().unwrap_or_default();
-        r.logical_resource_id = envelope.logical_resource_id.clone().unwrap_or_default();
-        match decision {
-            Decision::Applied(attributes) => {
-                r.status = CloudFormationCustomResourceResponseStatus::Success;
+        match with_retry("SetSMSAttributes", &self.retry, invocation, || self.sns.set_sms_attributes(&attributes)).await
+        {
+            Ok(()) => {
                 let names: Vec<&str> = attributes.keys().map(String::as_str).collect();
-                r.reason = Some(format!("SMS preferences set: {}", names.join(", ")));
-                r.data = attributes.clone().into_iter().collect();
+                Decision::Applied { reason: format!("SMS preferences set: {}", names.join(", ")), data: attributes }
             }
-            Decision::LeftInPlace => {
-                r.status = CloudFormationCustomResourceResponseStatus::Success;
-                r.reason =
-                    Some("account SMS preferences left in place: they are account-wide and may be shared".into());
-            }
-            Decision::Failed(reason) => {
-                r.status = CloudFormationCustomResourceResponseStatus::Failed;
-                let mut text = truncate(reason, MAX_REASON_CHARS);
-                if let Some(stream) = &invocation.log_stream {
-                    text.push_str(&format!(" (details in CloudWatch log stream {stream})"));
-                }
-                r.reason = Some(text);
-            }
-        }
-        r
-    }
-
-    async fn answer(&self, url: &str, body: Vec<u8>, invocation: &Invocation) -> Result<(), SmsPreferencesError> {
-        let attempts = self.retry.answer_attempts.max(1);
-        let mut made = 0;
-        loop {
-            made += 1;
-            let err = match self.responder.put(url, body.clone()).await {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            tracing::warn!(attempt = made, error = %err, "answer to CloudFormation not delivered");
-            let pause = self.retry.answer_delay * made;
-            if made >= attempts || Instant::now() + pause >= invocation.deadline {
-                return Err(SmsPreferencesError::ResponseNotDelivered { attempts: made, last: err });
-            }
-            tokio::time::sleep(pause).await;
+            Err(reason) => Decision::Failed(reason),
         }
     }
 }

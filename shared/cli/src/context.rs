@@ -230,6 +230,8 @@ pub fn sending_provider(o: &StackOutputs) -> CliResult<SendingProvider> {
             configuration_set: o.require("SmsConfigurationSetName")?.to_owned(),
             origination_identity: o.get("SmsOriginationIdentity").map(str::to_owned),
             opt_out_list: o.require("SmsOptOutListName")?.to_owned(),
+            // A stack older than its country rules has none.
+            protect_configuration: o.get("SmsProtectConfigurationId").map(str::to_owned),
         })),
         Some(other) => Err(CliError::Usage(format!(
             "stack {} names an SMS provider this CLI does not know ({other}): use the CLI of its version",
@@ -256,7 +258,8 @@ mod tests {
             SendingProvider::EndUserMessaging(EumSettings {
                 configuration_set: "tocsin-prod".into(),
                 origination_identity: None,
-                opt_out_list: "Default".into()
+                opt_out_list: "Default".into(),
+                protect_configuration: None,
             })
         );
         let half = outputs(&[("SmsProvider", "end-user-messaging")]);

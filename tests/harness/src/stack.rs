@@ -37,6 +37,11 @@ pub struct Stack {
     pub topics: BTreeMap<String, String>,
     /// End User Messaging configuration sets (created in the stand-in), by logical id: their names.
     pub configuration_sets: BTreeMap<String, String>,
+    /// End User Messaging protect configurations (created in the stand-in), by logical id: their
+    /// ids. Their country rules are the template's; the `Custom::SmsCountryRules` resource that
+    /// blocks every country but `SmsAllowedCountries` is not run here (no custom resource is): a
+    /// test that needs it runs the function as CloudFormation would.
+    pub protect_configurations: BTreeMap<String, String>,
     template: Value,
     parameters: HashMap<String, String>,
 }
@@ -129,6 +134,7 @@ impl Stack {
             log_groups: BTreeMap::new(),
             topics: BTreeMap::new(),
             configuration_sets: BTreeMap::new(),
+            protect_configurations: BTreeMap::new(),
             template,
             parameters,
         };
@@ -198,6 +204,12 @@ impl Stack {
                 return Err(tmpl_err("queues with unresolvable redrive targets"));
             }
             pending = rest;
+        }
+        // End User Messaging protect configurations, before the configuration sets that name them.
+        for (id, r) in res.iter().filter(|(_, r)| resource_type(r) == "AWS::SMSVOICE::ProtectConfiguration") {
+            let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+            let pid = create_protect_configuration(sdk, &stack, &p).await?;
+            stack.protect_configurations.insert(id.clone(), pid);
         }
         // End User Messaging configuration sets, once the log groups their destinations name exist:
         // created in the stand-in through its API, as CloudFormation would.
@@ -359,6 +371,9 @@ impl Stack {
         if let Some(c) = self.configuration_sets.get(name) {
             return Ok(c.clone());
         }
+        if let Some(p) = self.protect_configurations.get(name) {
+            return Ok(p.clone());
+        }
         Err(tmpl_err(format!("!Ref {name}: not provisioned locally")))
     }
 
@@ -376,6 +391,13 @@ impl Stack {
         }
         if let Some(g) = self.log_groups.get(res) {
             return Ok(format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{g}"));
+        }
+        if let Some(p) = self.protect_configurations.get(res) {
+            return match attr {
+                "ProtectConfigurationId" => Ok(p.clone()),
+                "Arn" => Ok(format!("arn:aws:sms-voice:{REGION}:{ACCOUNT}:protect-configuration/{p}")),
+                _ => Err(tmpl_err(format!("{res}.{attr}"))),
+            };
         }
         // Roles are not provisioned (the IAM gate plays IAM): named as the gate names them.
         let role = self.template.get("Resources").and_then(|r| r.get(res));
@@ -538,8 +560,47 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, stack: &Stack, p: &Value, id: &
     Ok(Queue { arn: format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"), name, url })
 }
 
-/// An `AWS::SMSVOICE::ConfigurationSet` with its event destinations, through the End User
-/// Messaging API (the stand-in validates each call against the service's model).
+/// An `AWS::SMSVOICE::ProtectConfiguration` with the country rules the template lists (every
+/// other country stays ALLOW, as on AWS): its id.
+async fn create_protect_configuration(sdk: &SdkConfig, stack: &Stack, p: &Value) -> Result<String> {
+    use aws_sdk_pinpointsmsvoicev2::types::{
+        NumberCapability, ProtectConfigurationCountryRuleSetInformation, ProtectStatus,
+    };
+    let client = aws_sdk_pinpointsmsvoicev2::Client::new(sdk);
+    let protected = match p.get("DeletionProtectionEnabled") {
+        Some(v) => stack.resolve(v)? == "true",
+        None => false,
+    };
+    let out = client
+        .create_protect_configuration()
+        .deletion_protection_enabled(protected)
+        .send()
+        .await
+        .map_err(|e| aws_err("CreateProtectConfiguration", e))?;
+    let id = out.protect_configuration_id;
+    for (capability, rules) in p.get("CountryRuleSet").and_then(Value::as_mapping).into_iter().flatten() {
+        let capability = as_str(capability).unwrap_or_default();
+        let mut req = client
+            .update_protect_configuration_country_rule_set()
+            .protect_configuration_id(&id)
+            .number_capability(NumberCapability::from(capability.as_str()));
+        for rule in rules.as_sequence().into_iter().flatten() {
+            let get =
+                |k: &str| -> Result<String> { stack.resolve(rule.get(k).ok_or_else(|| tmpl_err(format!("no {k}")))?) };
+            let info = ProtectConfigurationCountryRuleSetInformation::builder()
+                .protect_status(ProtectStatus::from(get("ProtectStatus")?.as_str()))
+                .build()
+                .map_err(|e| tmpl_err(e.to_string()))?;
+            req = req.country_rule_set_updates(get("CountryCode")?, info);
+        }
+        req.send().await.map_err(|e| aws_err("UpdateProtectConfigurationCountryRuleSet", e))?;
+    }
+    Ok(id)
+}
+
+/// An `AWS::SMSVOICE::ConfigurationSet` with its event destinations and its protect
+/// configuration, through the End User Messaging API (the stand-in validates each call against
+/// the service's model).
 async fn create_configuration_set(sdk: &SdkConfig, stack: &Stack, name: &str, p: &Value) -> Result<()> {
     use aws_sdk_pinpointsmsvoicev2::types::{CloudWatchLogsDestination, EventType};
     let client = aws_sdk_pinpointsmsvoicev2::Client::new(sdk);
@@ -549,6 +610,15 @@ async fn create_configuration_set(sdk: &SdkConfig, stack: &Stack, name: &str, p:
         .send()
         .await
         .map_err(|e| aws_err("CreateConfigurationSet", e))?;
+    if let Some(protect) = p.get("ProtectConfigurationId") {
+        client
+            .associate_protect_configuration()
+            .configuration_set_name(name)
+            .protect_configuration_id(stack.resolve(protect)?)
+            .send()
+            .await
+            .map_err(|e| aws_err("AssociateProtectConfiguration", e))?;
+    }
     for d in p.get("EventDestinations").and_then(Value::as_sequence).into_iter().flatten() {
         let dest_name =
             stack.resolve(d.get("EventDestinationName").ok_or_else(|| tmpl_err("no EventDestinationName"))?)?;

@@ -286,6 +286,7 @@ pub fn provider_to_check(args: &PreflightArgs, stack: Option<&StackOutputs>) -> 
             configuration_set: String::new(),
             origination_identity: args.origination_identity.clone().filter(|i| !i.trim().is_empty()),
             opt_out_list: args.opt_out_list.clone(),
+            protect_configuration: None,
         }),
     };
     let Some(outputs) = stack else {

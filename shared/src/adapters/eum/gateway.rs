@@ -10,7 +10,7 @@
 //!
 //! Every send carries: the alert's context (key and attempt, or the digest — echoed in every
 //! event), `MessageType` TRANSACTIONAL, the stack's configuration set (its event destination is
-//! the stack's own log group), the origination identity (the request's number, else the
+//! the stack's own log group), the stack's protect configuration (its country rules), the origination identity (the request's number, else the
 //! deployment's pool or number), `MaxPrice` when one is set, and a `TimeToLive` that ends when the
 //! SMS stops being worth delivering (the alert's deadline: [`time_to_live`]).
 
@@ -173,6 +173,7 @@ impl SmsGateway for EumGateway {
             .message_body(m.body)
             .message_type(MessageType::Transactional)
             .configuration_set_name(&self.sending.configuration_set)
+            .set_protect_configuration_id(self.sending.protect_configuration.clone())
             .set_origination_identity(identity.or_else(|| self.sending.origination_identity.clone()))
             .set_max_price(m.options.max_price_usd.as_deref().and_then(max_price))
             .time_to_live(time_to_live(m.worth_until, Utc::now()));
@@ -314,6 +315,20 @@ mod tests {
                 .build(),
         );
         assert_eq!(refusal(classify_error(&answer(400, spend))), Some(Refusal::SpendLimit));
+    }
+
+    #[test]
+    fn a_destination_country_the_stacks_protect_configuration_blocks_is_the_messages_refusal_not_the_numbers() {
+        for reason in [
+            ConflictExceptionReason::DestinationCountryBlockedByProtectConfiguration,
+            ConflictExceptionReason::DestinationPhoneNumberBlockedByProtectNumberOverride,
+        ] {
+            assert_eq!(
+                refusal(classify_error(&answer(400, conflict(reason.clone())))),
+                Some(Refusal::Message),
+                "{reason:?}"
+            );
+        }
     }
 
     #[test]

@@ -38,6 +38,10 @@
 //!     `DeleteConfigurationSet`: `configuration-set/NAME`.
 //!   - `PutOptedOutNumber`, `DeleteOptedOutNumber`, `DescribeOptedOutNumbers`:
 //!     `opt-out-list/NAME` (required).
+//!   - `GetProtectConfigurationCountryRuleSet`, `UpdateProtectConfigurationCountryRuleSet`,
+//!     `DeleteProtectConfiguration`: `protect-configuration/ID` (required);
+//!     `AssociateProtectConfiguration`, `DisassociateProtectConfiguration`: that and
+//!     `configuration-set/NAME`; `CreateProtectConfiguration`: `*`.
 //!   - `RequestPhoneNumber`: the opt-out list, pool and registration it names (none required: `*`
 //!     when it names none), plus `sms-voice:AssociateOriginationIdentity` on the pool it names;
 //!     `CreatePool`: the phone number or sender ID it starts with; any create with `Tags` also needs
@@ -604,6 +608,20 @@ fn sms_voice(op: &str, body: &Value, f: &Facts) -> Result<Vec<Requirement>, MapE
             .map(|n| sms_named(f, "verified-destination-number", n))
             .collect()),
         "DescribeAccountAttributes" | "DescribeSpendLimits" => on(Vec::new()),
+        "GetProtectConfigurationCountryRuleSet"
+        | "UpdateProtectConfigurationCountryRuleSet"
+        | "DeleteProtectConfiguration" => {
+            on(vec![sms_named(f, "protect-configuration", str_field(body, "ProtectConfigurationId")?)])
+        }
+        "AssociateProtectConfiguration" | "DisassociateProtectConfiguration" => on(vec![
+            configuration_set()?,
+            sms_named(f, "protect-configuration", str_field(body, "ProtectConfigurationId")?),
+        ]),
+        "CreateProtectConfiguration" => tagged(on(Vec::new()), "*"),
+        "DescribeProtectConfigurations" => on(str_list(body, "ProtectConfigurationIds")
+            .into_iter()
+            .map(|n| sms_named(f, "protect-configuration", n))
+            .collect()),
         other => return Err(MapError::Unknown(format!("PinpointSMSVoiceV2.{other}"))),
     })
 }

@@ -291,6 +291,14 @@ impl Resolved {
             // A log group's Arn attribute ends with ":*" (its streams), as CloudFormation returns it.
             ("AWS::Logs::LogGroup", "Arn") => format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*"),
             ("AWS::SNS::Topic", "TopicArn") => format!("arn:aws:sns:{REGION}:{ACCOUNT}:{name}"),
+            // AWS assigns a protect configuration its id when it is made, after the gate read the
+            // template: the gate grants the account's protect configurations where the template
+            // names the stack's one. That the sender names the stack's own is proved by the
+            // country-rules tests (a send to a blocked country is refused by AWS's rules).
+            ("AWS::SMSVOICE::ProtectConfiguration", "Arn") => {
+                format!("arn:aws:sms-voice:{REGION}:{ACCOUNT}:protect-configuration/*")
+            }
+            ("AWS::SMSVOICE::ProtectConfiguration", "ProtectConfigurationId") => "*".to_owned(),
             (ty, attr) => return Err(err(format!("Fn::GetAtt {id}.{attr} ({ty}) is not resolved by the IAM gate"))),
         })
     }
