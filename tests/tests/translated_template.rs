@@ -204,9 +204,12 @@ fn eventbridge_failures_dead_letter_into_the_stacks_own_encrypted_alarmed_queue(
                     s["Effect"] == "Allow"
                         && s["Principal"]["Service"] == "events.amazonaws.com"
                         && s["Action"] == "sqs:SendMessage"
-                        && s["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::Sub"]
-                            .as_str()
-                            .is_some_and(|arn| arn.ends_with(&format!(":rule/{name}")))
+                        && match &s["Condition"]["ArnEquals"]["aws:SourceArn"] {
+                            Value::Array(arns) => arns.clone(),
+                            one => vec![one.clone()],
+                        }
+                        .iter()
+                        .any(|a| a["Fn::Sub"].as_str().is_some_and(|arn| arn.ends_with(&format!(":rule/{name}"))))
                 })
         });
         assert!(allowed, "{id}: the rejects queue's policy lets the rule {name} send");
@@ -1463,6 +1466,47 @@ fn under_end_user_messaging_every_log_group_the_stack_creates_is_encrypted_with_
         let name = p["LogGroupName"].as_str().unwrap_or_default();
         assert!(!name.starts_with("sns/"), "{id}: no account-wide SNS group under End User Messaging");
     }
+}
+
+/// The alert bus's events hold a phone number and the alert's variables: they are encrypted with
+/// the stack's key, which EventBridge may use under this bus's encryption context (and describe);
+/// an event it cannot encrypt or decrypt is kept on the rejects queue, whose policy lets the bus
+/// write, not lost.
+#[test]
+fn the_alert_bus_is_encrypted_with_the_stacks_key_bound_to_it_and_keeps_what_it_cannot_encrypt() {
+    let t = resolved(&EUM);
+    let bus = properties(&t, "AlertBus");
+    assert_eq!(bus["KmsKeyIdentifier"], json!(t.get_att("DataKey", "Arn").expect("the key")));
+    let rejects = t.get_att("IntakeRejectsQueue", "Arn").expect("the rejects queue");
+    assert_eq!(bus["DeadLetterConfig"]["Arn"], json!(rejects));
+    let bus_arn = format!("arn:aws:events:us-east-1:123456789012:event-bus/{}", bus["Name"].as_str().expect("named"));
+    let key_policy = properties(&t, "DataKey")["KeyPolicy"]["Statement"].clone();
+    let for_events: Vec<&Value> = key_policy
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["Effect"] == "Allow" && s["Principal"]["Service"] == "events.amazonaws.com")
+        .collect();
+    let bound = for_events.iter().any(|s| {
+        actions(s).contains(&"kms:GenerateDataKey".to_owned())
+            && actions(s).contains(&"kms:Decrypt".to_owned())
+            && condition_values(&s["Condition"], "StringEquals", "kms:EncryptionContext:aws:events:event-bus:arn")
+                == [bus_arn.clone()]
+    });
+    assert!(bound, "EventBridge may use the key under the bus's encryption context: {for_events:?}");
+    assert!(for_events.iter().any(|s| actions(s).contains(&"kms:DescribeKey".to_owned())), "and check it");
+    let queue_policy = properties(&t, "IntakeRejectsQueuePolicy")["PolicyDocument"]["Statement"].clone();
+    let writers: Vec<String> = queue_policy
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| {
+            s["Principal"]["Service"] == "events.amazonaws.com" && actions(s).contains(&"sqs:SendMessage".to_owned())
+        })
+        .flat_map(|s| condition_values(&s["Condition"], "ArnEquals", "aws:SourceArn"))
+        .collect();
+    assert!(writers.contains(&bus_arn), "the bus may dead-letter into the rejects queue: {writers:?}");
+    assert!(writers.iter().all(|w| w.contains(":rule/tocsin-prod-") || *w == bus_arn), "nothing else: {writers:?}");
 }
 
 const BILLING: &str = "arn:aws:iam::123456789012:role/services/billing";
