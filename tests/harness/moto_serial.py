@@ -8,7 +8,8 @@ emulated services see requests one by one.
 moto has no backend for AWS End User Messaging SMS (`pinpoint-sms-voice-v2`): requests whose
 X-Amz-Target starts with `PinpointSMSVoiceV2.`, and the stand-in's control API under `/tocsin-eum/`,
 go to eum_standin.py instead, under the same lock (it writes its events into moto's CloudWatch Logs
-backend, in this process). `POST /moto-api/reset` resets the stand-in too.
+backend, in this process). FilterLogEvents pages and ingests as AWS does when a test asks
+(logs_as_aws.py, control API `/tocsin-logs/`). `POST /moto-api/reset` resets both too.
 
 `GET /tocsin-emulator/id` answers the instance id the harness gave in `TOCSIN_EMULATOR_ID`: the
 harness picks a free port and releases it before this binds it, so a parallel test may start its
@@ -18,6 +19,7 @@ exits with "Address already in use").
 Usage: python moto_serial.py HOST PORT
 """
 
+import json
 import os
 import sys
 import threading
@@ -33,6 +35,8 @@ from moto.moto_server.werkzeug_app import (
 )
 
 from eum_standin import StandIn
+import logs_as_aws
+from moto.logs.models import LogsBackend
 
 
 def main() -> None:
@@ -41,6 +45,7 @@ def main() -> None:
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
     eum = StandIn()
+    logs_as_aws.install(LogsBackend)
     instance = os.environ.get("TOCSIN_EMULATOR_ID", "").encode()
 
     def serial(environ, start_response):
@@ -48,6 +53,12 @@ def main() -> None:
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(instance)))])
             return [instance]
         with lock:
+            shaped = logs_as_aws.control(environ)
+            if shaped is not None:
+                status, body = shaped
+                data = json.dumps(body).encode()
+                start_response(f"{status} {'OK' if status == 200 else 'Bad Request'}", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+                return [data]
             answer = eum.wsgi(environ, start_response)
             if answer is not None:
                 return answer
@@ -55,6 +66,7 @@ def main() -> None:
             response = list(app(environ, start_response))
             if environ.get("PATH_INFO") == "/moto-api/reset" and environ.get("REQUEST_METHOD") == "POST":
                 eum.reset()
+                logs_as_aws.reset()
             return response
 
     run_simple(host, port, serial, threaded=True, request_handler=MotoRequestHandler)

@@ -14,6 +14,7 @@ use chrono::Duration;
 use tocsin::domain::State;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::ports::RecipientRegistry;
+use tocsin_harness::LogsShape;
 use tocsin_harness::eum::{Carrier, CarrierBehaviour};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -135,6 +136,35 @@ async fn reconciliation_finds_an_unknown_outcomes_events_by_key_when_the_subscri
     let summary = p.run_escalation().await;
     assert_eq!(summary.reconciled, 1, "{summary:?}");
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
+    assert!(p.escalations().await.is_empty());
+}
+
+/// CloudWatch Logs as AWS serves it: the alert's events were put a moment ago and are not yet
+/// searchable (ingestion takes seconds, sometimes minutes), and the search's pages come back one
+/// event at a time, every other one empty with a next token. A sweep that finds nothing leaves
+/// the outcome unknown — never "not sent", never sent again; the next sweep, once the events are
+/// searchable, follows every page to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_waits_out_ingestion_and_follows_small_and_empty_pages_to_an_unknowns_events() {
+    let p = pipeline_with_faults(343).await;
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-ingest", "+14155550205")).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+    let harsh = |delay| LogsShape { ingestion_delay: delay, page_events: 1, empty_every: 2 };
+    p.emulator.shape_logs(harsh(StdDuration::from_secs(600))).await.expect("shape");
+    p.clock.advance(Duration::minutes(3));
+    let summary = p.run_escalation().await;
+    assert_eq!(summary.reconciled, 0, "nothing searchable yet: {summary:?}");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown, "still unknown, not 'never sent'");
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "never sent again");
+
+    p.emulator.shape_logs(harsh(StdDuration::ZERO)).await.expect("shape");
+    p.clock.advance(Duration::minutes(3));
+    let summary = p.run_escalation().await;
+    assert_eq!(summary.reconciled, 1, "{summary:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered, "found through the empty pages");
     assert!(p.escalations().await.is_empty());
 }
 

@@ -12,6 +12,7 @@ use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::reconcile::ReconcileState;
 use tocsin::domain::{IdempotencyKey, State};
 use tocsin::ports::{IntentStore, MessageIndex, RecipientRegistry};
+use tocsin_harness::LogsShape;
 use tocsin_harness::events::{sns_delivery_record, sqs_event};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -178,6 +179,34 @@ async fn an_unknown_outcome_whose_sms_the_index_ties_to_it_is_settled_from_the_d
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
     p.clock.advance(Duration::minutes(20));
     assert_eq!(p.run_escalation().await.escalated, 0, "delivered: never escalated");
+}
+
+/// CloudWatch Logs as AWS serves it: records put a moment ago are not yet searchable, and a
+/// search's pages hold one event each, every other one empty with a next token. The sweep that
+/// finds nothing leaves the outcome unknown and sends nothing; the next one, once the records are
+/// searchable, follows the pages past another sender's record to the alert's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcomes_record_not_yet_searchable_is_found_later_through_small_and_empty_pages() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(32), ..Default::default() }).await;
+    let (key, id) = indexed_but_unknown(&p, "recon-ingest", "+14155550173").await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    let harsh = |delay| LogsShape { ingestion_delay: delay, page_events: 1, empty_every: 2 };
+    p.emulator.shape_logs(harsh(StdDuration::from_secs(600))).await.expect("shape");
+    carrier_writes(&p, SUCCESS, "another-senders-sms", "+14155550173", true, claimed + Duration::seconds(1)).await;
+    carrier_writes(&p, SUCCESS, &id, "+14155550173", true, claimed + Duration::seconds(3)).await;
+    p.clock.advance(Duration::minutes(2));
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 0, "nothing searchable yet: {run:?}");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+
+    p.emulator.shape_logs(harsh(StdDuration::ZERO)).await.expect("shape");
+    p.clock.advance(Duration::minutes(2));
+    let run = p.run_escalation().await;
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "its own SMS, not the other sender's");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

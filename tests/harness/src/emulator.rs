@@ -77,6 +77,18 @@ pub(crate) async fn is_ours(http: &reqwest::Client, port: u16, id: &str) -> bool
     }
 }
 
+/// How CloudWatch Logs answers `FilterLogEvents` ([`Emulator::shape_logs`]): AWS's freedoms,
+/// which moto does not take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogsShape {
+    /// An event is searchable only this long after it was put (AWS: seconds, sometimes minutes).
+    pub ingestion_delay: std::time::Duration,
+    /// At most this many events a page (0: the request's limit).
+    pub page_events: u32,
+    /// Every n-th page comes back empty with a next token (0: never; 1 is refused).
+    pub empty_every: u32,
+}
+
 impl Emulator {
     /// Installs (first time) and starts a fresh, empty emulator, with IAM enforced for the local
     /// stack (`tocsin-local`, the parameters' defaults).
@@ -220,6 +232,27 @@ impl Emulator {
     /// messages it accepted): see [`crate::eum`].
     pub fn eum(&self) -> crate::eum::EumControl {
         crate::eum::EumControl::new(&self.moto_endpoint())
+    }
+
+    /// Makes `FilterLogEvents` answer as AWS may (`tests/harness/logs_as_aws.py`): events hidden
+    /// until `shape.ingestion_delay` after they were put, pages of at most `shape.page_events`
+    /// events, and every `shape.empty_every`-th page empty with a next token.
+    /// `LogsShape::default()` restores moto's at-once, whole answers.
+    pub async fn shape_logs(&self, shape: LogsShape) -> Result<()> {
+        let body = serde_json::json!({
+            "ingestion_delay_ms": u64::try_from(shape.ingestion_delay.as_millis()).unwrap_or(u64::MAX),
+            "page_events": shape.page_events,
+            "empty_every": shape.empty_every,
+        });
+        let url = format!("{}/tocsin-logs/shape", self.moto_endpoint());
+        let response =
+            self.http.post(url).json(&body).send().await.map_err(|e| HarnessError::Emulator(e.to_string()))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            let text = response.text().await.unwrap_or_default();
+            Err(HarnessError::Emulator(format!("/tocsin-logs/shape: {text}")))
+        }
     }
 
     /// Every log event of `log_group` so far, oldest first, read with `FilterLogEvents` as the

@@ -16,7 +16,7 @@ pub mod sam;
 pub mod stack;
 pub mod stack_outputs;
 
-pub use emulator::{Emulator, SentSms};
+pub use emulator::{Emulator, LogsShape, SentSms};
 pub use iam::Principal;
 pub use stack::Stack;
 

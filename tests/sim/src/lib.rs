@@ -84,7 +84,7 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 13] = [
+    let knobs: [Knob; 14] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
@@ -97,6 +97,7 @@ pub fn shrink(failing: Report) -> Report {
         |f| f.record_twice = 0.0,
         |f| f.batch_twice = 0.0,
         |f| f.search_throttled = 0.0,
+        |f| f.ingestion_slow = 0.0,
         |f| f.sweep_twice = 0.0,
     ];
     for knob in knobs {

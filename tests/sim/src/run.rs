@@ -377,8 +377,9 @@ impl Driver {
             WorldEvent::Record(n) => {
                 let mut st = self.sim.lock();
                 let w = &mut st.world;
+                let searchable_at = now + w.ingestion_delay();
                 if let Some(r) = w.sms.records.remove(&n)
-                    && w.logs.write(r.group, r.message, now)
+                    && w.logs.write(r.group, r.message, now, searchable_at)
                 {
                     let at = now + w.between(300, 1_500);
                     w.schedule(at, WorldEvent::Deliver(r.group));

@@ -732,3 +732,60 @@ async fn under_the_same_faults_the_simulated_ledger_answers_as_the_adapter_does(
     assert_eq!(sim_claim, emulator_claim);
     assert_same("state first cut short", &sim_cut, &emulator_cut);
 }
+
+/// CloudWatch Logs ingests before a search finds: an event written a moment ago is not found, the
+/// same event is once ingested — in the simulated world (each event's `searchable_at`) and on the
+/// emulator (`LogsShape::ingestion_delay`) alike, through the End User Messaging event search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_event_is_found_by_a_search_only_once_ingested_in_the_world_and_on_the_emulator() {
+    use tocsin::adapters::eum::EumEventSearch;
+    use tocsin::domain::reconcile::Window;
+    use tocsin::domain::send_context::{ATTEMPT, KEY, STACK};
+    use tocsin::ports::{DeliveryLogSearch, SearchFor};
+    use tocsin_harness::LogsShape;
+    use tocsin_sim::world::logs::{Group, SimEventSearch};
+
+    let t0 = Utc::now();
+    let producer = ProducerName::parse("monitoring").expect("producer");
+    let key = IdempotencyKey::derive(&producer, "contract:ingest", &intent(0, "+12065550101", t0, 10).intent.template);
+    let to = PhoneNumber::parse("+12065550101").expect("number");
+    let message = serde_json::json!({
+        "eventType": "TEXT_DELIVERED", "eventVersion": "1.0", "eventTimestamp": t0.timestamp_millis(),
+        "isFinal": true, "originationPhoneNumber": "+18335550001", "destinationPhoneNumber": to.expose(),
+        "isInternationalSend": false, "isoCountryCode": "US", "mcc": "310", "mnc": "001",
+        "carrierName": "Contract Carrier", "messageId": "contract-ingest-1",
+        "messageRequestTimestamp": t0.timestamp_millis(), "messageEncoding": "GSM", "messageType": "TRANSACTIONAL",
+        "messageStatus": "DELIVERED", "messageStatusDescription": "Message has been delivered to the handset",
+        "context": { STACK: "tocsin-local", KEY: key.as_str(), ATTEMPT: "a1" },
+        "totalMessageParts": 1, "totalMessagePrice": 0.00581, "totalCarrierFee": 0.00266,
+    })
+    .to_string();
+    let window = Window { from: t0 - Duration::minutes(1), to: t0 + Duration::minutes(1) };
+    let what = SearchFor { recipient: &to, key: &key, digest: None };
+
+    let p = tocsin_tests::Pipeline::start_with(tocsin_tests::Options::end_user_messaging()).await;
+    let group = p.stack.log_group("SmsEventLogGroup").to_owned();
+    let hidden = LogsShape { ingestion_delay: std::time::Duration::from_secs(600), ..LogsShape::default() };
+    p.emulator.shape_logs(hidden).await.expect("shape");
+    p.put_log(&group, &message).await;
+    let search = EumEventSearch::new(aws_sdk_cloudwatchlogs::Client::new(&p.emulator.sdk_config().await), group);
+    let found = |r: Result<Vec<tocsin::domain::reconcile::Found>, _>| r.map(|f| f.len()).map_err(|e| format!("{e:?}"));
+    let mut emulator = vec![line("search before ingestion", found(search.records_for(what, window, 10).await))];
+    p.emulator.shape_logs(LogsShape::default()).await.expect("shape");
+    emulator.push(line("search once ingested", found(search.records_for(what, window, 10).await)));
+
+    let sim = sim_world();
+    {
+        let mut st = sim.lock();
+        let at = to_ms(t0);
+        let searchable_at = st.core.now + 60_000;
+        st.world.logs.write(Group::Events, message.clone(), at, searchable_at);
+    }
+    let search = SimEventSearch { sim: sim.clone() };
+    let mut simulated = vec![line("search before ingestion", found(block_on(search.records_for(what, window, 10))))];
+    sim.lock().core.now += 61_000;
+    simulated.push(line("search once ingested", found(block_on(search.records_for(what, window, 10)))));
+
+    assert_eq!(emulator[1], "search once ingested => Ok(1)", "the emulator's search finds it: {emulator:?}");
+    assert_same("log search", &simulated, &emulator);
+}

@@ -37,6 +37,9 @@ pub struct Event {
     pub id: String,
     pub timestamp: Millis,
     pub message: String,
+    /// When `FilterLogEvents` finds it: CloudWatch Logs ingests with a delay (the subscription
+    /// is not held back by it).
+    pub searchable_at: Millis,
 }
 
 /// A batch the subscription handed to the status function, kept for Lambda's retries.
@@ -61,13 +64,13 @@ pub struct Logs {
 }
 
 impl Logs {
-    /// Writes `message` to `group` at `now`; true when the group's subscription needs a delivery
-    /// scheduled.
-    pub fn write(&mut self, group: Group, message: String, now: Millis) -> bool {
+    /// Writes `message` to `group` at `now`, searchable from `searchable_at`; true when the
+    /// group's subscription needs a delivery scheduled.
+    pub fn write(&mut self, group: Group, message: String, now: Millis, searchable_at: Millis) -> bool {
         self.next_event += 1;
         // CloudWatch Logs event ids are long decimal strings.
         let id = format!("3{:017}{:020}", now, self.next_event);
-        let event = Event { id, timestamp: now, message };
+        let event = Event { id, timestamp: now, message, searchable_at };
         self.groups.entry(group).or_default().push(event.clone());
         self.undelivered.entry(group).or_default().push(event);
         let due = self.delivery_due.entry(group).or_default();
@@ -105,8 +108,9 @@ impl Logs {
 }
 
 /// `FilterLogEvents` on `group` for events containing `term` within `from..=to` (quoted terms
-/// match exact text), throttled as faults have it.
+/// match exact text), throttled as faults have it; an event not yet ingested is not found.
 async fn filter(sim: &Sim, group: Group, term: String, from: Millis, to: Millis) -> Result<Vec<Found>, SearchError> {
+    let now = sim.now();
     let page = sim
         .call("CloudWatch Logs FilterLogEvents", OpKind::Read, move |w| {
             if w.chance(w.faults.search_throttled) {
@@ -116,7 +120,9 @@ async fn filter(sim: &Sim, group: Group, term: String, from: Millis, to: Millis)
             Some(
                 events
                     .iter()
-                    .filter(|e| e.timestamp >= from && e.timestamp <= to && e.message.contains(&term))
+                    .filter(|e| {
+                        e.timestamp >= from && e.timestamp <= to && e.searchable_at <= now && e.message.contains(&term)
+                    })
                     .cloned()
                     .collect::<Vec<_>>(),
             )

@@ -55,6 +55,11 @@ pub struct FaultPlan {
     pub batch_twice: f64,
     /// A log search is throttled.
     pub search_throttled: f64,
+    /// A log event takes minutes (up to `ingestion_slow_ms`), not seconds, to become searchable.
+    /// CloudWatch Logs ingests every event with some delay (1–10 s here, always); it promises no
+    /// bound, and on a bad day it is minutes.
+    pub ingestion_slow: f64,
+    pub ingestion_slow_ms: Millis,
     /// The schedule fires twice for one minute.
     pub sweep_twice: f64,
 }
@@ -75,6 +80,8 @@ impl FaultPlan {
             record_twice: 0.0,
             batch_twice: 0.0,
             search_throttled: 0.0,
+            ingestion_slow: 0.0,
+            ingestion_slow_ms: 0,
             sweep_twice: 0.0,
         }
     }
@@ -95,6 +102,8 @@ impl FaultPlan {
             record_twice: 0.02,
             batch_twice: 0.05,
             search_throttled: 0.1,
+            ingestion_slow: 0.05,
+            ingestion_slow_ms: 300_000,
             sweep_twice: 0.1,
         }
     }
@@ -118,6 +127,8 @@ impl FaultPlan {
             record_twice: knob(0.1),
             batch_twice: knob(0.2),
             search_throttled: knob(0.5),
+            ingestion_slow: knob(0.3),
+            ingestion_slow_ms: 300_000,
             sweep_twice: knob(0.3),
         }
     }
@@ -138,6 +149,8 @@ impl FaultPlan {
             record_twice: self.record_twice * x,
             batch_twice: self.batch_twice * x,
             search_throttled: self.search_throttled * x,
+            ingestion_slow: self.ingestion_slow * x,
+            ingestion_slow_ms: self.ingestion_slow_ms,
             sweep_twice: self.sweep_twice * x,
         }
     }
@@ -232,6 +245,17 @@ impl World {
 
     pub fn between(&mut self, lo: Millis, hi: Millis) -> Millis {
         if hi <= lo { lo } else { self.rng.random_range(lo..=hi) }
+    }
+
+    /// How long a log event written now takes to become searchable (`FilterLogEvents`): seconds
+    /// always, minutes when the fault plan says so. The subscription is not delayed by it.
+    pub fn ingestion_delay(&mut self) -> Millis {
+        if self.chance(self.faults.ingestion_slow) {
+            let max = self.faults.ingestion_slow_ms.max(10_000);
+            self.between(10_000, max)
+        } else {
+            self.between(1_000, 10_000)
+        }
     }
 
     pub fn gsi_lag(&mut self) -> Millis {
