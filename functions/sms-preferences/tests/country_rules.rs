@@ -7,18 +7,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aws_sdk_pinpointsmsvoicev2 as eum;
-use common::{GENEROUS, ResponseCapture, STACK_ID};
+use common::{GENEROUS, ResponseCapture, Running, STACK_ID};
 use serde_json::{Value, json};
 use sms_preferences::adapters::{EumProtectConfigurations, HttpResponder};
 use sms_preferences::country_rules::{AllowedCountries, CountryRules, SmsCountryRules};
 use sms_preferences::{Invocation, RetryPolicy};
-use tocsin_harness::runtime_api::{Invocation as Answered, RuntimeApi};
 use tocsin_harness::{Emulator, Principal, Stack, workspace_root};
-use tokio::io::AsyncBufReadExt;
 
 fn me() -> Principal {
     Principal::function("SmsCountryRulesFunction")
@@ -193,46 +189,27 @@ async fn every_sample_event_is_answered_success_by_the_binary_with_the_templates
     let emulator = Emulator::start().await.expect("emulator");
     let (admin, stack, id) = deployed(&emulator).await;
     let capture = ResponseCapture::start().await;
-    let api = RuntimeApi::start().await.expect("runtime API");
     let env = stack.function_env("SmsCountryRulesFunction").expect("function env from template.yaml");
     assert_eq!(env.get("TOCSIN_PROTECT_CONFIGURATION_ID"), Some(&id));
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sms-country-rules"))
-        .env_clear()
-        .envs(env)
-        .envs(emulator.aws_env(&me()))
-        .envs(api.lambda_env("SmsCountryRulesFunction"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let stdout = child.stdout.take().expect("stdout");
-    let kept = lines.clone();
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(stdout).lines();
-        while let Ok(Some(l)) = reader.next_line().await {
-            kept.lock().expect("lines").push(l);
-        }
-    });
+    let mut running =
+        Running::start(&emulator, &stack, env!("CARGO_BIN_EXE_sms-country-rules"), "SmsCountryRulesFunction", &[])
+            .await;
     let dir = workspace_root().join("events").join("sms-country-rules");
     for kind in ["create", "update", "delete"] {
         let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("sample");
         let mut event: Value = serde_json::from_str(&text).expect("JSON");
         event["ResponseURL"] = Value::String(capture.rehost(event["ResponseURL"].as_str().expect("ResponseURL")));
-        let answer = api.invoke(event, Duration::from_secs(60)).await.expect("answer");
-        let Answered::Response(returned) = answer else { panic!("events/sms-country-rules/{kind}.json: {answer:?}") };
+        let returned = running.invoke(event).await;
         assert_eq!(returned["Status"], "SUCCESS", "events/sms-country-rules/{kind}.json: {returned}");
     }
-    let _ = child.kill().await;
+    let lines = running.log_lines().await;
+    let _ = running.child.kill().await;
     // The samples name another stack's protect configuration and, on Update, more countries:
     // the function applied its own (US, the template's default) and said what it ignored.
     let after = rules(&admin, &id).await;
     assert_eq!(blocked(&after).len(), after.len() - 1);
     assert_eq!(after.get("US").map(String::as_str), Some("ALLOW"));
-    let ignored: Vec<String> =
-        lines.lock().expect("lines").iter().filter(|l| l.contains("\"property\"")).cloned().collect();
+    let ignored: Vec<String> = lines.iter().filter(|l| l.get("property").is_some()).map(Value::to_string).collect();
     assert!(ignored.iter().any(|l| l.contains("AllowedCountries") && l.contains("CA,US")), "{ignored:?}");
     assert!(ignored.iter().all(|l| !l.contains("protect-0123")), "an event's id is not echoed: {ignored:?}");
     emulator.iam().assert_no_denials();

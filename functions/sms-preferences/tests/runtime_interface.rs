@@ -5,74 +5,16 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use common::{ROLE, ResponseCapture, request, sms_attributes};
+use common::{ROLE, ResponseCapture, Running, request, sms_attributes};
 use serde_json::{Value, json};
-use tocsin_harness::runtime_api::{Invocation, RuntimeApi};
-use tocsin_harness::{Emulator, Principal, Stack, workspace_root};
-use tokio::io::AsyncBufReadExt;
+use tocsin_harness::{Emulator, Stack, workspace_root};
 
 /// The custom resource exists only when SNS sends (it sets the account's SNS SMS preferences).
 const SNS: &[(&str, &str)] = &[("SmsProvider", "sns")];
 
-/// The binary, running under its own Runtime API stand-in with the environment template.yaml
-/// gives it (and `changes` on top: a stack deployed with other parameters); its log lines kept.
-struct Running {
-    api: RuntimeApi,
-    child: tokio::process::Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    async fn start(emulator: &Emulator, stack: &Stack, changes: &[(&str, &str)]) -> Running {
-        let api = RuntimeApi::start().await.expect("runtime API");
-        let mut env = stack.function_env("SmsPreferencesFunction").expect("function env from template.yaml");
-        for (k, v) in changes {
-            env.insert((*k).to_owned(), (*v).to_owned());
-        }
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sms-preferences"))
-            .env_clear()
-            .envs(env)
-            .envs(emulator.aws_env(&Principal::function("SmsPreferencesFunction")))
-            .envs(api.lambda_env("SmsPreferencesFunction"))
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().expect("stdout");
-        let kept = lines.clone();
-        tokio::spawn(async move {
-            let mut reader = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(l)) = reader.next_line().await {
-                kept.lock().expect("lines").push(l);
-            }
-        });
-        Running { api, child, lines }
-    }
-
-    async fn invoke(&mut self, event: Value) -> Value {
-        let answer = tokio::select! {
-            a = self.api.invoke(event, Duration::from_secs(60)) => a.expect("answer"),
-            status = self.child.wait() => {
-                panic!("sms-preferences exited ({status:?}); init error: {:?}", self.api.init_error())
-            }
-        };
-        let Invocation::Response(returned) = answer else { panic!("{answer:?}") };
-        returned
-    }
-
-    /// Every JSON log line so far (the answer is posted after the handler's last line: a moment
-    /// for the pipe).
-    async fn log_lines(&self) -> Vec<Value> {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let lines = self.lines.lock().expect("lines").clone();
-        lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
-    }
+/// The `sms-preferences` binary with the environment template.yaml gives it, and `changes`.
+async fn start(emulator: &Emulator, stack: &Stack, changes: &[(&str, &str)]) -> Running {
+    Running::start(emulator, stack, env!("CARGO_BIN_EXE_sms-preferences"), "SmsPreferencesFunction", changes).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,11 +43,11 @@ async fn every_sample_event_is_answered_success_through_the_runtime_interface() 
     // The samples are a stack created with the template's defaults, then updated to
     // MonthlySpendLimitUsd=250: CloudFormation updates the function's environment before it
     // sends the custom resource's Update, so the Update and the Delete meet a function set to 250.
-    let mut running = Running::start(&emulator, &stack, &[]).await;
+    let mut running = start(&emulator, &stack, &[]).await;
     for (i, (file, mut event)) in events.clone().into_iter().enumerate() {
         if i == 1 {
             let _ = running.child.kill().await;
-            running = Running::start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "250")]).await;
+            running = start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "250")]).await;
         }
         let original = event["ResponseURL"].as_str().expect("ResponseURL").to_owned();
         event["ResponseURL"] = Value::String(capture.rehost(&original));
@@ -151,7 +93,7 @@ async fn a_direct_invocation_asking_for_a_higher_spend_limit_sets_the_stacks_and
     let sdk = emulator.sdk_config().await;
     let stack = Stack::provision_with(&sdk, "tocsin-local", SNS).await.expect("provision");
     let capture = ResponseCapture::start().await;
-    let mut running = Running::start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "5")]).await;
+    let mut running = start(&emulator, &stack, &[("TOCSIN_MONTHLY_SPEND_LIMIT_USD", "5")]).await;
     let abuse = request(
         "Update",
         &capture.url("req-abuse"),

@@ -165,3 +165,71 @@ pub async fn sms_attributes(sdk: &aws_config::SdkConfig) -> HashMap<String, Stri
 }
 
 pub const GENEROUS: Duration = Duration::from_secs(60);
+
+/// A custom resource binary, running under its own Runtime API stand-in with the environment
+/// template.yaml gives its function (and `changes` on top: a stack deployed with other
+/// parameters), signing as that function; its log lines kept.
+pub struct Running {
+    api: tocsin_harness::runtime_api::RuntimeApi,
+    pub child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    binary: String,
+}
+
+impl Running {
+    pub async fn start(
+        emulator: &tocsin_harness::Emulator,
+        stack: &tocsin_harness::Stack,
+        binary: &str,
+        function: &str,
+        changes: &[(&str, &str)],
+    ) -> Running {
+        use tokio::io::AsyncBufReadExt;
+        let api = tocsin_harness::runtime_api::RuntimeApi::start().await.expect("runtime API");
+        let mut env = stack.function_env(function).expect("function env from template.yaml");
+        for (k, v) in changes {
+            env.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let mut child = tokio::process::Command::new(binary)
+            .env_clear()
+            .envs(env)
+            .envs(emulator.aws_env(&tocsin_harness::Principal::function(function)))
+            .envs(api.lambda_env(function))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let kept = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = reader.next_line().await {
+                kept.lock().expect("lines").push(l);
+            }
+        });
+        Running { api, child, lines, binary: binary.to_owned() }
+    }
+
+    pub async fn invoke(&mut self, event: Value) -> Value {
+        use tocsin_harness::runtime_api::Invocation;
+        let answer = tokio::select! {
+            a = self.api.invoke(event, Duration::from_secs(60)) => a.expect("answer"),
+            status = self.child.wait() => {
+                panic!("{} exited ({status:?}); init error: {:?}", self.binary, self.api.init_error())
+            }
+        };
+        let Invocation::Response(returned) = answer else { panic!("{answer:?}") };
+        returned
+    }
+
+    /// Every JSON log line so far (the answer is posted after the handler's last line: a moment
+    /// for the pipe).
+    pub async fn log_lines(&self) -> Vec<Value> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let lines = self.lines.lock().expect("lines").clone();
+        lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
