@@ -18,8 +18,9 @@ const ESCALATION_GRACE_MS: Millis = 10 * 60_000;
 
 /// By when the sweep must have escalated an alert past `deadline`: the grace, or — when faults
 /// failed the sweeps of those minutes — the end of the second sweep that started after the
-/// deadline and ran clean (the sweep escalates at its first run that completes the intent's
-/// write; a minute of schedule is not a run that could act).
+/// deadline and ran clean, with no escalation waiting on another run's lease either (the sweep
+/// escalates at its first run that completes the intent's write; a minute of schedule is not a
+/// run that could act).
 fn escalation_owed_by(world: &World, deadline: Millis) -> Millis {
     let second_clean = world.oracle.clean_sweeps.iter().filter(|(started, _)| *started >= deadline).nth(1);
     (deadline + ESCALATION_GRACE_MS).max(second_clean.map_or(Millis::MAX, |(_, ended)| *ended))

@@ -84,7 +84,7 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 14] = [
+    let knobs: [Knob; 15] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
@@ -98,6 +98,7 @@ pub fn shrink(failing: Report) -> Report {
         |f| f.batch_twice = 0.0,
         |f| f.search_throttled = 0.0,
         |f| f.ingestion_slow = 0.0,
+        |f| f.outage = 0.0,
         |f| f.sweep_twice = 0.0,
     ];
     for knob in knobs {
@@ -122,8 +123,16 @@ pub type Workloads = std::collections::BTreeMap<(&'static str, bool, &'static st
 /// answer lost, the invocation crashing before or after it landed), every state change by writer,
 /// and the workloads run. An empty cell is a case no run reached.
 pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
-    const HOW: [&str; 6] =
-        ["answered", "failed before", "answer lost", "retried after loss", "crash before", "crash after"];
+    // "outage began": the op that started an outage (counted also as failed before).
+    const HOW: [&str; 7] = [
+        "answered",
+        "failed before",
+        "answer lost",
+        "retried after loss",
+        "crash before",
+        "crash after",
+        "outage began",
+    ];
     let mut out = String::from("### Port operations, by how they ended\n\n| op |");
     for h in HOW {
         out.push_str(&format!(" {h} |"));

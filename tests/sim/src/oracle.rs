@@ -107,7 +107,8 @@ pub struct Oracle {
     /// The digests whose SMS went out: their members, by ref.
     pub sent_digests: BTreeMap<String, Vec<IdempotencyKey>>,
     pub suppressed: BTreeMap<String, Millis>,
-    /// The sweeps that ran clean (complete, no intent's work failed): when each started and
+    /// The sweeps that ran clean (complete, no intent's work failed, no escalation left to another
+    /// run's lease): when each started and
     /// returned. The escalation of an alert past its deadline is owed by the second of them to
     /// start after it (a fault plan can fail every sweep for many minutes).
     pub clean_sweeps: Vec<(Millis, Millis)>,

@@ -631,7 +631,13 @@ impl Driver {
         let timeout = self.deployment.timeouts.escalation;
         let stop_at = self.deadline(timeout.saturating_sub(self.deployment.escalation.safety_margin));
         let fut = Box::pin(async move {
-            let clean = h.run(stop_at).await.is_ok_and(|s| s.complete && s.errors == 0);
+            // Clean: it could act on every due intent — complete, no intent's work failed, and
+            // no escalation left to another run's lease (a run that crashed or lost the lease's
+            // answer holds it until it lapses: the intent waits that long, by design).
+            let clean = h
+                .run(stop_at)
+                .await
+                .is_ok_and(|s| s.complete && s.errors == 0 && s.escalation_lease_held_elsewhere == 0);
             Done::Escalation(clean)
         });
         self.spawn(fut, timeout, Meta::Escalation { started: self.sim.now() }, "sweep".into());

@@ -8,6 +8,8 @@
 //!   (otherwise each seed draws one, half and half).
 //! - `TOCSIN_SIM_COVERAGE=PATH`: writes the runs' coverage (every port op by how it ended, every
 //!   state change by writer, workloads run) there as Markdown.
+//! - `TOCSIN_SIM_LOG=FILTER` (e.g. `info`): with `TOCSIN_SIM_SEED`, the handlers' own log lines
+//!   on stderr (a `tracing` env filter), to follow one alert by its short key.
 
 use std::time::Instant;
 
@@ -30,6 +32,13 @@ fn var(name: &str, default: u64) -> u64 {
 
 fn main() -> std::process::ExitCode {
     let max_alerts = var("TOCSIN_SIM_MAX_ALERTS", 200) as usize;
+    if let Ok(filter) = std::env::var("TOCSIN_SIM_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .without_time()
+            .init();
+    }
     if let Ok(seed) = std::env::var("TOCSIN_SIM_SEED") {
         let Ok(seed) = seed.parse::<u64>() else {
             eprintln!("TOCSIN_SIM_SEED={seed:?} is not a number");

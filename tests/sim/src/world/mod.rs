@@ -55,6 +55,11 @@ pub struct FaultPlan {
     pub batch_twice: f64,
     /// A log search is throttled.
     pub search_throttled: f64,
+    /// An operation (a table, an index, the partition behind one call) that fails every attempt
+    /// for a while — a hot key, a throttled index — not one draw at a time: how often one starts,
+    /// per op, and how long it lasts at most (from 10 s).
+    pub outage: f64,
+    pub outage_ms: Millis,
     /// A log event takes minutes (up to `ingestion_slow_ms`), not seconds, to become searchable.
     /// CloudWatch Logs ingests every event with some delay (1–10 s here, always); it promises no
     /// bound, and on a bad day it is minutes.
@@ -82,6 +87,8 @@ impl FaultPlan {
             search_throttled: 0.0,
             ingestion_slow: 0.0,
             ingestion_slow_ms: 0,
+            outage: 0.0,
+            outage_ms: 0,
             sweep_twice: 0.0,
         }
     }
@@ -104,6 +111,8 @@ impl FaultPlan {
             search_throttled: 0.1,
             ingestion_slow: 0.05,
             ingestion_slow_ms: 300_000,
+            outage: 0.0005,
+            outage_ms: 120_000,
             sweep_twice: 0.1,
         }
     }
@@ -129,6 +138,8 @@ impl FaultPlan {
             search_throttled: knob(0.5),
             ingestion_slow: knob(0.3),
             ingestion_slow_ms: 300_000,
+            outage: knob(0.002),
+            outage_ms: 300_000,
             sweep_twice: knob(0.3),
         }
     }
@@ -151,6 +162,8 @@ impl FaultPlan {
             search_throttled: self.search_throttled * x,
             ingestion_slow: self.ingestion_slow * x,
             ingestion_slow_ms: self.ingestion_slow_ms,
+            outage: self.outage * x,
+            outage_ms: self.outage_ms,
             sweep_twice: self.sweep_twice * x,
         }
     }
@@ -213,6 +226,8 @@ pub struct World {
     pub outbox: Vec<(Millis, WorldEvent)>,
     /// Verdicts a test forces on the next op with a label (the contract tests' faults).
     forced: Vec<(&'static str, Verdict)>,
+    /// Operations failing every attempt until a time (`FaultPlan::outage`), by label.
+    pub outages: BTreeMap<&'static str, Millis>,
 }
 
 impl World {
@@ -231,6 +246,7 @@ impl World {
             coverage: Coverage::default(),
             outbox: Vec::new(),
             forced: Vec::new(),
+            outages: BTreeMap::new(),
         }
     }
 
@@ -296,8 +312,7 @@ impl World {
     }
 
     /// What happens to an op at its due time.
-    pub fn verdict(&mut self, kind: OpKind, _label: &'static str, crash: bool, rng: &mut SmallRng) -> Verdict {
-        let f = &self.faults;
+    pub fn verdict(&mut self, kind: OpKind, label: &'static str, crash: bool, rng: &mut SmallRng) -> Verdict {
         if crash {
             let after = kind != OpKind::Read && rng.random::<bool>();
             return Verdict::Crash(if after { CrashAt::After } else { CrashAt::Before });
@@ -305,6 +320,17 @@ impl World {
         if kind == OpKind::Publish {
             return Verdict::Answer;
         }
+        // An outage fails every attempt of its operation until it ends; one may start now.
+        if self.outages.get(label).is_some_and(|until| self.now < *until) {
+            return Verdict::Fault(Fault::Before);
+        }
+        if self.faults.outage > 0.0 && rng.random::<f64>() < self.faults.outage {
+            let until = self.now + rng.random_range(10_000..=self.faults.outage_ms.max(10_000));
+            self.outages.insert(label, until);
+            *self.coverage.ops.entry((label, "outage began")).or_default() += 1;
+            return Verdict::Fault(Fault::Before);
+        }
+        let f = &self.faults;
         let y: f64 = rng.random();
         if y < f.error_before {
             return Verdict::Fault(Fault::Before);
