@@ -239,6 +239,10 @@ pub struct PreflightArgs {
     /// End User Messaging: the SmsOptOutListName you mean to deploy with.
     #[arg(long, default_value = "Default", value_name = "NAME")]
     pub opt_out_list: String,
+    /// End User Messaging: the SmsAllowedCountries you mean to deploy with (ISO codes, e.g.
+    /// US,GB; default: the template's, US; with --stack, the deployed stack's).
+    #[arg(long, value_name = "CODES")]
+    pub allowed_countries: Option<String>,
     /// The CreateSmsLogGroups you mean to deploy with (default: the template's, true).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub create_sms_log_groups: bool,

@@ -84,11 +84,12 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 15] = [
+    let knobs: [Knob; 16] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
         |f| f.crash = 0.0,
+        |f| f.crash_streak = 0.0,
         |f| f.slow = 0.0,
         |f| f.gsi_lag_ms = 0,
         |f| f.publish_timeout = 0.0,
@@ -123,8 +124,9 @@ pub type Workloads = std::collections::BTreeMap<(&'static str, bool, &'static st
 /// answer lost, the invocation crashing before or after it landed), every state change by writer,
 /// and the workloads run. An empty cell is a case no run reached.
 pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
-    // "outage began": the op that started an outage (counted also as failed before).
-    const HOW: [&str; 7] = [
+    // "outage began": the op that started an outage (counted also as failed before); "crash
+    // streak began": an invocation whose crash its function's next invocations repeat.
+    const HOW: [&str; 8] = [
         "answered",
         "failed before",
         "answer lost",
@@ -132,6 +134,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         "crash before",
         "crash after",
         "outage began",
+        "crash streak began",
     ];
     let mut out = String::from("### Port operations, by how they ended\n\n| op |");
     for h in HOW {

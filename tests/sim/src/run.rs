@@ -163,6 +163,19 @@ enum Meta {
     Operator,
 }
 
+impl Meta {
+    /// The function an invocation runs (a crash streak is one function's).
+    fn function(&self) -> &'static str {
+        match self {
+            Meta::Intake { .. } => "intake",
+            Meta::Sender { .. } => "sender",
+            Meta::Status { .. } => "status",
+            Meta::Escalation { .. } => "escalation",
+            Meta::Operator => "operator",
+        }
+    }
+}
+
 /// A deployment's variations a workload chooses: storm mode, the SMS rate, `SmsPartsPerHour`.
 type Variant = (bool, u32, Option<u32>);
 
@@ -189,6 +202,8 @@ struct Driver {
     sim: Sim,
     tasks: Tasks<Done>,
     meta: BTreeMap<TaskId, Meta>,
+    /// Functions crashing at the same point until a time (`FaultPlan::crash_streak`).
+    crash_streaks: BTreeMap<&'static str, (Millis, u32)>,
     deployment: Deployment,
     workload: Workload,
     intake: Arc<IntakeFn>,
@@ -278,6 +293,7 @@ impl Driver {
             tasks: Tasks::new(sim.clone()),
             sim,
             meta: BTreeMap::new(),
+            crash_streaks: BTreeMap::new(),
             deployment,
             workload,
             intake,
@@ -316,14 +332,30 @@ impl Driver {
     fn spawn(&mut self, fut: crate::exec::TaskFuture<Done>, timeout: std::time::Duration, meta: Meta, what: String) {
         let deadline = self.sim.now() + timeout.as_millis() as Millis;
         let id = self.tasks.spawn(fut, Some(deadline));
-        let crash = {
-            let mut st = self.sim.lock();
-            let p = st.world.faults.crash;
-            // Where it crashes: most invocations make a few dozen calls; early ones more often.
-            st.world.chance(p).then(|| {
-                let span = if st.world.chance(0.5) { 12 } else { 60 };
-                st.world.between(0, span) as u32
-            })
+        let function = meta.function();
+        let now = self.sim.now();
+        let streak = self.crash_streaks.get(function).filter(|(until, _)| now < *until).map(|(_, after)| *after);
+        let crash = match streak {
+            // A crash that persists: this invocation ends where the last ones did.
+            Some(after) => Some(after),
+            None => {
+                let mut st = self.sim.lock();
+                let p = st.world.faults.crash;
+                // Where it crashes: most invocations make a few dozen calls; early ones more often.
+                let crash = st.world.chance(p).then(|| {
+                    let span = if st.world.chance(0.5) { 12 } else { 60 };
+                    st.world.between(0, span) as u32
+                });
+                let (streak_p, streak_ms) = (st.world.faults.crash_streak, st.world.faults.crash_streak_ms);
+                if let Some(after) = crash
+                    && st.world.chance(streak_p)
+                {
+                    let until = now + st.world.between(30_000, streak_ms.max(30_000));
+                    self.crash_streaks.insert(function, (until, after));
+                    *st.world.coverage.ops.entry(("Lambda invocation", "crash streak began")).or_default() += 1;
+                }
+                crash
+            }
         };
         if let Some(after) = crash {
             self.tasks.plan_crash(id, after);

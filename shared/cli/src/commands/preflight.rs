@@ -121,6 +121,46 @@ pub fn countries_of(number: &PhoneNumber) -> Option<&'static [&'static str]> {
     CODES.iter().find(|(code, _)| digits.starts_with(code)).map(|(_, c)| *c)
 }
 
+/// The template's `SmsAllowedCountries` default.
+pub const TEMPLATE_ALLOWED_COUNTRIES: &str = "US";
+
+/// End User Messaging: whether each `--to` number's country is one the stack may text
+/// (`SmsAllowedCountries`, which its protect configuration enforces): BLOCKER when none of the
+/// countries its calling code serves is allowed (every alert to it would fail), WARN when only some
+/// are (`+1` is the US and Canada), WARN for a calling code preflight does not know.
+pub fn allowed_country_checks(to: &[PhoneNumber], allowed: &str) -> Vec<Check> {
+    let listed: Vec<&str> = allowed.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+    to.iter()
+        .map(|n| {
+            let who = tocsin::domain::phone::mask_phone_like(n.expose());
+            let Some(countries) = countries_of(n) else {
+                return warning(
+                    "allowed countries",
+                    format!("{who}: preflight does not know this calling code's country; check it is in SmsAllowedCountries ({allowed})"),
+                );
+            };
+            let open: Vec<&str> = countries.iter().copied().filter(|c| listed.contains(c)).collect();
+            match (open.len(), countries.len()) {
+                (0, _) => problem(
+                    "allowed countries",
+                    format!(
+                        "{who} ({}) is not in SmsAllowedCountries ({allowed}): the stack's protect configuration blocks it and every alert to it fails; deploy with SmsAllowedCountries={allowed},{}",
+                        countries.join(" or "),
+                        countries[0]
+                    ),
+                ),
+                (o, all) if o < all => warning(
+                    "allowed countries",
+                    format!("{who}: its calling code also serves {}, not in SmsAllowedCountries ({allowed})", {
+                        countries.iter().filter(|c| !open.contains(c)).copied().collect::<Vec<_>>().join(", ")
+                    }),
+                ),
+                _ => ok("allowed countries", format!("{who} ({}) is in SmsAllowedCountries", open.join(", "))),
+            }
+        })
+        .collect()
+}
+
 /// An origination number of the account (SNS ListOriginationNumbers).
 #[derive(Debug, Clone)]
 pub struct Origination {
@@ -343,6 +383,12 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, stack: Option<&StackOutp
                 to: &to,
             };
             checks.extend(super::eum::checks(sdk, &settings).await);
+            let allowed = stack
+                .and_then(|o| o.get("SmsAllowedCountries"))
+                .map(str::to_owned)
+                .or_else(|| args.allowed_countries.clone())
+                .unwrap_or_else(|| TEMPLATE_ALLOWED_COUNTRIES.to_owned());
+            checks.extend(allowed_country_checks(&to, &allowed));
         }
         SendingProvider::Sns => {
             diff = sns_checks(sdk, args, &to, &region, &account, &spinner, &mut checks).await;
@@ -655,6 +701,21 @@ mod tests {
         let inactive = Origination { active: false, ..tfn.clone() };
         assert_eq!(origination_checks(&us, &[inactive])[0].verdict, Verdict::Problem);
         assert_eq!(origination_checks(&[phone("+447911123456")], &[tfn])[0].verdict, Verdict::Warning);
+    }
+
+    #[test]
+    fn a_number_in_a_country_the_stack_may_not_text_blocks_the_deploy_it_would_fail_under() {
+        let verdicts = |allowed: &str| -> Vec<Verdict> {
+            allowed_country_checks(&[phone("+447700900123"), phone("+14155550100"), phone("+2348012345678")], allowed)
+                .into_iter()
+                .map(|c| c.verdict)
+                .collect()
+        };
+        // The template's default: a UK on-call number would never get an SMS; +1 is US or Canada.
+        assert_eq!(verdicts(TEMPLATE_ALLOWED_COUNTRIES), [Verdict::Problem, Verdict::Warning, Verdict::Warning]);
+        assert_eq!(verdicts("US,CA,GB"), [Verdict::Ok, Verdict::Ok, Verdict::Warning]);
+        let detail = &allowed_country_checks(&[phone("+447700900123")], "US")[0].detail;
+        assert!(detail.contains("SmsAllowedCountries=US,GB") && !detail.contains("7700900123"), "{detail}");
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub struct FaultPlan {
     pub retried: f64,
     /// An invocation ends somewhere in its first ops (a crash): how often.
     pub crash: f64,
+    /// A crash that persists: the same function's next invocations crash at the same point, for
+    /// up to `crash_streak_ms` (from 30 s) — a bad deploy, a poison input, a dependency that
+    /// hangs — not one independent draw per invocation. How often a crash starts a streak.
+    pub crash_streak: f64,
+    pub crash_streak_ms: Millis,
     /// A request is slow (a tail latency of up to `slow_ms`).
     pub slow: f64,
     pub slow_ms: Millis,
@@ -76,6 +81,8 @@ impl FaultPlan {
             error_after: 0.0,
             retried: 0.0,
             crash: 0.0,
+            crash_streak: 0.0,
+            crash_streak_ms: 0,
             slow: 0.0,
             slow_ms: 0,
             gsi_lag_ms: 0,
@@ -100,6 +107,8 @@ impl FaultPlan {
             error_after: 0.005,
             retried: 0.005,
             crash: 0.05,
+            crash_streak: 0.05,
+            crash_streak_ms: 120_000,
             slow: 0.01,
             slow_ms: 3_000,
             gsi_lag_ms: 2_000,
@@ -127,6 +136,8 @@ impl FaultPlan {
             error_after: knob(0.03),
             retried: knob(0.03),
             crash: knob(0.4),
+            crash_streak: knob(0.3),
+            crash_streak_ms: 300_000,
             slow: knob(0.05),
             slow_ms: 3_000,
             gsi_lag_ms: knob(5_000.0) as Millis,
@@ -151,6 +162,8 @@ impl FaultPlan {
             error_after: self.error_after * x,
             retried: self.retried * x,
             crash: self.crash * x,
+            crash_streak: self.crash_streak * x,
+            crash_streak_ms: self.crash_streak_ms,
             slow: self.slow * x,
             slow_ms: self.slow_ms,
             gsi_lag_ms: (self.gsi_lag_ms as f64 * x) as Millis,
