@@ -313,6 +313,17 @@ fn judge(
     sms_identities: BTreeMap<String, String>,
 ) -> Option<Response<Full<Bytes>>> {
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok());
+    // Another emulator's start-up probe (`is_ours`): a parallel test picked this port while it was
+    // free and asks whose emulator listens here. Not a call of the code under test: answered "not
+    // yours" (the id it expects is not this one), with no denial recorded against this test.
+    if parts.uri.path() == "/tocsin-emulator/id" {
+        return Some(
+            Response::builder()
+                .status(StatusCode::NOT_FOUND)
+                .body(Full::new(Bytes::from_static(b"another test's emulator")))
+                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))),
+        );
+    }
     let Some((key, region, service)) = credential(&parts.headers, parts.uri.query()) else {
         let call = Call {
             service: "unknown",
