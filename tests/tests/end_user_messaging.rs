@@ -13,9 +13,11 @@ use std::time::Duration as StdDuration;
 use chrono::Duration;
 use tocsin::domain::State;
 use tocsin::domain::observation::ObservationKind;
+use tocsin::domain::state::ReceiptEffect;
 use tocsin::ports::RecipientRegistry;
 use tocsin_harness::LogsShape;
 use tocsin_harness::eum::{Carrier, CarrierBehaviour};
+use tocsin_harness::events::{LogLine, logs_envelope, logs_payload};
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
@@ -81,6 +83,100 @@ async fn an_alert_is_delivered_by_the_final_event_that_names_its_key_and_attempt
         .collect();
     assert_eq!(statuses, ["TEXT_SUCCESSFUL", "SUCCESS"], "both events stored, in order");
     assert!(p.escalations().await.is_empty(), "delivered is never escalated");
+}
+
+/// One batch carries both of an alert's events (the carrier's acceptance, then the delivery).
+/// They are applied in the order the carrier wrote them, even when the acceptance's write is slow:
+/// the acceptance is recorded while the alert is still `accepted`, and the delivery after it —
+/// never the two side by side, where the delivery would overtake the acceptance and the
+/// acceptance, refused, would read the alert and be written again (two calls and 8 write units
+/// more, BENCHMARKS section 4b).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alerts_acceptance_and_delivery_in_one_batch_are_applied_in_the_order_the_carrier_wrote_them() {
+    let p = pipeline_with_faults(344).await;
+    let (_, body) = p.submit(&alert("eum-order", "+14155550219")).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
+    let before = proxy(&p).requests().len();
+    // The acceptance is recorded with a check of the alert's state in one transaction: slow it.
+    proxy(&p).add_rule(Rule::once("DynamoDB_20120810.TransactWriteItems", Fault::Delay(StdDuration::from_millis(700))));
+    let summaries = p.run_status().await;
+    assert_eq!(summaries.len(), 1, "one batch: {summaries:?}");
+    assert_eq!((summaries[0].progress, summaries[0].delivered), (1, 1), "{summaries:?}");
+    let observed: Vec<(String, Option<State>)> = p
+        .timeline(&key)
+        .await
+        .into_iter()
+        .filter_map(|o| match o.kind {
+            ObservationKind::DeliveryStatus { status, .. } => Some((status, o.state_after)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        observed,
+        [("TEXT_SUCCESSFUL".to_owned(), Some(State::Accepted)), ("SUCCESS".to_owned(), Some(State::Delivered))],
+        "the acceptance recorded while the alert was still accepted, then the delivery"
+    );
+    let status_reads =
+        proxy(&p).requests()[before..].iter().filter(|r| r.operation == "DynamoDB_20120810.GetItem").count();
+    assert_eq!(status_reads, 0, "no write refused, so no intent read back");
+}
+
+/// A status invocation whose state change landed but whose answer was lost fails, and Lambda hands
+/// the batch over again. The retry presumes the alert `accepted` (it nearly always is), finds the
+/// change already made by its own earlier try, and stores the observation that try carried on the
+/// alert — the move it made, `delay_suspected` → `failed` — never one decided on the retry's
+/// presumption (`accepted` → `failed`, a move that never happened). Found by the simulator's
+/// `ObservationsTrue` judge (EUM seed 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_record_whose_change_landed_unheard_stores_the_move_that_was_made() {
+    let p = pipeline_with_faults(345).await;
+    let number = "+14155550221";
+    let carrier = Carrier::new(CarrierBehaviour::CarrierUnreachable).held();
+    p.emulator.eum().set_carrier(number, carrier).await.expect("carrier");
+    let (_, body) = p.submit(&alert("eum-unheard", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    p.clock.advance(Duration::minutes(11));
+    p.run_escalation().await;
+    assert_eq!(p.record(&key).await.status.state, State::DelaySuspected, "no receipt yet: a delay suspected");
+
+    // The carrier's events come now; the status function's state change lands, its answer is lost.
+    p.emulator.eum().release(None).await.expect("release");
+    let group = p.stack.log_group("SmsEventLogGroup").to_owned();
+    let events =
+        p.logs.filter_log_events().log_group_name(&group).send().await.expect("events").events.unwrap_or_default();
+    let lines: Vec<LogLine> = events
+        .into_iter()
+        .map(|e| LogLine {
+            id: e.event_id.unwrap_or_default(),
+            timestamp: e.timestamp.unwrap_or_default(),
+            message: e.message.unwrap_or_default(),
+        })
+        .collect();
+    assert!(!lines.is_empty(), "the carrier's events are in the group");
+    let batch = logs_envelope(&logs_payload(&group, "DATA_MESSAGE", &lines));
+    // Every answer to the write that makes the change (decided on the alert as read: from
+    // `delay_suspected`) is lost, the SDK's retries' too.
+    proxy(&p).add_rule(
+        Rule::times("DynamoDB_20120810.UpdateItem", Fault::DropResponse, 10).when_body_contains("delay_suspected"),
+    );
+    assert!(p.status.handle(batch.clone()).await.is_err(), "the lost answers fail the invocation");
+    assert_eq!(p.record(&key).await.status.state, State::Failed, "the change landed");
+    proxy(&p).clear_rules();
+    p.status.handle(batch).await.expect("Lambda's retry of the batch");
+
+    let moves: Vec<ReceiptEffect> = p
+        .timeline(&key)
+        .await
+        .into_iter()
+        .filter_map(|o| match o.kind {
+            ObservationKind::DeliveryStatus { effect: e @ ReceiptEffect::Moved { .. }, .. } => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moves, [ReceiptEffect::Moved { from: State::DelaySuspected, to: State::Failed }], "the move made");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

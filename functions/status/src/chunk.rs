@@ -2,6 +2,7 @@
 //! at once; the rest looked up in one call, then each sent on its way — applied, waited for, or
 //! kept as an orphan. Writes nothing itself.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_lambda_events::cloudwatch_logs::LogEntry;
@@ -49,16 +50,25 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         // for the carrier view's traffic signal; written alongside the receipts, best effort.
         let traffic = self.traffic_tallies(&parsed);
         // A record whose context names its alert needs no index: it is applied by its key. The
-        // rest (SNS's records, another application's events) are looked up by message id.
+        // rest (SNS's records, another application's events) are looked up by message id. One
+        // alert's (or digest's) events are applied one after another, in the order they were
+        // logged — the carrier's acceptance before its delivery — and different alerts' side by
+        // side: two events of one alert applied at once would contend for its item, and the loser
+        // would be refused, read it and write again.
         let (keyed, parsed): (Vec<Parsed>, Vec<Parsed>) = parsed.into_iter().partition(|p| p.record.context.is_some());
-        let keyed = futures::stream::iter(keyed)
-            .map(|p| async move {
-                match &p.record.context {
-                    Some(context) => self.apply_keyed(&p, context).await,
-                    None => (Ok(EventOutcome::Unparseable), false),
+        let keyed = futures::stream::iter(by_subject(keyed))
+            .map(|events| async move {
+                let mut applied = Vec::with_capacity(events.len());
+                for p in events {
+                    applied.push(match &p.record.context {
+                        Some(context) => self.apply_keyed(&p, context).await,
+                        None => (Ok(EventOutcome::Unparseable), false),
+                    });
                 }
+                applied
             })
             .buffer_unordered(CONCURRENCY)
+            .flat_map(futures::stream::iter)
             .collect::<Vec<_>>();
         if parsed.is_empty() {
             let (applied, ()) = futures::join!(keyed, self.add_traffic(&traffic));
@@ -108,6 +118,28 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         out.extend(orphaned);
         out
     }
+}
+
+/// Keyed records grouped by what their context names (a stack's alert or digest), each group in
+/// log order, the groups in the order their first record came.
+fn by_subject(keyed: Vec<Parsed>) -> Vec<Vec<Parsed>> {
+    let mut groups: Vec<Vec<Parsed>> = Vec::new();
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    for p in keyed {
+        let Some(context) = &p.record.context else {
+            groups.push(vec![p]);
+            continue;
+        };
+        let subject = (context.stack.clone(), context.search_term().to_owned());
+        match index.get(&subject) {
+            Some(&at) => groups[at].push(p),
+            None => {
+                index.insert(subject, groups.len());
+                groups.push(vec![p]);
+            }
+        }
+    }
+    groups
 }
 
 pub(crate) fn entry_of(index: &IndexEntries, message_id: &str) -> Option<Result<IndexEntry, PortError>> {

@@ -6,6 +6,7 @@
 use std::future::Future;
 
 use crate::domain::intent::IntentRecord;
+use crate::domain::observation::Observation;
 use crate::ports::{Commit, PortResult, Transition, TransitionOutcome};
 
 /// The single writes a transition is made of, each one request to the store.
@@ -17,13 +18,14 @@ pub trait TransitionWrites: Send + Sync {
     /// Writes the transition's SNS message-id → intent entry, if it has one. Idempotent: the same
     /// message id always names the same intent.
     fn put_message_index(&self, t: &Transition) -> impl Future<Output = PortResult<()>> + Send;
-    /// The conditional update of the intent item alone, marked `moved_by = <observation id>` when
-    /// `mark`. `None`: applied. `Some`: refused, with the intent as it is and its `moved_by` mark.
+    /// The conditional update of the intent item alone, carrying its observation (`moved_by` and
+    /// `moved_obs`) when `mark`. `None`: applied. `Some`: refused, with the intent as it is and the
+    /// observation its last marked change carries.
     fn update_intent(
         &self,
         t: &Transition,
         mark: bool,
-    ) -> impl Future<Output = PortResult<Option<(IntentRecord, Option<String>)>>> + Send;
+    ) -> impl Future<Output = PortResult<Option<(IntentRecord, Option<Observation>)>>> + Send;
     /// Everything in one all-or-nothing transaction: the intent's update (or, when it changes
     /// nothing on the intent, its condition alone), the observation, the message-index entry, and
     /// the open-escalation entry of a transition that escalates.
@@ -86,9 +88,13 @@ pub async fn transition<W: TransitionWrites>(store: &W, t: Transition) -> PortRe
                     Ok(TransitionOutcome::Applied)
                 }
                 // Made by an earlier try of this transition, which stopped before its
-                // observation was stored (or after): store it now, once.
-                Some((_, Some(moved_by))) if moved_by == t.observation.id => {
-                    store.put_observation(&t).await?;
+                // observation was stored (or after): store it now, once — the observation that
+                // try carried on the intent, which tells the change it made. This try's was
+                // decided on what it saw or presumed now (the change is already made: its move
+                // may be one that never happened).
+                Some((_, Some(carried))) if carried.id == t.observation.id => {
+                    let made = Transition { observation: carried, ..t };
+                    store.put_observation(&made).await?;
                     Ok(TransitionOutcome::AlreadyApplied)
                 }
                 Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),

@@ -13,6 +13,7 @@ use super::{DynamoLedger, OPEN_ESCALATIONS, RETENTION_AFTER_DEADLINE};
 use crate::adapters::commit::TransitionWrites;
 use crate::domain::IdempotencyKey;
 use crate::domain::intent::IntentRecord;
+use crate::domain::observation::Observation;
 use crate::ports::{IntentStore, PortError, PortResult, Transition, TransitionOutcome};
 
 /// How many times a transaction cancelled only by `TransactionConflict` (another transaction on
@@ -37,7 +38,11 @@ impl TransitionWrites for DynamoLedger {
         self.put_message_index(t).await
     }
 
-    async fn update_intent(&self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+    async fn update_intent(
+        &self,
+        t: &Transition,
+        mark: bool,
+    ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         let (mut update, condition) = transition_update(t);
         if mark {
             // The observation travels with the change it describes: stored on the intent in the
@@ -123,7 +128,7 @@ impl DynamoLedger {
         key: &IdempotencyKey,
         x: Expr,
         condition: String,
-    ) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+    ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         let res = self
             .update_intent_item(key, x, condition)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -142,8 +147,12 @@ impl DynamoLedger {
                     .refused_intent(old, key)
                     .await?
                     .ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "intent missing".into() })?;
-                let moved_by = get_s(&item, "moved_by").map(str::to_owned);
-                Ok(Some((record_from_item(&item)?, moved_by)))
+                // The observation the intent's last marked change carries: what that change was.
+                let carried = get_s(&item, "moved_obs")
+                    .map(serde_json::from_str::<Observation>)
+                    .transpose()
+                    .map_err(|e| PortError::Corrupt { what: format!("moved_obs of {key}"), message: e.to_string() })?;
+                Ok(Some((record_from_item(&item)?, carried)))
             }
             Err(e) => Err(unavailable("DynamoDB UpdateItem (transition)", &e)),
         }

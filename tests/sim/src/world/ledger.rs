@@ -338,14 +338,18 @@ impl World {
         ClaimOutcome::Claimed(Box::new(record))
     }
 
-    pub fn ledger_update(&mut self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+    pub fn ledger_update(
+        &mut self,
+        t: &Transition,
+        mark: bool,
+    ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         match self.intent_condition(t) {
             Ok(_) => {
                 self.apply_patch(t, mark);
                 Ok(None)
             }
             Err(()) => match self.ledger.intents.get(&t.key) {
-                Some(item) => Ok(Some((item.record.clone(), item.moved_by.clone()))),
+                Some(item) => Ok(Some((item.record.clone(), item.moved_obs.clone()))),
                 None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
             },
         }
@@ -631,7 +635,11 @@ impl TransitionWrites for SimLedger {
         )
     }
 
-    async fn update_intent(&self, t: &Transition, mark: bool) -> PortResult<Option<(IntentRecord, Option<String>)>> {
+    async fn update_intent(
+        &self,
+        t: &Transition,
+        mark: bool,
+    ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         let t = t.clone();
         port(
             self.sim.call("DynamoDB UpdateItem (transition)", OpKind::Write, move |w| w.ledger_update(&t, mark)).await,
