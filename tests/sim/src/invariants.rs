@@ -12,6 +12,10 @@ use crate::world::World;
 /// Intents "not sent" states: an SMS that covered the alert must never leave it in one of these.
 const NOT_SENT: [State; 4] = [State::Received, State::Queued, State::Stale, State::Suppressed];
 
+/// The final states an alert cannot be delivered from: once it rests in one, its deadline is
+/// already lost.
+const CANNOT_BE_DELIVERED: [State; 3] = [State::Failed, State::Suppressed, State::Stale];
+
 /// How long after an intent's deadline the sweep may take to escalate it (a schedule period and
 /// a run, with margin for retries of a failed run).
 const ESCALATION_GRACE_MS: Millis = 10 * 60_000;
@@ -46,6 +50,33 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS && truth.escalations.is_empty() {
             let ledger = if s.state == State::Delivered { "delivered after its deadline" } else { s.state.as_str() };
             v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated"));
+        }
+        // Late is said early: the first moment before its deadline that the alert could no
+        // longer be delivered (a final state other than delivered) owes its escalation as a
+        // deadline does.
+        if let Some(&(known, state)) = truth.states.iter().find(|(_, st)| CANNOT_BE_DELIVERED.contains(st))
+            && known < truth.deadline
+            && now >= known + ESCALATION_GRACE_MS
+        {
+            let owed = escalation_owed_by(world, known);
+            match truth.escalations.first() {
+                Some(&at) if at <= owed => {}
+                // An operator's resend delivered it before the escalation was owed.
+                _ if truth.delivered_at.is_some_and(|d| d <= owed) => {}
+                // An operator resent it before the escalation was owed: the resend is a new
+                // attempt, held to its deadline like any other.
+                _ if truth.attempts.iter().any(|(a, at)| a.starts_with("operator:") && (known..=owed).contains(at)) => {
+                }
+                first => v(
+                    Invariant::LateSaidEarly,
+                    key,
+                    format!(
+                        "{state} at {known} ms, {} s before its deadline; escalated {} (owed by {owed} ms)",
+                        (truth.deadline - known) / 1000,
+                        first.map_or("never".to_owned(), |at| format!("at {at} ms"))
+                    ),
+                ),
+            }
         }
         if escalated && truth.escalations.is_empty() {
             v(Invariant::UndeliveredEscalated, key, "marked escalated, but no escalation message was sent".into());
@@ -291,6 +322,109 @@ pub fn orphans_applied(world: &World) -> Vec<Violation> {
                 key: Some(indexed.entry.key.to_string()),
                 detail: "a permanent failure kept as an orphan belongs to an intent and never suppressed its number"
                     .into(),
+            });
+        }
+    }
+    out
+}
+
+/// At quiescence: every stored observation tells what happened — the state it says it left the
+/// intent in was held at some point (the ledger's own history, as the oracle saw every write);
+/// the move it says a delivery record made (`from` → `to`) is one the ledger made; the attempt it
+/// names claimed this intent (or is an operator's resend of it).
+pub fn observations_tell_what_happened(world: &World) -> Vec<Violation> {
+    use tocsin::domain::observation::ObservationKind;
+    use tocsin::domain::state::ReceiptEffect;
+    let mut out = Vec::new();
+    for ((key, id), item) in &world.ledger.observations {
+        let Some(truth) = world.oracle.intents.get(key) else { continue };
+        let o = &item.obs;
+        let mut wrong = |detail: String| {
+            out.push(Violation {
+                at: world.now,
+                invariant: Invariant::ObservationsTrue,
+                key: Some(key.to_string()),
+                detail: format!("observation {id}: {detail}"),
+            });
+        };
+        // The life this truth is about: an observation of an earlier life of the key is not judged.
+        if crate::exec::to_ms(o.at) < truth.created {
+            continue;
+        }
+        // An attempt's own report (`attempt:<id>:…`) is written before its state change (facts
+        // first: what the provider answered is never lost), and so may a lapsed lease's
+        // (`lease:<id>:expired`, by the sender or the sweep); each names the state it asks for.
+        // When another writer moved the intent out of `sending` first (a delivery record, the
+        // lease's lapse), that state is never held — the report still tells what happened.
+        let overtaken = |s: State| {
+            (o.id.starts_with("attempt:") || o.id.starts_with("lease:"))
+                && truth.states.windows(2).any(|w| w[0].1 == State::Sending && w[1].1 != s)
+        };
+        if let Some(s) = o.state_after
+            && !truth.states.iter().any(|(_, held)| *held == s)
+            && s != State::Received
+            && !overtaken(s)
+        {
+            wrong(format!("says it left the intent {s}, a state the ledger never held ({})", history(truth)));
+        }
+        if let ObservationKind::DeliveryStatus { effect: ReceiptEffect::Moved { from, to }, .. } = &o.kind
+            && !truth.states.windows(2).any(|w| w[0].1 == *from && w[1].1 == *to)
+        {
+            wrong(format!("says its record moved {from} -> {to}; the ledger made no such move ({})", history(truth)));
+        }
+        if let Some(attempt) = crate::oracle::attempt_of(o)
+            && !truth.attempts.contains_key(attempt)
+        {
+            wrong(format!("names attempt {attempt}, which never claimed this intent"));
+        }
+    }
+    out
+}
+
+fn history(truth: &crate::oracle::Truth) -> String {
+    truth.states.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join(" -> ")
+}
+
+/// At quiescence, from the world's truth rather than the ledger's: every permanent failure record
+/// of an SMS that carried an intent — alone or as a digest, its message id indexed or not — has
+/// suppressed its number (it is held unusable now, or was suppressed at some point and an operator
+/// re-enabled it since). Exempt, as docs/invariants.md states: a record in a batch Lambda gave up
+/// on (parked, on-call paged); and under SNS an SMS whose message id never reached the ledger (its
+/// publish answer lost): SNS's record carries nothing else that ties it to the alert, and tocsin
+/// never guesses — the next alert to the number fails and suppresses it.
+pub fn every_permanent_failure_suppresses(world: &World, provider: crate::world::sms::Provider) -> Vec<Violation> {
+    let mut carried: std::collections::BTreeMap<&str, &tocsin::domain::IdempotencyKey> =
+        std::collections::BTreeMap::new();
+    for (key, truth) in &world.oracle.intents {
+        for id in &truth.sms_ids {
+            carried.entry(id.as_str()).or_insert(key);
+        }
+    }
+    let known_to_the_ledger = |message_id: &str| {
+        provider == crate::world::sms::Provider::EndUserMessaging
+            || world.ledger.messages.contains_key(message_id)
+            || world.ledger.intents.values().any(|i| i.record.status.sns_message_id.as_deref() == Some(message_id))
+    };
+    let mut out = Vec::new();
+    for event in world.logs.groups.values().flatten() {
+        if world.oracle.parked_records.contains(&event.id) {
+            continue;
+        }
+        let Some(r) = permanent_failure(&event.message) else { continue };
+        let Some(key) = carried.get(r.message_id.as_str()) else { continue };
+        let Some(destination) = r.destination.as_deref() else { continue };
+        if !known_to_the_ledger(&r.message_id) {
+            continue;
+        }
+        if !held_unusable(world, destination) && !world.oracle.ever_suppressed.contains(destination) {
+            out.push(Violation {
+                at: world.now,
+                invariant: Invariant::Suppression,
+                key: Some(key.to_string()),
+                detail: format!(
+                    "the permanent failure record of its SMS {} (log event {}) never suppressed the number",
+                    r.message_id, event.id
+                ),
             });
         }
     }

@@ -84,7 +84,7 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 16] = [
+    let knobs: [Knob; 17] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
@@ -101,6 +101,7 @@ pub fn shrink(failing: Report) -> Report {
         |f| f.ingestion_slow = 0.0,
         |f| f.outage = 0.0,
         |f| f.sweep_twice = 0.0,
+        |f| f.sqs_duplicate = 0.0,
     ];
     for knob in knobs {
         let mut quieter = best.scenario.clone();
@@ -125,8 +126,9 @@ pub type Workloads = std::collections::BTreeMap<(&'static str, bool, &'static st
 /// and the workloads run. An empty cell is a case no run reached.
 pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     // "outage began": the op that started an outage (counted also as failed before); "crash
-    // streak began": an invocation whose crash its function's next invocations repeat.
-    const HOW: [&str; 8] = [
+    // streak began": an invocation whose crash its function's next invocations repeat; "delivered
+    // twice": a queue message handed to a second sender while the first still had it.
+    const HOW: [&str; 9] = [
         "answered",
         "failed before",
         "answer lost",
@@ -135,6 +137,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         "crash after",
         "outage began",
         "crash streak began",
+        "delivered twice",
     ];
     let mut out = String::from("### Port operations, by how they ended\n\n| op |");
     for h in HOW {

@@ -60,6 +60,14 @@ pub enum Invariant {
     /// stack's own sends (beyond what was in flight at the hour's turn), and once it opened
     /// nothing more leaves but what was already counted and in flight (operator resends aside).
     BreakerHolds,
+    /// Late is said early: an alert that can no longer make its deadline — its SMS failed, its
+    /// number suppressed, or it was found past sending — is escalated within the same bound of
+    /// that moment as an undelivered alert is of its deadline, not merely by its deadline.
+    LateSaidEarly,
+    /// Every stored observation tells what happened: the state it says the intent was left in was
+    /// held, the move it says a record made was made (from that state, to that one), and the
+    /// attempt it names claimed this intent.
+    ObservationsTrue,
 }
 
 impl fmt::Display for Violation {
@@ -125,7 +133,7 @@ pub struct Oracle {
     pub parked_records: BTreeSet<String>,
 }
 
-fn attempt_of(o: &Observation) -> Option<&str> {
+pub(crate) fn attempt_of(o: &Observation) -> Option<&str> {
     match &o.kind {
         ObservationKind::Claimed { attempt_id, .. }
         | ObservationKind::Accepted { attempt_id, .. }

@@ -529,7 +529,23 @@ impl Driver {
                 self.poll_later(oldest + window);
                 return;
             }
-            let messages = self.sim.lock().world.sqs.receive(QueueName::Send, batch, now);
+            let messages = {
+                let mut st = self.sim.lock();
+                let mut messages = st.world.sqs.receive(QueueName::Send, batch, now);
+                let p = st.world.faults.sqs_duplicate;
+                if !messages.is_empty()
+                    && st.world.chance(p)
+                    && let Some(again) = st.world.sqs.receive_again(QueueName::Send, &messages, now)
+                {
+                    messages.push(again);
+                    *st.world
+                        .coverage
+                        .ops
+                        .entry(("SQS ReceiveMessage (event source)", "delivered twice"))
+                        .or_default() += 1;
+                }
+                messages
+            };
             if messages.is_empty() {
                 return;
             }
@@ -822,6 +838,8 @@ impl Driver {
         let mut violations = w.oracle.violations.clone();
         violations.extend(invariants::at_quiescence(w));
         violations.extend(invariants::orphans_applied(w));
+        violations.extend(invariants::every_permanent_failure_suppresses(w, self.provider));
+        violations.extend(invariants::observations_tell_what_happened(w));
         let ops = w.coverage.ops.values().sum();
         let trace = self.first_violation_trace.clone().unwrap_or_else(|| self.trace_lines());
         let mut keys: Vec<&str> = violations.iter().filter_map(|v| v.key.as_deref()).collect();

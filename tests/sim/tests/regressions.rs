@@ -176,3 +176,19 @@ fn an_operators_refused_resend_is_explained_by_its_observation() {
         }
     }
 }
+
+/// Found by the judge `ObservationsTrue` (issue 35's stricter judges; EUM seed 3): a status
+/// invocation's state change landed with its answer lost, and Lambda's retry of the batch — which
+/// presumes the alert `accepted` — found the change made by its own earlier try and stored *its*
+/// observation, saying the record moved the alert `accepted → failed` where the ledger had moved
+/// it `delay_suspected → failed`. Fixed in `shared/src/adapters/commit.rs`: the retry stores the
+/// observation the earlier try carried on the intent (`moved_obs`). Runs through End User
+/// Messaging.
+#[test]
+fn a_retry_that_meets_its_own_earlier_change_stores_the_move_that_was_made() {
+    let scenario = Scenario::from_seed(3, 200).through(tocsin_sim::world::sms::Provider::EndUserMessaging);
+    let report = run(&scenario);
+    if !report.ok() {
+        panic!("{}", failure_report(&shrink(report)));
+    }
+}

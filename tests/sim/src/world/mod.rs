@@ -72,6 +72,10 @@ pub struct FaultPlan {
     pub ingestion_slow_ms: Millis,
     /// The schedule fires twice for one minute.
     pub sweep_twice: f64,
+    /// SQS hands a message a sender is still working on to a second sender: a standard queue
+    /// delivers at least once, and a visibility timeout can lapse while the first still works.
+    /// The second receive's handle is the latest, so the first sender's delete does not remove it.
+    pub sqs_duplicate: f64,
 }
 
 impl FaultPlan {
@@ -97,6 +101,7 @@ impl FaultPlan {
             outage: 0.0,
             outage_ms: 0,
             sweep_twice: 0.0,
+            sqs_duplicate: 0.0,
         }
     }
 
@@ -123,6 +128,7 @@ impl FaultPlan {
             outage: 0.0005,
             outage_ms: 120_000,
             sweep_twice: 0.1,
+            sqs_duplicate: 0.02,
         }
     }
 
@@ -152,6 +158,8 @@ impl FaultPlan {
             outage: knob(0.002),
             outage_ms: 300_000,
             sweep_twice: knob(0.3),
+            // Drawn last: every earlier knob, and so every earlier plan, is as before.
+            sqs_duplicate: knob(0.3),
         }
     }
 
@@ -178,6 +186,7 @@ impl FaultPlan {
             outage: self.outage * x,
             outage_ms: self.outage_ms,
             sweep_twice: self.sweep_twice * x,
+            sqs_duplicate: self.sqs_duplicate * x,
         }
     }
 }

@@ -124,6 +124,25 @@ impl Queues {
         out
     }
 
+    /// A second receive of a message still in flight (not one of `batch`): SQS's at-least-once
+    /// delivery, or a visibility timeout that lapsed while its first receiver still works. The
+    /// oldest such message gets a new receipt handle — the only one that now deletes it — and a
+    /// new visibility timeout.
+    pub fn receive_again(&mut self, name: QueueName, batch: &[Message], now: Millis) -> Option<Message> {
+        self.seq += 1;
+        let stamp = self.seq;
+        let q = self.queue(name);
+        let visibility = q.visibility_ms;
+        let m = q
+            .messages
+            .values_mut()
+            .find(|m| m.visible_at > now && m.receives > 0 && batch.iter().all(|b| b.id != m.id))?;
+        m.receives += 1;
+        m.visible_at = now + visibility;
+        m.receipt = Some(format!("{}#{stamp}", m.id));
+        Some(m.clone())
+    }
+
     /// Deletes the message this receipt handle was given for, if it is still the latest receive.
     pub fn delete(&mut self, name: QueueName, receipt: &str) -> bool {
         let q = self.queue(name);
