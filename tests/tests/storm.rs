@@ -1,4 +1,5 @@
-//! The storm: duplicates and faults everywhere at once, and the books still balance.
+//! The storm: duplicates and faults everywhere at once, and the books still balance — on each
+//! provider.
 //!
 //! `TOCSIN_STORM_INTENTS` intents (60 by default, the size CI runs; the bench command runs 200);
 //! each request is sent to intake three times concurrently; each queue message is delivered to
@@ -9,13 +10,15 @@
 //!
 //! Upper bound: one SMS per intent at most (an unknown outcome: zero or one, never two); every
 //! intent ends delivered or escalated. Lower bound, from the proxy's own fault log: an intent
-//! with no SMS must have met a fault that can keep it from SNS (`can_stop_an_intent`), and an
-//! intent with an SMS ends as the carrier reported it — unless a fault lost what SNS answered
-//! (the message id, the only tie between the SMS and the alert): then it stays unknown, never
-//! settled on a record nothing ties to it, and is escalated; so delivered ≥ intents − (kept from
-//! SNS by a fault + failed by the carrier + unknown after a fault). A sender that never publishes
-//! fails here. The books: SMS sent = delivered + failed by a receipt + accepted without a receipt
-//! + unknown after a fault.
+//! with no SMS must have met a fault that can keep it from the provider (`can_stop_an_intent`),
+//! and an intent with an SMS ends as the carrier reported it. The providers differ in one place,
+//! and the storm pins it: under SNS a fault that lost what SNS answered (the message id, the only
+//! tie between the SMS and the alert) leaves the intent unknown, never settled on a record nothing
+//! ties to it, and escalated; under End User Messaging every event names its alert by key, so no
+//! intent with an SMS stays unknown — each ends exactly as its carrier reported it. So delivered ≥
+//! intents − (kept from the provider by a fault + failed by the carrier + unknown after a fault,
+//! SNS only). A sender that never sends fails here. The books: SMS sent = delivered + failed by a
+//! receipt + accepted without a receipt + unknown after a fault.
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,12 +27,13 @@ use futures::StreamExt;
 use tocsin::domain::State;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::state::ReceiptEffect;
+use tocsin_harness::eum::{Carrier, CarrierBehaviour};
 use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record, sqs_event};
-use tocsin_harness::fault_proxy::{Fault, Proxied, Rule};
+use tocsin_harness::fault_proxy::{Fault, FaultProxy, Proxied, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 /// The storm's size: `TOCSIN_STORM_INTENTS`, or 60 — enough for every fault kind to hit several
-/// intents at these rates (about 120 publishes, 400 ledger writes) in about a minute.
+/// intents at these rates (about 120 sends, 400 ledger writes) in about a minute.
 fn intents() -> usize {
     match std::env::var("TOCSIN_STORM_INTENTS") {
         Ok(v) => v
@@ -40,20 +44,6 @@ fn intents() -> usize {
             .unwrap_or_else(|| panic!("TOCSIN_STORM_INTENTS must be a positive number of intents, not {v:?}")),
         Err(_) => 60,
     }
-}
-
-/// Faults that can legitimately leave an intent undelivered: any on its publish (a reset never
-/// reaches SNS; five retryable answers in a row fail it), and a lost answer to a write of its
-/// ledger item (a claim that took effect unheard lapses to `send_unknown`, nothing sent). An error
-/// answer to a write took no effect and is retried; reads, queue calls and log searches are
-/// retried too — none of those can stop an intent.
-fn can_stop_an_intent(f: &Proxied) -> bool {
-    f.operation == "SNS.Publish"
-        || (f.what == "DropResponse"
-            && matches!(
-                f.operation.as_str(),
-                "DynamoDB_20120810.UpdateItem" | "DynamoDB_20120810.TransactWriteItems" | "DynamoDB_20120810.PutItem"
-            ))
 }
 
 /// The fault seed: `TOCSIN_STORM_SEED`, or 2026.
@@ -73,18 +63,154 @@ fn ddb_error(t: &str) -> Fault {
     )
 }
 
+/// Whether intent `i`'s SMS fails at the carrier: one in ten.
+fn carrier_fails(i: usize) -> bool {
+    i.is_multiple_of(10)
+}
+
+/// The provider the storm sends through, and what differs with it: the send call and its faults,
+/// the carrier, the record of what went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    Sns,
+    EndUserMessaging,
+}
+
+impl Provider {
+    fn options(self) -> Options {
+        let base = match self {
+            Provider::Sns => Options::sns(),
+            Provider::EndUserMessaging => Options::end_user_messaging(),
+        };
+        // One producer's storm of duplicates and retries: far above the default producer rate,
+        // which is not what this test is about (tests/tests/producers.rs is).
+        Options {
+            env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_PRODUCER_RATE_PER_MINUTE", "100000")],
+            fault_seed: Some(seed()),
+            ..base
+        }
+    }
+
+    /// The operation that sends an SMS, as the fault proxy names it.
+    fn send_operation(self) -> &'static str {
+        match self {
+            Provider::Sns => "SNS.Publish",
+            Provider::EndUserMessaging => "PinpointSMSVoiceV2.SendTextMessage",
+        }
+    }
+
+    fn add_send_faults(self, proxy: &FaultProxy) {
+        let op = self.send_operation();
+        proxy.add_rule(Rule::sometimes(op, Fault::DropResponse, 0.03));
+        proxy.add_rule(Rule::sometimes(op, Fault::Reset, 0.02));
+        match self {
+            Provider::Sns => {
+                proxy.add_rule(Rule::sometimes(op, Fault::sns_throttling(), 0.03));
+                proxy.add_rule(Rule::sometimes(op, Fault::sns_error("InternalError", "injected", 500), 0.02));
+            }
+            Provider::EndUserMessaging => {
+                proxy.add_rule(Rule::sometimes(
+                    op,
+                    Fault::eum_error("ThrottlingException", "Rate exceeded", None),
+                    0.03,
+                ));
+                proxy.add_rule(Rule::sometimes(
+                    op,
+                    Fault::eum_error("InternalServerException", "injected", None),
+                    0.02,
+                ));
+            }
+        }
+    }
+
+    /// Faults that can legitimately leave an intent undelivered: any on its send (a reset never
+    /// reaches the provider; five retryable answers in a row fail it), and a lost answer to a
+    /// write of its ledger item (a claim that took effect unheard lapses to `send_unknown`,
+    /// nothing sent). An error answer to a write took no effect and is retried; reads, queue calls
+    /// and log searches are retried too — none of those can stop an intent.
+    fn can_stop_an_intent(self, f: &Proxied) -> bool {
+        f.operation == self.send_operation()
+            || (f.what == "DropResponse"
+                && matches!(
+                    f.operation.as_str(),
+                    "DynamoDB_20120810.UpdateItem"
+                        | "DynamoDB_20120810.TransactWriteItems"
+                        | "DynamoDB_20120810.PutItem"
+                ))
+    }
+
+    /// End User Messaging's carrier is the stand-in, told before the storm what each number's
+    /// carrier does: one in ten unreachable, and the bad day's habits — every seventh number's
+    /// events written twice, every fifth's after a `TEXT_PENDING`. SNS's carrier is played after
+    /// each round ([`report_and_apply`]).
+    async fn prepare_carrier(self, p: &Pipeline, intents: usize) {
+        if self == Provider::Sns {
+            return;
+        }
+        for i in 0..intents {
+            let behaviour = if carrier_fails(i) { CarrierBehaviour::Unreachable } else { CarrierBehaviour::Deliver };
+            let mut carrier = Carrier::new(behaviour);
+            if i.is_multiple_of(7) {
+                carrier = carrier.duplicated();
+            }
+            if i.is_multiple_of(5) {
+                carrier = carrier.after_pending();
+            }
+            p.emulator.eum().set_carrier(&number(i), carrier).await.expect("carrier");
+        }
+    }
+
+    /// Every SMS that went out, as (destination, provider message id).
+    async fn sent(self, p: &Pipeline) -> Vec<(String, String)> {
+        match self {
+            Provider::Sns => {
+                p.emulator.sent_sms().await.expect("sms").into_iter().map(|m| (m.phone_number, m.message_id)).collect()
+            }
+            Provider::EndUserMessaging => p
+                .emulator
+                .eum()
+                .sent_texts()
+                .await
+                .expect("texts")
+                .into_iter()
+                .map(|t| (t.destination, t.message_id))
+                .collect(),
+        }
+    }
+
+    /// The carrier's verdicts reach the status function: SNS's records written and handed over,
+    /// or the stand-in's events read from the stack's event group and handed over.
+    async fn report_and_apply(self, p: &Pipeline, reported: &mut Reported) {
+        match self {
+            Provider::Sns => report_and_apply(p, reported).await,
+            Provider::EndUserMessaging => apply_events(p, reported).await,
+        }
+    }
+}
+
+/// What the carrier has reported so far: each SMS's verdict by provider message id, and (End User
+/// Messaging) the event ids already handed to the status function.
+#[derive(Default)]
+struct Reported {
+    verdicts: HashMap<String, bool>,
+    events_seen: HashSet<String>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_delivers_all_the_faults_allow() {
+    storm(Provider::Sns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_end_user_messaging_a_storm_sends_at_most_one_sms_per_intent_and_settles_every_sms_by_its_own_events() {
+    storm(Provider::EndUserMessaging).await;
+}
+
+async fn storm(provider: Provider) {
     let started = std::time::Instant::now();
     let intents = intents();
-    // One producer's storm of duplicates and retries: far above the default producer rate,
-    // which is not what this test is about (tests/tests/producers.rs is).
-    let p = Pipeline::start_with(Options {
-        env: vec![("TOCSIN_ORPHAN_WAIT", "0s"), ("TOCSIN_PRODUCER_RATE_PER_MINUTE", "100000")],
-        fault_seed: Some(seed()),
-        ..Default::default()
-    })
-    .await;
+    let p = Pipeline::start_with(provider.options()).await;
+    assert_eq!(p.uses_end_user_messaging(), provider == Provider::EndUserMessaging);
     let proxy = p.proxy.clone().expect("proxy");
     for op in ["PutItem", "GetItem", "UpdateItem", "TransactWriteItems", "Query"] {
         let op = format!("DynamoDB_20120810.{op}");
@@ -96,15 +222,13 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
         proxy.add_rule(Rule::sometimes(op, Fault::DropResponse, 0.05));
         proxy.add_rule(Rule::sometimes(op, Fault::json_error("InternalError", "injected", 500), 0.05));
     }
-    proxy.add_rule(Rule::sometimes("SNS.Publish", Fault::DropResponse, 0.03));
-    proxy.add_rule(Rule::sometimes("SNS.Publish", Fault::Reset, 0.02));
-    proxy.add_rule(Rule::sometimes("SNS.Publish", Fault::sns_throttling(), 0.03));
-    proxy.add_rule(Rule::sometimes("SNS.Publish", Fault::sns_error("InternalError", "injected", 500), 0.02));
+    provider.add_send_faults(&proxy);
     proxy.add_rule(Rule::sometimes(
         "Logs_20140328.FilterLogEvents",
         Fault::json_error("ThrottlingException", "Rate exceeded", 400),
         0.10,
     ));
+    provider.prepare_carrier(&p, intents).await;
 
     // 1. Intake: every request three times at once; callers retry a 503 with the same body.
     let requests: Vec<_> = (0..intents).flat_map(|i| std::iter::repeat_n(i, 3)).collect();
@@ -135,17 +259,17 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
 
     // 2-4. Sender (every message three times at once), carrier reports, status.
     drive_sender(&p).await;
-    let mut carrier: HashMap<String, bool> = HashMap::new();
-    report_and_apply(&p, &mut carrier).await;
+    let mut reported = Reported::default();
+    provider.report_and_apply(&p, &mut reported).await;
 
-    // 5. Eleven minutes on: lapsed leases become unknown, unknowns the index ties to their SMS are
-    //    reconciled from the logs, queued intents whose message was lost are re-enqueued — and sent.
+    // 5. Eleven minutes on: lapsed leases become unknown, unknowns are reconciled from the logs,
+    //    queued intents whose message was lost are re-enqueued — and sent.
     p.clock.advance(Duration::minutes(11));
     for _ in 0..10 {
         sweep(&p).await;
     }
     drive_sender(&p).await;
-    report_and_apply(&p, &mut carrier).await;
+    provider.report_and_apply(&p, &mut reported).await;
     for _ in 0..10 {
         sweep(&p).await;
     }
@@ -158,14 +282,14 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
             break;
         }
     }
-    let sent = p.emulator.sent_sms().await.expect("sms");
+    let sent = provider.sent(&p).await;
     let mut per_number: HashMap<String, Vec<String>> = HashMap::new();
-    for m in &sent {
-        per_number.entry(m.phone_number.clone()).or_default().push(m.message_id.clone());
+    for (to, id) in &sent {
+        per_number.entry(to.clone()).or_default().push(id.clone());
     }
     // What could have stopped each intent, from the proxy's own log.
-    let stopping_faults: Vec<String> = proxy.faults().into_iter().filter(can_stop_an_intent).map(|f| f.body).collect();
-
+    let stopping_faults: Vec<String> =
+        proxy.faults().into_iter().filter(|f| provider.can_stop_an_intent(f)).map(|f| f.body).collect();
     // The books.
     let escalations = p.escalations().await;
     let escalated_keys: HashSet<String> = escalations.iter().map(|(m, _)| m.idempotency_key.clone()).collect();
@@ -214,7 +338,7 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
         // The lower bound.
         let encoded = number(*i).replace('+', "%2B");
         let stoppable = stopping_faults.iter().any(|body| body.contains(key.as_str()) || body.contains(&encoded));
-        let carrier_ok = sms.first().and_then(|id| carrier.get(id)).copied();
+        let carrier_ok = sms.first().and_then(|id| reported.verdicts.get(id)).copied();
         could_be_stopped += usize::from(stoppable);
         carrier_failed += usize::from(carrier_ok == Some(false));
         if sms.is_empty() {
@@ -222,7 +346,13 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
             assert!(stoppable, "intent {i} is {state} without an SMS, and no injected fault could have stopped it");
         } else if state == State::SendUnknown {
             // What SNS answered was lost: nothing ties the carrier's record to the alert, so it is
-            // never taken for its own; the alert is escalated (checked above).
+            // never taken for its own; the alert is escalated (checked above). End User
+            // Messaging's events name their alert by key: no such intent may remain.
+            assert_eq!(
+                provider,
+                Provider::Sns,
+                "intent {i}: its SMS's events name it by key, yet it is still unknown (carrier said {carrier_ok:?})"
+            );
             unknown_with_sms += 1;
             assert!(stoppable, "intent {i} is unknown with an SMS, and no injected fault could have lost its answer");
         } else {
@@ -247,6 +377,7 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
         "SMS sent = delivered + failed by a receipt + accepted without a receipt + unknown (states {by_state:?})"
     );
     let summary = serde_json::json!({
+        "provider": format!("{provider:?}"),
         "intents": intents,
         "seed": seed(),
         "intake_calls": intents * 3,
@@ -262,6 +393,11 @@ async fn a_storm_of_duplicates_and_faults_sends_at_most_one_sms_per_intent_and_d
         "carrier_failed": carrier_failed,
         "without_sms_each_explained_by_a_fault": explained,
         "unknown_with_sms_after_a_fault": unknown_with_sms,
+        "send_answers_lost": proxy
+            .faults()
+            .iter()
+            .filter(|f| f.operation == provider.send_operation() && f.what == "DropResponse")
+            .count(),
         "allowed_undelivered": allowed_undelivered,
         "seconds": started.elapsed().as_secs_f64(),
     });
@@ -321,15 +457,15 @@ async fn drive_sender(p: &Pipeline) {
 /// The carrier reports each SMS not reported yet (one in ten fails), noting its verdict by SNS
 /// message id in `carrier`; the subscription
 /// hands the records to status in batches, retried when an invocation fails (as Lambda does).
-async fn report_and_apply(p: &Pipeline, carrier: &mut HashMap<String, bool>) {
+async fn report_and_apply(p: &Pipeline, reported: &mut Reported) {
     let sent = p.emulator.sent_sms().await.expect("sms");
     let mut lines = Vec::new();
     for (n, m) in sent.iter().enumerate() {
-        if carrier.contains_key(&m.message_id) {
+        if reported.verdicts.contains_key(&m.message_id) {
             continue;
         }
-        let ok = n % 10 != 0;
-        carrier.insert(m.message_id.clone(), ok);
+        let ok = !carrier_fails(n);
+        reported.verdicts.insert(m.message_id.clone(), ok);
         let response = if ok {
             "Message has been accepted by phone carrier"
         } else {
@@ -347,20 +483,64 @@ async fn report_and_apply(p: &Pipeline, carrier: &mut HashMap<String, bool>) {
     for chunk in lines.chunks(25) {
         for group in ["SmsSuccessLogGroup", "SmsFailureLogGroup"] {
             let batch: Vec<LogLine> = chunk.iter().filter(|(g, _)| *g == group).map(|(_, l)| l.clone()).collect();
-            if batch.is_empty() {
-                continue;
-            }
-            let event = logs_envelope(&logs_payload(p.stack.log_group(group), "DATA_MESSAGE", &batch));
-            let mut ok = false;
-            for _ in 0..8 {
-                if p.status.handle(event.clone()).await.is_ok() {
-                    ok = true;
-                    break;
-                }
-            }
-            assert!(ok, "a status batch kept failing");
+            hand_to_status(p, p.stack.log_group(group), &batch).await;
         }
     }
+}
+
+/// End User Messaging's carrier (the stand-in) wrote its events to the stack's event group as it
+/// sent: the subscription hands the new ones to status in batches. Each SMS's verdict is what the
+/// stand-in's carrier did with it.
+async fn apply_events(p: &Pipeline, reported: &mut Reported) {
+    for t in p.emulator.eum().sent_texts().await.expect("texts") {
+        reported.verdicts.insert(t.message_id, t.behaviour == CarrierBehaviour::Deliver);
+    }
+    let group = p.stack.log_group("SmsEventLogGroup").to_owned();
+    let mut lines = Vec::new();
+    let mut token = None;
+    loop {
+        let page = p
+            .logs
+            .filter_log_events()
+            .log_group_name(&group)
+            .set_next_token(token)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("filter_log_events: {e}"));
+        for e in page.events.unwrap_or_default() {
+            let id = e.event_id.unwrap_or_default();
+            if reported.events_seen.insert(id.clone()) {
+                lines.push(LogLine {
+                    id,
+                    timestamp: e.timestamp.unwrap_or_default(),
+                    message: e.message.unwrap_or_default(),
+                });
+            }
+        }
+        token = page.next_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    for batch in lines.chunks(25) {
+        hand_to_status(p, &group, batch).await;
+    }
+}
+
+/// One subscription invocation of `lines`, retried when it fails (as Lambda does).
+async fn hand_to_status(p: &Pipeline, group: &str, lines: &[LogLine]) {
+    if lines.is_empty() {
+        return;
+    }
+    let event = logs_envelope(&logs_payload(group, "DATA_MESSAGE", lines));
+    let mut ok = false;
+    for _ in 0..8 {
+        if p.status.handle(event.clone()).await.is_ok() {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "a status batch kept failing");
 }
 
 /// SNS writing a delivery record to its log group, stamped with the pipeline's clock (which this

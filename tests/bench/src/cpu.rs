@@ -15,6 +15,8 @@ pub const STATUS_TARGET_PER_S: f64 = 250_000.0;
 pub const INTAKE_TARGET: Duration = Duration::from_micros(20);
 
 pub const STATUS_BENCH: (&str, &str) = ("status_parse", "decode_parse_classify");
+/// The same for End User Messaging events (the stack's own event group).
+pub const STATUS_EUM_BENCH: (&str, &str) = ("status_parse", "eum_events");
 pub const INTAKE_BENCH: (&str, &str) = ("intake_cpu", "validate_render_key");
 
 /// Median and confidence bounds of one benchmark's iteration time.

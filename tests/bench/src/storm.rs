@@ -1,6 +1,7 @@
 //! The storm at full size: `tests/tests/storm.rs` (duplicates and injected faults everywhere,
 //! then the books checked) run with `TOCSIN_STORM_INTENTS` — CI runs it at 60 intents, this
-//! command at 200. The test prints one `storm-summary: {json}` line, read back here.
+//! command at 200, on each provider. Each storm prints one `storm-summary: {json}` line, read back
+//! here.
 
 use std::process::Command;
 
@@ -9,8 +10,8 @@ use crate::error::{BenchError, Result};
 /// The storm size this command runs.
 pub const DEFAULT_INTENTS: usize = 200;
 
-/// Runs the storm test with `intents` intents; its summary.
-pub fn run(intents: usize) -> Result<serde_json::Value> {
+/// Runs the storm tests (one per provider) with `intents` intents; their summaries.
+pub fn run(intents: usize) -> Result<Vec<serde_json::Value>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(tocsin_harness::workspace_root())
@@ -27,10 +28,14 @@ pub fn run(intents: usize) -> Result<serde_json::Value> {
             tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
         )));
     }
-    let line = stderr
+    let summaries = stderr
         .lines()
         .chain(stdout.lines())
-        .find_map(|l| l.strip_prefix("storm-summary: "))
-        .ok_or_else(|| BenchError::Missing("the storm's `storm-summary:` line".into()))?;
-    Ok(serde_json::from_str(line)?)
+        .filter_map(|l| l.strip_prefix("storm-summary: "))
+        .map(serde_json::from_str)
+        .collect::<std::result::Result<Vec<serde_json::Value>, _>>()?;
+    if summaries.is_empty() {
+        return Err(BenchError::Missing("the storms' `storm-summary:` lines".into()));
+    }
+    Ok(summaries)
 }

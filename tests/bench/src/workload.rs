@@ -1,12 +1,15 @@
 //! Inputs shared by the measurements and the criterion benches: delivery-status records in SNS's
-//! real format inside a CloudWatch Logs subscription envelope, and a valid alert request.
+//! real format and End User Messaging events in AWS's, inside a CloudWatch Logs subscription
+//! envelope, and a valid alert request.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tocsin::domain::IdempotencyKey;
 use tocsin::domain::request::Limits;
-use tocsin_harness::events::{LogLine, logs_envelope, logs_payload, sns_delivery_record};
+use tocsin::domain::send_context::SendContext;
+use tocsin_harness::events::{LogLine, eum_event_record, logs_envelope, logs_payload, sns_delivery_record};
 
 /// Records per subscription payload in the status-parsing bench.
 pub const RECORDS_PER_PAYLOAD: usize = 1_000;
@@ -28,6 +31,31 @@ pub fn delivery_lines(n: usize, at: DateTime<Utc>) -> Vec<LogLine> {
                 id: format!("{:056}", 36_000_000_000_000_000u64 + i as u64),
                 timestamp: at.timestamp_millis() + i as i64,
                 message: sns_delivery_record(&uuid::Uuid::new_v4().to_string(), &destination, success, response, at),
+            }
+        })
+        .collect()
+}
+
+/// `n` End User Messaging events as the stack's configuration set writes them: each a final
+/// event naming its alert and attempt in its context (tocsin's own), unique message ids, keys and
+/// numbers, 9 in 10 deliveries, the rest carrier failures.
+pub fn eum_event_lines(n: usize, at: DateTime<Utc>) -> Vec<LogLine> {
+    (0..n)
+        .map(|i| {
+            let key = IdempotencyKey::parse(&format!("{:064x}", 0xc0ffee_u64 * 1_000_003 + i as u64))
+                .unwrap_or_else(|e| panic!("a bench key: {e}"));
+            let context = SendContext::alert("tocsin-bench", key, format!("a-{i}"));
+            let destination = format!("+1415{:07}", 5_000_000 + i);
+            LogLine {
+                id: format!("{:056}", 37_000_000_000_000_000u64 + i as u64),
+                timestamp: at.timestamp_millis() + i as i64,
+                message: eum_event_record(
+                    &uuid::Uuid::new_v4().to_string(),
+                    &destination,
+                    i % 10 != 0,
+                    &context.entries(),
+                    at,
+                ),
             }
         })
         .collect()

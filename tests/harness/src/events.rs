@@ -103,6 +103,50 @@ pub fn sns_delivery_record(
     .to_string()
 }
 
+/// An End User Messaging SMS event, compact, as a configuration set's CloudWatch Logs event
+/// destination writes it (AWS End User Messaging SMS User Guide, "Example SMS event data"): a
+/// final `TEXT_DELIVERED` or a final `TEXT_CARRIER_UNREACHABLE`, echoing `context` (the sender's
+/// `Context` entries).
+pub fn eum_event_record(
+    message_id: &str,
+    destination: &str,
+    delivered: bool,
+    context: &[(&str, String)],
+    at: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let (event_type, status, description) = if delivered {
+        ("TEXT_DELIVERED", "DELIVERED", "Message has been accepted by phone")
+    } else {
+        ("TEXT_CARRIER_UNREACHABLE", "CARRIER_UNREACHABLE", "The carrier could not be reached")
+    };
+    let requested = at.timestamp_millis();
+    let context: serde_json::Map<String, Value> = context.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
+    json!({
+        "eventType": event_type,
+        "eventVersion": "1.0",
+        "eventTimestamp": requested + 2_100,
+        "isFinal": true,
+        "originationPhoneNumber": "+18445550100",
+        "destinationPhoneNumber": destination,
+        "isInternationalSend": false,
+        "isoCountryCode": "US",
+        "mcc": "310",
+        "mnc": "260",
+        "carrierName": "T-Mobile USA, Inc.",
+        "messageId": message_id,
+        "messageRequestTimestamp": requested,
+        "messageEncoding": "GSM",
+        "messageType": "TRANSACTIONAL",
+        "messageStatus": status,
+        "messageStatusDescription": description,
+        "context": context,
+        "totalMessageParts": 1,
+        "totalMessagePrice": 0.00581,
+        "totalCarrierFee": 0.00302,
+    })
+    .to_string()
+}
+
 /// The scheduled EventBridge event that fires the escalation sweep.
 pub fn scheduled_event(at: chrono::DateTime<chrono::Utc>) -> Value {
     json!({

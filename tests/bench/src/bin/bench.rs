@@ -89,7 +89,10 @@ async fn run() -> std::io::Result<()> {
     if enabled("cpu") {
         eprintln!("bench: criterion benches (CPU only, one core)");
         report.criterion = Some(cpu::run_criterion());
-        report.status_parse = Some(cpu::read(cpu::STATUS_BENCH));
+        report.status_parse = vec![
+            ("SNS delivery-status records", cpu::read(cpu::STATUS_BENCH)),
+            ("End User Messaging events", cpu::read(cpu::STATUS_EUM_BENCH)),
+        ];
         report.intake_cpu = Some(cpu::read(cpu::INTAKE_BENCH));
         write(&report)?;
     }
