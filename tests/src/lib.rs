@@ -141,6 +141,9 @@ pub struct Pipeline {
     /// The sender's SQS event source mapping, which polls with the sender's role.
     pub mapping_sqs: aws_sdk_sqs::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// Under End User Messaging: the account's origination number the stand-in was given (a
+    /// US toll-free number, 3 message parts per second unless a test says otherwise).
+    pub origination: Option<tocsin_harness::eum::PhoneNumber>,
     /// Where the functions' clients connect: the fault proxy, or the emulator (its IAM gate).
     function_endpoint: String,
     seen_log_events: Mutex<HashSet<String>>,
@@ -223,14 +226,18 @@ impl Pipeline {
                     .unwrap_or_else(|e| panic!("{e}"));
             emulator.iam().enforce(principals);
         }
-        if stack.condition("UsesEndUserMessaging").unwrap_or(false) {
+        let origination = if stack.condition("UsesEndUserMessaging").unwrap_or(false) {
             // What an account owner does before the first send: leave the sandbox, get a number.
             let eum = emulator.eum();
             eum.production_account().await.unwrap_or_else(|e| panic!("stand-in account: {e}"));
-            eum.active_phone_number(&direct, aws_sdk_pinpointsmsvoicev2::types::RequestableNumberType::TollFree, "US")
+            let number = eum
+                .active_phone_number(&direct, aws_sdk_pinpointsmsvoicev2::types::RequestableNumberType::TollFree, "US")
                 .await
                 .unwrap_or_else(|e| panic!("stand-in number: {e}"));
-        }
+            Some(number)
+        } else {
+            None
+        };
         let proxy = match options.fault_seed {
             Some(seed) => Some(
                 tocsin_harness::fault_proxy::FaultProxy::start(&emulator.endpoint(), seed)
@@ -336,6 +343,7 @@ impl Pipeline {
             registry,
             sqs,
             mapping_sqs: aws_sdk_sqs::Client::new(&mapping),
+            origination,
             function_endpoint,
             seen_log_events: Mutex::new(HashSet::new()),
         }
@@ -471,7 +479,7 @@ impl Pipeline {
                 break;
             }
             let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
-            let resp = self.sender.handle(event, self.clock.invocation_deadline()).await;
+            let resp = Box::pin(self.sender.handle(event, self.clock.invocation_deadline())).await;
             self.assert_iam_allowed();
             let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
             for m in &msgs {
@@ -583,7 +591,7 @@ impl Pipeline {
                 continue;
             }
             let event = logs_envelope(&logs_payload(&name, "DATA_MESSAGE", &lines));
-            let summary = self.status.handle(event).await;
+            let summary = Box::pin(self.status.handle(event)).await;
             self.assert_iam_allowed();
             out.push(summary.unwrap_or_else(|e| panic!("status failed: {e}")));
         }

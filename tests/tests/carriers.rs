@@ -1,15 +1,39 @@
 //! Carrier incidents (issue 26), through real emulator calls: the registry keeps each number's
 //! carrier from its delivery records; the sweep measures tocsin's in-flight SMS per carrier,
 //! publishes it with a `carrier` dimension, and escalates the alerts caught in a degraded carrier
-//! early — once; an operator's hold escalates new alerts to a carrier at once, audited.
+//! early — once; an operator's hold escalates new alerts to a carrier at once, audited. On each
+//! provider: SNS's delivery-status records name the carrier (`phoneCarrier`), End User Messaging's
+//! events name it too (`carrierName`, with the alert's key in their context).
 
 use chrono::Duration;
 use serde_json::{Value, json};
 use tocsin::domain::carrier::{CarrierHold, CarrierSeen};
+use tocsin::domain::send_context::SendContext;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, Released};
-use tocsin_harness::events::sns_delivery_record;
-use tocsin_tests::{Pipeline, key_of};
+use tocsin_harness::eum::{Carrier, CarrierBehaviour};
+use tocsin_harness::events::{eum_event_record, sns_delivery_record};
+use tocsin_tests::{Options, Pipeline, key_of};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    Sns,
+    EndUserMessaging,
+}
+
+async fn pipeline(provider: Provider) -> Pipeline {
+    let p = Pipeline::start_with(match provider {
+        Provider::Sns => Options::sns(),
+        Provider::EndUserMessaging => Options::end_user_messaging(),
+    })
+    .await;
+    if let Some(number) = &p.origination {
+        // These tests send a dozen SMS within seconds, one sender run each: a number that takes
+        // the stack's rate (SmsRatePerSecond, 20), not a toll-free number's 3 parts per second.
+        p.emulator.eum().set_parts_per_second(&number.id, 20).await.expect("rate");
+    }
+    p
+}
 
 fn number(n: u32) -> PhoneNumber {
     PhoneNumber::parse(&format!("+1415555{n:04}")).expect("a number")
@@ -19,6 +43,10 @@ fn number(n: u32) -> PhoneNumber {
 async fn sent(p: &Pipeline, event_id: &str, to: &PhoneNumber, deadline: &str) -> IdempotencyKey {
     let mut body = tocsin_tests::alert(event_id, to.expose());
     body["deadline"] = json!(deadline);
+    if p.uses_end_user_messaging() {
+        // The stand-in's carrier says nothing: the test plays it (`delivered_via`).
+        p.emulator.eum().set_carrier(to.expose(), Carrier::new(CarrierBehaviour::Silent)).await.expect("carrier");
+    }
     let (status, answer) = p.submit(&body).await;
     assert_eq!(status, 201, "{answer}");
     p.run_sender().await;
@@ -27,20 +55,32 @@ async fn sent(p: &Pipeline, event_id: &str, to: &PhoneNumber, deadline: &str) ->
     key
 }
 
-/// SNS's delivery record for `key`'s SMS naming `carrier`, written `minutes_ago` before now.
+/// The delivery record of `key`'s SMS naming `carrier`, written `minutes_ago` before now: SNS's
+/// record (found through the message index), or End User Messaging's final event (naming the
+/// alert and its attempt in its context).
 async fn delivered_via(p: &Pipeline, key: &IdempotencyKey, to: &PhoneNumber, carrier: &str, minutes_ago: i64) {
-    let id = p.record(key).await.status.sns_message_id.expect("a message id");
+    let status = p.record(key).await.status;
+    let id = status.sns_message_id.expect("a message id");
     let at = p.clock.now_utc() - Duration::minutes(minutes_ago);
-    let mut rec: Value = serde_json::from_str(&sns_delivery_record(
-        &id,
-        to.expose(),
-        true,
-        "Message has been accepted by phone carrier",
-        at,
-    ))
-    .expect("json");
-    rec["delivery"]["phoneCarrier"] = json!(carrier);
-    p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &rec.to_string()).await;
+    if p.uses_end_user_messaging() {
+        let context = SendContext::alert(p.stack.name.clone(), key.clone(), status.attempt_id.expect("an attempt"));
+        let mut event: Value =
+            serde_json::from_str(&eum_event_record(&id, to.expose(), true, &context.entries(), at)).expect("json");
+        event["carrierName"] = json!(carrier);
+        event["mnc"] = json!("270");
+        p.put_log(p.stack.log_group("SmsEventLogGroup"), &event.to_string()).await;
+    } else {
+        let mut rec: Value = serde_json::from_str(&sns_delivery_record(
+            &id,
+            to.expose(),
+            true,
+            "Message has been accepted by phone carrier",
+            at,
+        ))
+        .expect("json");
+        rec["delivery"]["phoneCarrier"] = json!(carrier);
+        p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &rec.to_string()).await;
+    }
     p.run_status().await;
 }
 
@@ -51,7 +91,25 @@ async fn seed_carrier(p: &Pipeline, to: &PhoneNumber, carrier: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one() {
-    let p = Pipeline::start().await;
+    Box::pin(a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one_through(
+        Provider::Sns,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one()
+ {
+    Box::pin(a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one_through(
+        Provider::EndUserMessaging,
+    ))
+    .await;
+}
+
+async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_replaces_a_newer_one_through(
+    provider: Provider,
+) {
+    let p = pipeline(provider).await;
     let to = number(2601);
     let first = sent(&p, "carrier-1", &to, "15m").await;
     delivered_via(&p, &first, &to, "Verizon Wireless", 0).await;
@@ -73,7 +131,25 @@ async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once() {
-    let p = Pipeline::start().await;
+    Box::pin(alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once_through(
+        Provider::Sns,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once()
+ {
+    Box::pin(alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once_through(
+        Provider::EndUserMessaging,
+    ))
+    .await;
+}
+
+async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once_through(
+    provider: Provider,
+) {
+    let p = pipeline(provider).await;
     // Four SMS to SlowTel and four to FastTel, an hour's deadline each; FastTel delivers.
     let mut fast = Vec::new();
     for n in 0..4 {
@@ -146,7 +222,29 @@ async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released() {
-    let p = Pipeline::start().await;
+    Box::pin(
+        a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released_through(
+            Provider::Sns,
+        ),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released()
+ {
+    Box::pin(
+        a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released_through(
+            Provider::EndUserMessaging,
+        ),
+    )
+    .await;
+}
+
+async fn a_carrier_hold_escalates_new_alerts_to_it_at_once_while_the_sms_goes_out_and_is_audited_until_released_through(
+    provider: Provider,
+) {
+    let p = pipeline(provider).await;
     let to = number(2630);
     seed_carrier(&p, &to, "HeldTel").await;
     let now = p.clock.now_utc();
