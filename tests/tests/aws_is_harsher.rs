@@ -747,3 +747,88 @@ async fn a_thousand_alerts_spread_their_due_index_writes_evenly_over_the_partiti
     assert_eq!(s_of(&after, "due_shard"), s_of(&one, "due_shard"), "an intent's index entries stay in its partition");
     assert_ne!(after.get("due_at"), one.get("due_at"), "the next check moved");
 }
+
+// ------------------------------------------------------------------------- 6. only indexes read eventually
+
+/// `f`'s AWS calls, as the emulator's recorder saw them (the harness's own reads stay outside).
+async fn recorded<F: std::future::Future>(p: &Pipeline, f: F) -> (F::Output, Vec<tocsin_harness::RecordedRequest>) {
+    p.emulator.start_recording().await.expect("recording");
+    let out = f.await;
+    (out, p.emulator.stop_recording_requests().await.expect("recording"))
+}
+
+/// A delivered alert and an escalated one through every function, on `options`' provider: every
+/// DynamoDB read of a table is strongly consistent. A GSI cannot be read so (AWS refuses
+/// `ConsistentRead` on one): an index only ever tells a function where to look, and what it
+/// decides on is read from the table, never an eventually consistent copy that a write of the
+/// last second may not have reached.
+async fn every_table_read_of_a_lifecycle_is_strongly_consistent(options: Options, delivered_to: &str, silent_to: &str) {
+    let p = Pipeline::start_with(options).await;
+    let mut calls = Vec::new();
+    if p.uses_end_user_messaging() {
+        // The stand-in's carrier never answers for this one: it is escalated at its deadline.
+        let silent = tocsin_harness::eum::Carrier::new(tocsin_harness::eum::CarrierBehaviour::Silent);
+        p.emulator.eum().set_carrier(silent_to, silent).await.expect("carrier");
+    }
+    let ((delivered, silent), c) = recorded(&p, async {
+        (p.submit(&alert("consistent-1", delivered_to)).await, p.submit(&alert("consistent-2", silent_to)).await)
+    })
+    .await;
+    calls.extend(c);
+    let (delivered, silent) = (key_of(&delivered.1), key_of(&silent.1));
+    calls.extend(recorded(&p, p.run_sender()).await.1);
+    if !p.uses_end_user_messaging() {
+        let mid = p.record(&delivered).await.status.sns_message_id.expect("a message id");
+        p.carrier_reports(&mid, delivered_to, true, "Message has been accepted by phone").await;
+    }
+    calls.extend(recorded(&p, p.run_status()).await.1);
+    assert_eq!(p.record(&delivered).await.status.state, State::Delivered);
+    p.clock.advance(Duration::minutes(16));
+    calls.extend(recorded(&p, p.run_escalation()).await.1);
+    assert!(p.record(&silent).await.status.escalation.is_some(), "the silent alert is escalated");
+
+    let (mut table_reads, mut index_reads, mut eventual) = (0, 0, Vec::new());
+    for r in &calls {
+        let Some(op) = r.operation.strip_prefix("DynamoDB_20120810.") else { continue };
+        let consistent = |req: &serde_json::Value| req.get("ConsistentRead").and_then(serde_json::Value::as_bool);
+        match op {
+            "GetItem" | "Query" | "Scan" if r.body.get("IndexName").is_some() => index_reads += 1,
+            "GetItem" | "Query" | "Scan" => {
+                table_reads += 1;
+                if consistent(&r.body) != Some(true) {
+                    eventual.push(format!("{op} of {}", r.body["TableName"]));
+                }
+            }
+            "BatchGetItem" => {
+                for (table, req) in r.body["RequestItems"].as_object().into_iter().flatten() {
+                    table_reads += 1;
+                    if consistent(req) != Some(true) {
+                        eventual.push(format!("{op} of {table}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(eventual.is_empty(), "table reads without ConsistentRead: {eventual:?}");
+    assert!(
+        table_reads >= 3 && index_reads >= 1,
+        "the lifecycle read the tables ({table_reads}) and an index ({index_reads})"
+    );
+    p.assert_iam_allowed();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_table_read_a_function_decides_on_is_strongly_consistent_only_indexes_lag() {
+    every_table_read_of_a_lifecycle_is_strongly_consistent(Options::sns(), "+14155550181", "+14155550182").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_every_table_read_a_function_decides_on_is_strongly_consistent_only_indexes_lag() {
+    every_table_read_of_a_lifecycle_is_strongly_consistent(
+        Options::end_user_messaging(),
+        "+14155550183",
+        "+14155550184",
+    )
+    .await;
+}

@@ -119,6 +119,7 @@ impl CarrierBook for DynamoRegistry {
                 let ka = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut keys)))
                     .projection_expression("pk, carrier, mcc, mnc, seen_at")
+                    .consistent_read(true)
                     .build()
                     .map_err(|e| unavailable("DynamoDB BatchGetItem (recipient carriers)", &e))?;
                 let resp = self
@@ -178,6 +179,7 @@ impl DynamoRegistry {
                 .query()
                 .table_name(self.table())
                 .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+                .consistent_read(true)
                 .expression_attribute_values(":pk", s(HOLDS_PK))
                 .expression_attribute_values(":p", s(prefix))
                 .set_exclusive_start_key(start)
@@ -420,6 +422,7 @@ impl CarrierTraffic for DynamoRegistry {
                     .query()
                     .table_name(self.table())
                     .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+                    .consistent_read(true)
                     .expression_attribute_values(":pk", s(tally_pk(hour_first)))
                     .expression_attribute_values(":a", s(minute_stamp(hour_first)))
                     // '$' sorts right after '#': every carrier of the last minute.

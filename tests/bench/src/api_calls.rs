@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use tocsin_harness::events::sqs_event;
 use tocsin_tests::{Pipeline, alert, key_of};
 
@@ -70,39 +69,6 @@ fn tally(ops: Vec<String>, keep: impl Fn(&str) -> bool) -> BTreeMap<String, usiz
     })
 }
 
-/// Items in every `TransactWriteItems` of the last recording (read from the recorder's log).
-async fn transact_items(endpoint: &str) -> Result<usize> {
-    let text = reqwest::get(format!("{endpoint}/moto-api/recorder/download-recording"))
-        .await
-        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?
-        .text()
-        .await
-        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?;
-    let mut items = 0;
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let target = v
-            .get("headers")
-            .and_then(|h| h.as_object())
-            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str()));
-        if target != Some("DynamoDB_20120810.TransactWriteItems") {
-            continue;
-        }
-        let body = v.get("body").and_then(|b| b.as_str()).unwrap_or_default();
-        let raw = if v.get("body_encoded").and_then(|b| b.as_bool()).unwrap_or(false) {
-            base64::engine::general_purpose::STANDARD.decode(body).ok().and_then(|b| String::from_utf8(b).ok())
-        } else {
-            Some(body.to_owned())
-        };
-        let n = raw
-            .and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
-            .and_then(|b| b.get("TransactItems").and_then(|t| t.as_array()).map(Vec::len))
-            .unwrap_or(0);
-        items += n;
-    }
-    Ok(items)
-}
-
 async fn recorded<F: std::future::Future>(
     p: &Pipeline,
     function: &'static str,
@@ -113,8 +79,14 @@ async fn recorded<F: std::future::Future>(
     let started = Instant::now();
     let out = f.await;
     let handler = started.elapsed();
-    let ops = p.emulator.stop_recording().await?;
-    let transact_items = transact_items(&p.emulator.endpoint()).await?;
+    let recorded = p.emulator.stop_recording_requests().await?;
+    // Items in every `TransactWriteItems`.
+    let transact_items = recorded
+        .iter()
+        .filter(|r| r.operation == "DynamoDB_20120810.TransactWriteItems")
+        .filter_map(|r| r.body.get("TransactItems").and_then(serde_json::Value::as_array).map(Vec::len))
+        .sum();
+    let ops = recorded.into_iter().map(|r| r.operation).collect();
     Ok((Phase { function, ops: tally(ops, keep), transact_items, handler }, out))
 }
 

@@ -126,14 +126,14 @@ pub async fn measure() -> Result<Idle> {
     let started = Instant::now();
     p.run_escalation().await;
     let handler = started.elapsed();
-    let names = p.emulator.stop_recording().await?;
+    let recorded = p.emulator.stop_recording_requests().await?;
+    let names: Vec<String> = recorded.iter().map(|r| r.operation.clone()).collect();
     let (log_bytes, log_lines) = crate::wru::take_log_counts();
     let emitted = tocsin_tests::emitted_metrics();
     let new = emitted.get(emf_before..).unwrap_or_default();
-    let recorded = crate::wru::download(&p.emulator.endpoint()).await?;
     let rru = recorded
         .iter()
-        .map(|r| match r.op.rsplit('.').next().unwrap_or_default() {
+        .map(|r| match r.operation.rsplit('.').next().unwrap_or_default() {
             "Query" if r.body.get("IndexName").is_some() => 0.5,
             "Query" | "GetItem" => 1.0,
             _ => 0.0,

@@ -89,19 +89,19 @@ pub async fn measure_one(delivered: usize) -> Result<SweepReads> {
     // long enough to finish, instead of the Lambda's.
     let run = p.run_escalation_within(Duration::from_secs(900)).await;
     let sweep = sweep_started.elapsed();
-    let ops = p.emulator.stop_recording().await?;
-    let queries: Vec<bool> = crate::wru::download(&p.emulator.endpoint())
-        .await?
+    let recorded = p.emulator.stop_recording_requests().await?;
+    let queries: Vec<bool> = recorded
         .iter()
-        .filter(|r| r.op.ends_with(".Query"))
+        .filter(|r| r.operation.ends_with(".Query"))
         .map(|r| r.body.get("IndexName").and_then(serde_json::Value::as_str) == Some("due-index"))
         .collect();
     let index_queries = queries.iter().filter(|q| **q).count();
     let other_queries = queries.len() - index_queries;
-    let read_calls = ops.into_iter().filter(|o| is_read(o)).fold(BTreeMap::new(), |mut m, o| {
-        *m.entry(o).or_insert(0) += 1;
-        m
-    });
+    let read_calls =
+        recorded.into_iter().map(|r| r.operation).filter(|o| is_read(o)).fold(BTreeMap::new(), |mut m, o| {
+            *m.entry(o).or_insert(0) += 1;
+            m
+        });
     Ok(SweepReads {
         delivered,
         items_read: run.read,

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use lambda_runtime::tracing::subscriber::{self, layer::SubscriberExt, util::SubscriberInitExt};
 use serde_json::{Map, Value};
+use tocsin_harness::RecordedRequest;
 use tocsin_harness::events::sqs_event;
 use tocsin_tests::{Pipeline, alert, key_of};
 
@@ -377,40 +378,7 @@ pub fn apply_update(
 
 // ------------------------------------------------------------------ the recording
 
-/// One recorded AWS request: `Service.Operation` and its JSON body.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub op: String,
-    pub body: Value,
-}
-
-/// Every request of the emulator's last recording, in order (call after `stop_recording`).
-pub async fn download(endpoint: &str) -> Result<Vec<Recorded>> {
-    let text = reqwest::get(format!("{endpoint}/moto-api/recorder/download-recording"))
-        .await
-        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?
-        .text()
-        .await
-        .map_err(|e| BenchError::Aws("download-recording", e.to_string()))?;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
-        let target = v
-            .get("headers")
-            .and_then(Value::as_object)
-            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str()));
-        let Some(op) = target else { continue };
-        let body = v.get("body").and_then(Value::as_str).unwrap_or_default();
-        let raw = if v.get("body_encoded").and_then(Value::as_bool).unwrap_or(false) {
-            base64::engine::general_purpose::STANDARD.decode(body).ok().and_then(|b| String::from_utf8(b).ok())
-        } else {
-            Some(body.to_owned())
-        };
-        let body = raw.and_then(|r| serde_json::from_str(&r).ok()).unwrap_or(Value::Null);
-        out.push(Recorded { op: op.to_owned(), body });
-    }
-    Ok(out)
-}
+// (read with `Emulator::stop_recording_requests`)
 
 // ------------------------------------------------------------------ one delivered alert
 
@@ -570,8 +538,8 @@ impl Applier<'_> {
     }
 
     /// Applies one recorded request; returns its writes and reads.
-    fn apply(&mut self, function: &'static str, r: &Recorded) -> Result<(Vec<WriteCost>, Vec<ReadCost>)> {
-        let op = r.op.rsplit('.').next().unwrap_or_default();
+    fn apply(&mut self, function: &'static str, r: &RecordedRequest) -> Result<(Vec<WriteCost>, Vec<ReadCost>)> {
+        let op = r.operation.rsplit('.').next().unwrap_or_default();
         let b = &r.body;
         let table = |v: &Value| v.get("TableName").and_then(Value::as_str).unwrap_or_default().to_owned();
         let obj = |v: Option<&Value>| v.and_then(Value::as_object).cloned().unwrap_or_default();
@@ -822,11 +790,11 @@ impl Run<'_> {
         let out = f.await;
         let handler = started.elapsed();
         // Operation names as the harness reads them (SNS's query protocol included).
-        let names = self.p.emulator.stop_recording().await?;
+        let recorded = self.p.emulator.stop_recording_requests().await?;
+        let names: Vec<String> = recorded.iter().map(|r| r.operation.clone()).collect();
         let log_bytes = LOG_BYTES.load(Ordering::Relaxed);
         let log_lines = LOG_LINES.load(Ordering::Relaxed);
         let emf_bytes = (tocsin_tests::emitted_metrics().len() as u64).saturating_sub(emf_before);
-        let recorded = download(&self.p.emulator.endpoint()).await?;
         let mut ops = BTreeMap::new();
         // `Logs_…`: the harness reading the log group in place of the subscription.
         for n in names.into_iter().filter(|n| !n.starts_with("Logs_")) {

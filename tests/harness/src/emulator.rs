@@ -314,6 +314,11 @@ impl Emulator {
 
     /// Stops recording and returns one `Service.Operation` name per recorded AWS call.
     pub async fn stop_recording(&self) -> Result<Vec<String>> {
+        Ok(self.stop_recording_requests().await?.into_iter().map(|r| r.operation).collect())
+    }
+
+    /// Stops recording and returns every recorded AWS call with its body, in order.
+    pub async fn stop_recording_requests(&self) -> Result<Vec<RecordedRequest>> {
         self.http
             .post(format!("{}/moto-api/recorder/stop-recording", self.moto_endpoint()))
             .send()
@@ -328,7 +333,43 @@ impl Emulator {
             .text()
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))?;
-        Ok(text.lines().filter_map(operation_of).collect())
+        Ok(text.lines().filter_map(RecordedRequest::parse).collect())
+    }
+}
+
+/// One AWS call the emulator's recorder saw.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `Service.Operation`: `DynamoDB_20120810.GetItem`, `SNS.Publish`.
+    pub operation: String,
+    /// The body: JSON for the JSON protocols, `Null` for the query protocol (SNS) and for a body
+    /// that is not JSON.
+    pub body: serde_json::Value,
+}
+
+impl RecordedRequest {
+    /// One line of moto's recording, or `None` for the emulator's own endpoints.
+    fn parse(line: &str) -> Option<RecordedRequest> {
+        use base64::Engine;
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let url = v.get("url")?.as_str()?;
+        if url.contains("/moto-api/") {
+            return None;
+        }
+        let body = v.get("body").and_then(|b| b.as_str()).unwrap_or_default();
+        let raw = if v.get("body_encoded").and_then(|b| b.as_bool()).unwrap_or(false) {
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(body).ok()?).ok()?
+        } else {
+            body.to_owned()
+        };
+        let headers = v.get("headers")?.as_object()?;
+        let target = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str());
+        if let Some(t) = target {
+            let body = serde_json::from_str(&raw).unwrap_or(serde_json::Value::Null);
+            return Some(RecordedRequest { operation: t.to_owned(), body });
+        }
+        let action = raw.split('&').find_map(|kv| kv.strip_prefix("Action="))?;
+        Some(RecordedRequest { operation: format!("SNS.{action}"), body: serde_json::Value::Null })
     }
 }
 
@@ -341,29 +382,6 @@ pub fn aws_env_for(endpoint: &str, principal: &Principal) -> Vec<(String, String
         ("AWS_SECRET_ACCESS_KEY".into(), crate::iam::SECRET.into()),
         ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
     ]
-}
-
-/// The AWS operation of one recorded request, or `None` for the emulator's own endpoints.
-fn operation_of(line: &str) -> Option<String> {
-    use base64::Engine;
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    let url = v.get("url")?.as_str()?;
-    if url.contains("/moto-api/") {
-        return None;
-    }
-    let headers = v.get("headers")?.as_object()?;
-    let target = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str());
-    if let Some(t) = target {
-        return Some(t.to_owned());
-    }
-    let body = v.get("body").and_then(|b| b.as_str()).unwrap_or_default();
-    let raw = if v.get("body_encoded").and_then(|b| b.as_bool()).unwrap_or(false) {
-        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(body).ok()?).ok()?
-    } else {
-        body.to_owned()
-    };
-    let action = raw.split('&').find_map(|kv| kv.strip_prefix("Action="))?;
-    Some(format!("SNS.{action}"))
 }
 
 impl Drop for Emulator {

@@ -16,7 +16,7 @@ pub mod sam;
 pub mod stack;
 pub mod stack_outputs;
 
-pub use emulator::{Emulator, LogsShape, SentSms};
+pub use emulator::{Emulator, LogsShape, RecordedRequest, SentSms};
 pub use iam::Principal;
 pub use stack::Stack;
 

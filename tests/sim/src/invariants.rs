@@ -6,7 +6,7 @@ use tocsin::domain::State;
 use tocsin::domain::provider::{FailureClass, classify};
 
 use crate::exec::Millis;
-use crate::oracle::{Invariant, Violation};
+use crate::oracle::{Invariant, Truth, Violation};
 use crate::world::World;
 
 /// Intents "not sent" states: an SMS that covered the alert must never leave it in one of these.
@@ -20,14 +20,34 @@ const CANNOT_BE_DELIVERED: [State; 3] = [State::Failed, State::Suppressed, State
 /// a run, with margin for retries of a failed run).
 const ESCALATION_GRACE_MS: Millis = 10 * 60_000;
 
-/// By when the sweep must have escalated an alert past `deadline`: the grace, or — when faults
-/// failed the sweeps of those minutes — the end of the second sweep that started after the
-/// deadline and ran clean, with no escalation waiting on another run's lease either (the sweep
-/// escalates at its first run that completes the intent's write; a minute of schedule is not a
-/// run that could act).
-fn escalation_owed_by(world: &World, deadline: Millis) -> Millis {
-    let second_clean = world.oracle.clean_sweeps.iter().filter(|(started, _)| *started >= deadline).nth(1);
-    (deadline + ESCALATION_GRACE_MS).max(second_clean.map_or(Millis::MAX, |(_, ended)| *ended))
+/// When the sweep can first act on an alert that owes its escalation from `moment`: not before
+/// the due-index shows the entry the intent had by then (a GSI lags; AWS promises no bound, and
+/// the sweep finds due intents only through it), nor while an escalation lease that a run took
+/// and never used holds the intent (a run that crashed or lost the lease's answer holds it for
+/// `TOCSIN_ESCALATION_LEASE`, by design). The lease of the escalation that was sent is not one
+/// of those.
+fn actionable_from(truth: &Truth, moment: Millis) -> Millis {
+    let index = truth.due_index_behind.iter().rev().find(|(written, _)| *written <= moment).map_or(moment, |(_, v)| *v);
+    let first = truth.escalations.first().copied().unwrap_or(Millis::MAX);
+    let taken_before_first: Vec<_> = truth.lease_untils.iter().filter(|(at, _)| *at <= first).collect();
+    let unused = match truth.escalations.first() {
+        Some(_) => &taken_before_first[..taken_before_first.len().saturating_sub(1)],
+        None => &taken_before_first[..],
+    };
+    let lease = unused.iter().map(|(_, until)| *until).max().unwrap_or(moment);
+    moment.max(index).max(lease)
+}
+
+/// By when the sweep must have escalated an alert that owes it from `moment` (its deadline, or
+/// the moment it could no longer be delivered): the grace, or — when faults failed the sweeps of
+/// those minutes, the index lagged, or an unused lease held it — the end of the second sweep that
+/// started once the sweep could act on it ([`actionable_from`]) and ran clean, with no
+/// escalation waiting on another run's lease either (the sweep escalates at its first run that
+/// completes the intent's write; a minute of schedule is not a run that could act).
+fn escalation_owed_by(world: &World, truth: &Truth, moment: Millis) -> Millis {
+    let from = actionable_from(truth, moment);
+    let second_clean = world.oracle.clean_sweeps.iter().filter(|(started, _)| *started >= from).nth(1);
+    (moment + ESCALATION_GRACE_MS).max(second_clean.map_or(Millis::MAX, |(_, ended)| *ended))
 }
 
 pub fn at_quiescence(world: &World) -> Vec<Violation> {
@@ -46,10 +66,24 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             v(Invariant::NothingStuck, key, "sending forever (escalated, but no attempt's outcome is recorded)".into());
         }
         // Delivered before the sweep could escalate it: nothing to escalate any more.
-        let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= escalation_owed_by(world, truth.deadline));
-        if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS && truth.escalations.is_empty() {
+        let owed = escalation_owed_by(world, truth, truth.deadline);
+        let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= owed);
+        if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS {
             let ledger = if s.state == State::Delivered { "delivered after its deadline" } else { s.state.as_str() };
-            v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated"));
+            match truth.escalations.first() {
+                None => v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated")),
+                // Escalated, but later than the bound promise 7 states.
+                Some(&at) if at > owed => v(
+                    Invariant::UndeliveredEscalated,
+                    key,
+                    format!(
+                        "{ledger}; escalated at {at} ms, {} s after its deadline and {} s after the bound ({owed} ms)",
+                        (at - truth.deadline) / 1000,
+                        (at - owed) / 1000
+                    ),
+                ),
+                Some(_) => {}
+            }
         }
         // Late is said early: the first moment before its deadline that the alert could no
         // longer be delivered (a final state other than delivered) owes its escalation as a
@@ -58,7 +92,7 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
             && known < truth.deadline
             && now >= known + ESCALATION_GRACE_MS
         {
-            let owed = escalation_owed_by(world, known);
+            let owed = escalation_owed_by(world, truth, known);
             match truth.escalations.first() {
                 Some(&at) if at <= owed => {}
                 // An operator's resend delivered it before the escalation was owed.

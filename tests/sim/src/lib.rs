@@ -84,7 +84,7 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 17] = [
+    let knobs: [Knob; 18] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
@@ -92,6 +92,7 @@ pub fn shrink(failing: Report) -> Report {
         |f| f.crash_streak = 0.0,
         |f| f.slow = 0.0,
         |f| f.gsi_lag_ms = 0,
+        |f| f.gsi_lag_long = 0.0,
         |f| f.publish_timeout = 0.0,
         |f| f.publish_5xx = 0.0,
         |f| f.record_lost = 0.0,
@@ -127,8 +128,9 @@ pub type Workloads = std::collections::BTreeMap<(&'static str, bool, &'static st
 pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     // "outage began": the op that started an outage (counted also as failed before); "crash
     // streak began": an invocation whose crash its function's next invocations repeat; "delivered
-    // twice": a queue message handed to a second sender while the first still had it.
-    const HOW: [&str; 9] = [
+    // twice": a queue message handed to a second sender while the first still had it; "lagged
+    // past a lease": an index write that showed more than a claim lease after its table write.
+    const HOW: [&str; 10] = [
         "answered",
         "failed before",
         "answer lost",
@@ -138,6 +140,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         "outage began",
         "crash streak began",
         "delivered twice",
+        "lagged past a lease",
     ];
     let mut out = String::from("### Port operations, by how they ended\n\n| op |");
     for h in HOW {

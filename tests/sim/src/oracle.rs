@@ -96,6 +96,11 @@ pub struct Truth {
     pub escalations: Vec<Millis>,
     pub marked: Option<Millis>,
     pub leases: Vec<Millis>,
+    /// Escalation leases taken: when, and until when they hold the intent against every other
+    /// run (a run that crashed or lost the answer holds it that long, by design).
+    pub lease_untils: Vec<(Millis, Millis)>,
+    /// Writes whose due-index entry showed later than the write: (written, visible).
+    pub due_index_behind: Vec<(Millis, Millis)>,
     /// Attempts that claimed it, with when.
     pub attempts: BTreeMap<String, Millis>,
     /// When delivery records settled it (their observations' times).
@@ -289,9 +294,18 @@ impl Oracle {
         }
     }
 
-    pub fn escalation_leased(&mut self, now: Millis, key: &IdempotencyKey, _record: &IntentRecord) {
+    pub fn escalation_leased(&mut self, now: Millis, key: &IdempotencyKey, until: Millis) {
         if let Some(t) = self.intents.get_mut(key) {
             t.leases.push(now);
+            t.lease_untils.push((now, until));
+        }
+    }
+
+    /// A write of the intent changed its due-index entry, which the index shows only at `visible`
+    /// (GSIs lag; AWS promises no bound).
+    pub fn due_index_behind(&mut self, key: &IdempotencyKey, now: Millis, visible: Millis) {
+        if let Some(t) = self.intents.get_mut(key) {
+            t.due_index_behind.push((now, visible));
         }
     }
 

@@ -35,12 +35,13 @@ impl<K: Ord + Clone, B: Ord + Clone> Default for Gsi<K, B> {
 
 impl<K: Ord + Clone, B: Ord + Clone> Gsi<K, B> {
     /// The base item `base` now projects `entry` (or none): visible in the view from `now + lag`,
-    /// never before an earlier write of the same item.
-    pub fn write(&mut self, base: &B, entry: Option<K>, now: Millis, lag: Millis) {
+    /// never before an earlier write of the same item. Returns when the change shows in the view
+    /// (none: the item's entry does not change).
+    pub fn write(&mut self, base: &B, entry: Option<K>, now: Millis, lag: Millis) -> Option<Millis> {
         // No lag and nothing of this item still on its way: straight into the view.
         if lag == 0 && !self.scheduled.contains_key(base) {
             if self.visible.get(base) == entry.as_ref() {
-                return;
+                return None;
             }
             if let Some(old) = self.visible.remove(base) {
                 self.view.remove(&old);
@@ -49,18 +50,19 @@ impl<K: Ord + Clone, B: Ord + Clone> Gsi<K, B> {
                 self.view.insert(k.clone(), base.clone());
                 self.visible.insert(base.clone(), k);
             }
-            return;
+            return Some(now);
         }
         let (last, last_at) =
             self.scheduled.get(base).cloned().unwrap_or_else(|| (self.visible.get(base).cloned(), now));
         if last == entry {
-            return;
+            return None;
         }
         let at = (now + lag).max(last_at);
         self.scheduled.insert(base.clone(), (entry.clone(), at));
         self.seq += 1;
         self.updates.insert(self.seq, (base.clone(), entry));
         self.pending.push(Reverse((at, self.seq, base.clone())));
+        Some(at)
     }
 
     /// Applies every update visible at `now`.

@@ -159,7 +159,7 @@ impl World {
         let lag = self.gsi_lag();
         let now = self.now;
         let before = self.ledger.intents.get(key).map(|i| i.record.status.state);
-        self.ledger.due_index.write(key, item.due_entry(), now, lag);
+        let due_visible = self.ledger.due_index.write(key, item.due_entry(), now, lag);
         self.ledger.pending_index.write(key, item.pending_entry(), now, lag);
         let after = item.record.status.state;
         if before != Some(after) {
@@ -168,6 +168,14 @@ impl World {
             *self.coverage.transitions.entry(change).or_default() += 1;
         }
         self.oracle.intent_written(now, before, after, &item.record, by);
+        if let Some(visible) = due_visible.filter(|v| *v > now) {
+            self.oracle.due_index_behind(key, now, visible);
+            // Longer than a claim lease (2 minutes): the coverage table's count of index lag
+            // without a small bound.
+            if visible - now > 120_000 {
+                *self.coverage.ops.entry(("GSI due-index (propagation)", "lagged past a lease")).or_default() += 1;
+            }
+        }
         self.ledger.intents.insert(key.clone(), item);
     }
 
@@ -437,7 +445,7 @@ impl World {
         item.esc_lease = Some(ms(until));
         let record = item.record.clone();
         self.ledger.intents.insert(key.clone(), item);
-        self.oracle.escalation_leased(self.now, key, &record);
+        self.oracle.escalation_leased(self.now, key, to_ms(ms(until)));
         Some(record)
     }
 

@@ -48,6 +48,11 @@ pub struct FaultPlan {
     pub slow_ms: Millis,
     /// How far a GSI may lag behind the table.
     pub gsi_lag_ms: Millis,
+    /// An index write that lags by minutes — longer than a claim lease (2 minutes) — not
+    /// seconds: AWS promises no bound on GSI propagation, and an index whose writes are throttled
+    /// falls behind. How often, per item write, and how far at most (from 2 minutes).
+    pub gsi_lag_long: f64,
+    pub gsi_lag_long_ms: Millis,
     /// A publish times out: the outcome is unknown (the SMS went out or not, half each).
     pub publish_timeout: f64,
     /// A publish is refused with a 5xx (nothing sent).
@@ -90,6 +95,8 @@ impl FaultPlan {
             slow: 0.0,
             slow_ms: 0,
             gsi_lag_ms: 0,
+            gsi_lag_long: 0.0,
+            gsi_lag_long_ms: 0,
             publish_timeout: 0.0,
             publish_5xx: 0.0,
             record_lost: 0.0,
@@ -117,6 +124,8 @@ impl FaultPlan {
             slow: 0.01,
             slow_ms: 3_000,
             gsi_lag_ms: 2_000,
+            gsi_lag_long: 0.002,
+            gsi_lag_long_ms: 600_000,
             publish_timeout: 0.02,
             publish_5xx: 0.02,
             record_lost: 0.02,
@@ -137,7 +146,7 @@ impl FaultPlan {
     /// does not).
     pub fn swarm(rng: &mut SmallRng) -> Self {
         let mut knob = |max: f64| if rng.random::<bool>() { 0.0 } else { rng.random_range(0.0..max) };
-        FaultPlan {
+        let mut plan = FaultPlan {
             error_before: knob(0.05),
             error_after: knob(0.03),
             retried: knob(0.03),
@@ -147,6 +156,8 @@ impl FaultPlan {
             slow: knob(0.05),
             slow_ms: 3_000,
             gsi_lag_ms: knob(5_000.0) as Millis,
+            gsi_lag_long: 0.0,
+            gsi_lag_long_ms: 900_000,
             publish_timeout: knob(0.2),
             publish_5xx: knob(0.1),
             record_lost: knob(0.05),
@@ -160,7 +171,9 @@ impl FaultPlan {
             sweep_twice: knob(0.3),
             // Drawn last: every earlier knob, and so every earlier plan, is as before.
             sqs_duplicate: knob(0.3),
-        }
+        };
+        plan.gsi_lag_long = knob(0.02);
+        plan
     }
 
     /// Scaled by `x` (0: none, 1: as given).
@@ -175,6 +188,8 @@ impl FaultPlan {
             slow: self.slow * x,
             slow_ms: self.slow_ms,
             gsi_lag_ms: (self.gsi_lag_ms as f64 * x) as Millis,
+            gsi_lag_long: self.gsi_lag_long * x,
+            gsi_lag_long_ms: self.gsi_lag_long_ms,
             publish_timeout: self.publish_timeout * x,
             publish_5xx: self.publish_5xx * x,
             record_lost: self.record_lost * x,
@@ -297,6 +312,10 @@ impl World {
     }
 
     pub fn gsi_lag(&mut self) -> Millis {
+        if self.chance(self.faults.gsi_lag_long) {
+            let max = self.faults.gsi_lag_long_ms.max(120_000);
+            return self.between(120_000, max);
+        }
         let max = self.faults.gsi_lag_ms;
         self.between(0, max)
     }
