@@ -23,6 +23,16 @@
 //!
 //! Never one slow message alone: both signals need several records' worth of evidence.
 //!
+//! Traffic also changes for good — an application stops sending through a carrier, a country's
+//! volume steps down, the account's traffic falls — and at first that looks like silence. A
+//! silence judged for [`TrafficPolicy::relearn_after`] (3 hours) is taken for the traffic's new
+//! shape: the baseline folds that carrier's minutes again ([`held_out`]), its fast rate follows
+//! within about half an hour, and the verdict clears. A real outage that long has paged on-call
+//! hours before; tocsin's own SMS in flight to the carrier still mark it degraded while they
+//! wait (the in-flight view, `carrier::assess`). A slow verdict is never learnt, nor a silence
+//! with late records coming in (a carrier delivering only late holds SMS): a new shape of the
+//! traffic does not make SMS late.
+//!
 //! Pure: no AWS, no I/O, time passed in.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,6 +169,9 @@ pub struct TrafficPolicy {
     /// Records older than this (or stamped in the future) are not tallied: late receipts say
     /// nothing about a carrier now.
     pub horizon: Duration,
+    /// A silence judged this long is the traffic's new shape, not an outage: the baseline learns
+    /// it ([`held_out`]).
+    pub relearn_after: Duration,
 }
 
 impl TrafficPolicy {
@@ -178,6 +191,7 @@ impl TrafficPolicy {
             warmup_minutes: 60,
             max_catch_up: 60,
             horizon: Duration::from_secs(3600),
+            relearn_after: Duration::from_secs(3 * 3600),
         }
     }
 
@@ -596,9 +610,27 @@ pub fn merge(health: &mut BTreeMap<String, CarrierHealth>, verdicts: &BTreeMap<S
     }
 }
 
-/// The carriers degraded in `verdicts`: the ones the next fold skips.
-pub fn degraded(verdicts: &BTreeMap<String, TrafficVerdict>) -> BTreeSet<String> {
-    verdicts.values().filter(|v| v.degraded).map(|v| v.carrier.clone()).collect()
+/// The carriers the next fold skips: the ones degraded in `verdicts` (an incident never becomes
+/// its own baseline), but for a silence judged since at least `policy.relearn_after` before `now`,
+/// which is taken for the traffic's new shape and learnt.
+pub fn held_out(
+    verdicts: &BTreeMap<String, TrafficVerdict>,
+    now: DateTime<Utc>,
+    policy: &TrafficPolicy,
+) -> BTreeSet<String> {
+    let relearn = chrono::Duration::from_std(policy.relearn_after).unwrap_or(chrono::Duration::MAX);
+    verdicts
+        .values()
+        .filter(|v| v.degraded)
+        .filter(|v| {
+            // Silent, with no late records coming in either: late records say the carrier holds
+            // SMS (an incident), not that fewer are sent.
+            let silence =
+                matches!(v.signal, Some(Signal::Silent | Signal::AllSilent)) && v.window_slow < policy.min_slow;
+            !(silence && v.degraded_since.is_some_and(|since| now - since >= relearn))
+        })
+        .map(|v| v.carrier.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -749,6 +781,76 @@ mod tests {
         }
         let (v, _) = judge(&b, &Tallies::new(), now, &policy());
         assert!(v.values().all(|v| !v.degraded && !v.judged), "{v:?}");
+    }
+
+    /// One sweep a minute from `start` for `minutes`, over tallies `per_minute` gives each minute;
+    /// returns the baseline and, per sweep, whether `carrier` was judged degraded.
+    fn sweeps(
+        mut b: Baseline,
+        start: DateTime<Utc>,
+        minutes: i64,
+        carrier: &str,
+        per_minute: impl Fn(Minute) -> Vec<(&'static str, u64, u64)>,
+    ) -> (Baseline, Vec<bool>) {
+        let mut t = Tallies::new();
+        let mut out = Vec::new();
+        // The judged window before the first sweep, then each minute as it closes.
+        let (from, _) = window(start);
+        let mut next_minute = from;
+        for i in 0..minutes {
+            let now = start + chrono::Duration::minutes(i);
+            while next_minute <= policy().last_closed(now) {
+                traffic(&mut t, next_minute, next_minute + 1, &per_minute(next_minute));
+                next_minute += 1;
+            }
+            let (v, since) = judge(&b, &t, now, &policy());
+            out.push(v.get(carrier).is_some_and(|v| v.degraded));
+            let mut next = fold(&b, &t, policy().fold_through(now), &held_out(&v, now, &policy()), &policy());
+            next.degraded_since = since;
+            b = next;
+        }
+        (b, out)
+    }
+
+    #[test]
+    fn a_carrier_an_application_stopped_using_is_silent_at_first_then_learnt_as_the_new_level() {
+        // Traffic to A falls to a tenth for good (an application stopped sending through it).
+        let start = t0() + chrono::Duration::seconds(20);
+        let before = [("A", 30, 0), ("B", 30, 0)];
+        let b = warmed(&before, start);
+        let (window_from, _) = window(start);
+        let (_, degraded) = sweeps(b, start, 6 * 60, "A", |m| {
+            if m < window_from { before.to_vec() } else { vec![("A", 3, 0), ("B", 30, 0)] }
+        });
+        let first = degraded.iter().position(|d| *d).expect("judged silent at first");
+        assert!(first < 15, "a drop to a tenth looks like an outage at first: minute {first}");
+        let last = degraded.iter().rposition(|d| *d).expect("degraded");
+        let relearn = 3 * 60;
+        assert!(last >= relearn - 1, "never learnt before relearn_after: cleared at minute {last}");
+        assert!(last < relearn + 45, "cleared within relearn_after and 45 minutes, not at minute {last}");
+        assert!(degraded[last + 1..].iter().all(|d| !d), "and stays clear");
+    }
+
+    #[test]
+    fn a_real_silence_is_never_learnt_before_relearn_after_and_a_slow_carrier_never() {
+        let start = t0() + chrono::Duration::seconds(20);
+        let before = [("A", 30, 0), ("B", 30, 0)];
+        let (window_from, _) = window(start);
+        // Silent for good: degraded at every sweep up to relearn_after.
+        let (_, silent) = sweeps(warmed(&before, start), start, 3 * 60, "A", |m| {
+            if m < window_from { before.to_vec() } else { vec![("B", 30, 0)] }
+        });
+        let first = silent.iter().position(|d| *d).expect("silent");
+        assert!(silent[first..].iter().all(|d| *d), "degraded throughout the first three hours");
+        // Slow for good: never learnt, however long; nor a carrier delivering only late (silent on
+        // time, its SMS held).
+        for late in [20, 30] {
+            let (_, slow) = sweeps(warmed(&before, start), start, 5 * 60, "A", |m| {
+                if m < window_from { before.to_vec() } else { vec![("A", 30, late), ("B", 30, 0)] }
+            });
+            let first = slow.iter().position(|d| *d).expect("slow");
+            assert!(slow[first..].iter().all(|d| *d), "{late} of 30 late: stays degraded");
+        }
     }
 
     #[test]

@@ -14,7 +14,15 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let mut outcomes = Vec::new();
     let only = std::env::var("TOCSIN_BENCH_CARRIERS_ONLY").ok();
-    for incident in [Incident::OneSlow, Incident::OneSilent, Incident::AllSlow, Incident::None] {
+    for incident in [
+        Incident::OneSlow,
+        Incident::OneSilent,
+        Incident::AllSlow,
+        Incident::CarrierLeft,
+        Incident::CarrierGone,
+        Incident::AccountHalves,
+        Incident::None,
+    ] {
         for tocsin in [20, 200, 2_000] {
             for foreign in [0, 5_000, 50_000] {
                 if only.as_deref().is_some_and(|o| o != format!("{incident:?}-{tocsin}-{foreign}")) {
