@@ -103,16 +103,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let (from, to) = policy.minutes_to_read(now, baseline.through);
         // Judged per carrier, its countries summed (the view lists them).
         let tallies = carrier_traffic::per_carrier(&self.registry.tallies(from, to).await?);
-        let (verdicts, since) = carrier_traffic::judge(&baseline, &tallies, now, &policy);
-        let through = policy.fold_through(now);
-        let mut next = carrier_traffic::fold(
-            &baseline,
-            &tallies,
-            through,
-            &carrier_traffic::held_out(&verdicts, now, &policy),
-            &policy,
-        );
-        next.degraded_since = since;
+        let (verdicts, next) = carrier_traffic::step(&baseline, &tallies, now, &policy);
         if next.through != baseline.through
             && self.registry.save_baseline(&next, baseline.through).await? == BaselineSaved::Stale
         {

@@ -610,6 +610,21 @@ pub fn merge(health: &mut BTreeMap<String, CarrierHealth>, verdicts: &BTreeMap<S
     }
 }
 
+/// One sweep's step over the traffic: the verdicts at `now`, and the baseline to save after them —
+/// folded through the minute that just left the judged window, without the carriers
+/// [`held_out`], with each degraded episode's start.
+pub fn step(
+    baseline: &Baseline,
+    tallies: &Tallies,
+    now: DateTime<Utc>,
+    policy: &TrafficPolicy,
+) -> (BTreeMap<String, TrafficVerdict>, Baseline) {
+    let (verdicts, since) = judge(baseline, tallies, now, policy);
+    let mut next = fold(baseline, tallies, policy.fold_through(now), &held_out(&verdicts, now, policy), policy);
+    next.degraded_since = since;
+    (verdicts, next)
+}
+
 /// The carriers the next fold skips: the ones degraded in `verdicts` (an incident never becomes
 /// its own baseline), but for a silence judged since at least `policy.relearn_after` before `now`,
 /// which is taken for the traffic's new shape and learnt.
@@ -803,10 +818,8 @@ mod tests {
                 traffic(&mut t, next_minute, next_minute + 1, &per_minute(next_minute));
                 next_minute += 1;
             }
-            let (v, since) = judge(&b, &t, now, &policy());
+            let (v, next) = step(&b, &t, now, &policy());
             out.push(v.get(carrier).is_some_and(|v| v.degraded));
-            let mut next = fold(&b, &t, policy().fold_through(now), &held_out(&v, now, &policy()), &policy());
-            next.degraded_since = since;
             b = next;
         }
         (b, out)

@@ -341,16 +341,7 @@ pub fn run(incident: Incident, tocsin_per_day: u64, foreign_per_day: u64, seed: 
         let (from, to) = traffic_policy.minutes_to_read(now, baseline.through);
         let window: Tallies =
             stored.range((from, String::new())..(to + 1, String::new())).map(|(k, v)| (k.clone(), *v)).collect();
-        let (verdicts, since) = carrier_traffic::judge(&baseline, &window, now, &traffic_policy);
-        let through = traffic_policy.fold_through(now);
-        let mut next = carrier_traffic::fold(
-            &baseline,
-            &window,
-            through,
-            &carrier_traffic::held_out(&verdicts, now, &traffic_policy),
-            &traffic_policy,
-        );
-        next.degraded_since = since;
+        let (verdicts, next) = carrier_traffic::step(&baseline, &window, now, &traffic_policy);
         baseline = next;
         // Forget tallies the sweep will not read again.
         let keep_from = to - traffic_policy.max_catch_up - traffic_policy.window_minutes;
