@@ -354,8 +354,9 @@ pub enum DeliveryLogs {
     /// The account's SNS SMS delivery-status groups (`TOCSIN_SMS_SUCCESS_LOG_GROUP`,
     /// `TOCSIN_SMS_FAILURE_LOG_GROUP`), by recipient.
     Sns { success_group: String, failure_group: String },
-    /// The stack's End User Messaging event group (`TOCSIN_EUM_EVENT_LOG_GROUP`), by key.
-    EndUserMessaging { event_group: String },
+    /// The stack's End User Messaging event group (`TOCSIN_EUM_EVENT_LOG_GROUP`), by key; only
+    /// events whose context names this stack (`TOCSIN_STACK`) are its own.
+    EndUserMessaging { event_group: String, stack: String },
 }
 
 impl DeliveryLogs {
@@ -365,9 +366,10 @@ impl DeliveryLogs {
                 success_group: env.required("TOCSIN_SMS_SUCCESS_LOG_GROUP"),
                 failure_group: env.required("TOCSIN_SMS_FAILURE_LOG_GROUP"),
             },
-            ProviderKind::EndUserMessaging => {
-                DeliveryLogs::EndUserMessaging { event_group: env.required("TOCSIN_EUM_EVENT_LOG_GROUP") }
-            }
+            ProviderKind::EndUserMessaging => DeliveryLogs::EndUserMessaging {
+                event_group: env.required("TOCSIN_EUM_EVENT_LOG_GROUP"),
+                stack: env.required(STACK),
+            },
         }
     }
 }

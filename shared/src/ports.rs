@@ -765,6 +765,20 @@ pub struct SearchFor<'a> {
     pub digest: Option<&'a DigestId>,
 }
 
+impl SearchFor<'_> {
+    /// Whether an event's context is this search's: it names `stack` (the stack searching) and
+    /// the alert, or its digest. Any other context — another stack's, though it derived the same
+    /// key from the same business event — is not.
+    pub fn named_by(&self, stack: &str, context: Option<&SendContext>) -> bool {
+        use crate::domain::send_context::Subject;
+        let Some(context) = context.filter(|c| c.stack == stack) else { return false };
+        match &context.subject {
+            Subject::Alert { key, .. } => key == self.key,
+            Subject::Digest { id } => self.digest == Some(id),
+        }
+    }
+}
+
 /// Searches the delivery logs for the records of one attempt's SMS: under SNS the account's two
 /// delivery-status groups, for records to the recipient (the only thing an SNS record shows);
 /// under End User Messaging the stack's own event group, for events whose context names the

@@ -203,6 +203,7 @@ impl Context {
         if let SendingProvider::EndUserMessaging(_) = self.sending_provider()? {
             return Ok(DeliveryLogs::EndUserMessaging {
                 event_group: self.outputs.require("SmsEventLogGroupName")?.to_owned(),
+                stack: self.names.stack.clone(),
             });
         }
         let region = self.sdk.region().map(|r| r.to_string()).unwrap_or_default();

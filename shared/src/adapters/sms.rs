@@ -76,8 +76,8 @@ impl ProviderLogs {
             DeliveryLogs::Sns { success_group, failure_group } => {
                 ProviderLogs::Sns(CloudWatchLogsSearch::new(client, success_group, failure_group))
             }
-            DeliveryLogs::EndUserMessaging { event_group } => {
-                ProviderLogs::EndUserMessaging(EumEventSearch::new(client, event_group))
+            DeliveryLogs::EndUserMessaging { event_group, stack } => {
+                ProviderLogs::EndUserMessaging(EumEventSearch::new(client, event_group, stack))
             }
         }
     }

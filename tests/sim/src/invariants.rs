@@ -2,12 +2,15 @@
 //! hold of every intent in the end, whatever happened on the way. The checks made as events
 //! happen are the oracle's ([`crate::oracle`]).
 
+use std::sync::Arc;
+
 use tocsin::domain::State;
-use tocsin::domain::provider::{FailureClass, classify};
+use tocsin::domain::delivery::DeliveryRecord;
 
 use crate::exec::Millis;
 use crate::oracle::{Invariant, Truth, Violation};
 use crate::world::World;
+use crate::world::logs::permanent_failure;
 
 /// Intents "not sent" states: an SMS that covered the alert must never leave it in one of these.
 const NOT_SENT: [State; 4] = [State::Received, State::Queued, State::Stale, State::Suppressed];
@@ -284,30 +287,12 @@ fn refused_by_provider(e: &str) -> bool {
         .any(|p| e.starts_with(p))
 }
 
-/// Whether a delivery record (SNS's, or an End User Messaging event) is a permanent failure of its
-/// recipient (the kind that suppresses the number).
-fn permanent_failure(message: &str) -> Option<tocsin::domain::delivery::DeliveryRecord> {
-    let r = tocsin::domain::delivery::parse_record(message).ok()?;
-    if r.status.receipt() != Some(tocsin::domain::state::Receipt::Failed) {
-        return None;
-    }
-    let class = r.failure.as_ref().map_or_else(|| classify(r.provider_response.as_deref()).class, |c| c.class);
-    (class == FailureClass::PermanentRecipient).then_some(r)
-}
-
-/// The alert a record names (End User Messaging's context), if this ledger has it: the alert
-/// itself, or a member of the digest it names.
-fn named_alert(world: &World, r: &tocsin::domain::delivery::DeliveryRecord) -> Option<tocsin::domain::IdempotencyKey> {
-    use tocsin::domain::send_context::Subject;
-    match &r.context.as_ref()?.subject {
-        Subject::Alert { key, .. } => world.ledger.intents.contains_key(key).then(|| key.clone()),
-        Subject::Digest { id } => world
-            .ledger
-            .intents
-            .iter()
-            .find(|(_, i)| i.record.status.digest_id.as_ref() == Some(id))
-            .map(|(k, _)| k.clone()),
-    }
+/// The alert whose SMS a record is, when the record names its alert (End User Messaging's context):
+/// by the world's own account of the SMS this stack sent, so a second stack's SMS naming the same
+/// key is not this stack's.
+fn named_alert(world: &World, r: &DeliveryRecord) -> Option<tocsin::domain::IdempotencyKey> {
+    r.context.as_ref()?;
+    world.oracle.intents.iter().find(|(_, t)| t.sms_ids.contains(&r.message_id)).map(|(k, _)| k.clone())
 }
 
 /// Whether the registry holds `number` as unusable (suppressed, or re-enabled and waiting for
@@ -320,13 +305,17 @@ fn held_unusable(world: &World, number: &str) -> bool {
 /// belonged to an intent when the invocation began has suppressed its number. (A record whose
 /// message id the sender indexed only after that may have been kept as an orphan: the sweep owes
 /// it, [`orphans_applied`].)
-pub fn suppressed_at_once(world: &World, records: &[String], started: Millis) -> Vec<Violation> {
+pub fn suppressed_at_once(
+    world: &World,
+    permanent_failures: &[Arc<DeliveryRecord>],
+    started: Millis,
+) -> Vec<Violation> {
     let mut out = Vec::new();
-    for r in records.iter().filter_map(|m| permanent_failure(m)) {
+    for r in permanent_failures {
         let indexed = world.ledger.messages.get(&r.message_id).filter(|m| m.written < started);
         // Under SNS a record is the alert's through the message index; under End User Messaging,
         // by the context it echoes.
-        let ours = indexed.map(|m| m.entry.key.clone()).or_else(|| named_alert(world, &r));
+        let ours = indexed.map(|m| m.entry.key.clone()).or_else(|| named_alert(world, r));
         let Some(destination) = r.destination.as_deref() else { continue };
         if ours.is_some() && !held_unusable(world, destination) {
             out.push(Violation {
@@ -346,8 +335,9 @@ pub fn suppressed_at_once(world: &World, records: &[String], started: Millis) ->
 pub fn orphans_applied(world: &World) -> Vec<Violation> {
     let mut out = Vec::new();
     for ((message_id, _), orphan) in &world.ledger.orphans {
-        let Some(r) = permanent_failure(&orphan.message) else { continue };
+        // Most orphans are other senders' records, never indexed: looked up before they are read.
         let Some(indexed) = world.ledger.messages.get(message_id) else { continue };
+        let Some(r) = permanent_failure(&orphan.message) else { continue };
         let Some(destination) = r.destination.as_deref() else { continue };
         if !held_unusable(world, destination) && !world.oracle.ever_suppressed.contains(destination) {
             out.push(Violation {
@@ -444,7 +434,7 @@ pub fn every_permanent_failure_suppresses(world: &World, provider: crate::world:
         if world.oracle.parked_records.contains(&event.id) {
             continue;
         }
-        let Some(r) = permanent_failure(&event.message) else { continue };
+        let Some(r) = &event.permanent_failure else { continue };
         let Some(key) = carried.get(r.message_id.as_str()) else { continue };
         let Some(destination) = r.destination.as_deref() else { continue };
         if !known_to_the_ledger(&r.message_id) {

@@ -149,7 +149,8 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     out.push_str("\n|---|");
     out.push_str(&"---:|".repeat(HOW.len()));
     out.push('\n');
-    let labels: std::collections::BTreeSet<&str> = c.ops.keys().map(|(l, _)| *l).collect();
+    let labels: std::collections::BTreeSet<&str> =
+        c.ops.keys().map(|(l, _)| *l).filter(|l| *l != world::second_stack::COVERAGE).collect();
     for label in labels {
         out.push_str(&format!("| {label} |"));
         for h in HOW {
@@ -159,6 +160,12 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
             }
         }
         out.push('\n');
+    }
+    out.push_str("\n### A second tocsin stack paging the same phones\n\n| what | times |\n|---|---:|\n");
+    let second: std::collections::BTreeMap<&str, u64> =
+        c.ops.iter().filter(|((l, _), _)| *l == world::second_stack::COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
+    for (what, n) in second {
+        out.push_str(&format!("| {what} | {n} |\n"));
     }
     out.push_str(
         "\n### State changes, by writer (the observation's source)\n\n| change | by | times |\n|---|---|---:|\n",

@@ -282,7 +282,7 @@ impl Driver {
             store: ledger(d.escalation.due_shards),
             send_queue: sqs.clone(),
             escalations: sqs.clone(),
-            logs: SimSearch::of(s.provider, sim.clone()),
+            logs: SimSearch::of(s.provider, sim.clone(), &d.sender.stack),
             registry,
             clock,
             config: d.escalation.clone(),
@@ -390,7 +390,17 @@ impl Driver {
             WorldEvent::Request(n) => {
                 let body = self.workload.requests[n].body.clone();
                 let h = self.intake.clone();
-                *self.tries.entry(n).or_default() += 1;
+                let tries = self.tries.entry(n).or_default();
+                *tries += 1;
+                if *tries == 1 {
+                    // The second stack gets the same business event from the same monitor.
+                    let mut st = self.sim.lock();
+                    let share = self.workload.second_stack.share;
+                    if st.world.chance(share) {
+                        let at = now + st.world.between(0, 30_000);
+                        st.world.schedule(at, WorldEvent::SecondStack(n));
+                    }
+                }
                 let fut =
                     Box::pin(async move { Done::Intake(h.submit(&body, Origin::Api, workload_producer()).await) });
                 self.spawn(
@@ -494,6 +504,12 @@ impl Driver {
                 }
             }
             WorldEvent::Operator(n) => self.operator(n),
+            WorldEvent::SecondStack(n) => {
+                let body = &self.workload.requests[n].body;
+                let Some((to, key)) = business_event(body) else { return };
+                let mut st = self.sim.lock();
+                st.world.second_stack_send(self.provider, self.workload.second_stack, &to, &key);
+            }
         }
     }
 
@@ -733,14 +749,9 @@ impl Driver {
                 let mut st = self.sim.lock();
                 let retries = self.deployment.status_retries;
                 if ok {
-                    let messages: Vec<String> = st
-                        .world
-                        .logs
-                        .batches
-                        .get(&batch)
-                        .map(|b| b.events.iter().map(|e| e.message.clone()).collect())
-                        .unwrap_or_default();
-                    let found = invariants::suppressed_at_once(&st.world, &messages, started);
+                    let failures =
+                        st.world.logs.batches.get(&batch).map(|b| b.permanent_failures.clone()).unwrap_or_default();
+                    let found = invariants::suppressed_at_once(&st.world, &failures, started);
                     st.world.oracle.violations.extend(found);
                     let p = st.world.faults.batch_twice;
                     if st.world.chance(p) {
@@ -926,6 +937,17 @@ fn story_of(w: &World, key: &tocsin::domain::IdempotencyKey) -> Vec<String> {
 }
 
 /// The producer the workload's requests come from (one, for now).
+/// A workload request's recipient and the key any tocsin stack derives for its business event.
+fn business_event(body: &serde_json::Value) -> Option<(tocsin::domain::PhoneNumber, tocsin::domain::IdempotencyKey)> {
+    let to = tocsin::domain::PhoneNumber::parse(body["recipient"].as_str()?).ok()?;
+    let template = tocsin::domain::template::TemplateRef {
+        name: body["template"]["name"].as_str()?.to_owned(),
+        version: u32::try_from(body["template"]["version"].as_u64()?).ok()?,
+    };
+    let key = tocsin::domain::IdempotencyKey::derive(&workload_producer(), body["event_id"].as_str()?, &template);
+    Some((to, key))
+}
+
 fn workload_producer() -> tocsin::domain::producer::ProducerName {
     tocsin::domain::producer::ProducerName::parse("monitoring").unwrap_or_else(|e| panic!("{e}"))
 }

@@ -9,6 +9,7 @@ use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::exec::Millis;
+use crate::world::second_stack::SecondStack;
 use crate::world::sms::Carrier;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +88,9 @@ pub struct Workload {
     /// The stack's SMS breaker (`SmsPartsPerHour`) set low enough to open mid-run — half the
     /// spend-limit workloads meet it instead of the template's default; `None`: the default.
     pub parts_per_hour: Option<u32>,
+    /// A second tocsin stack in the account, paging the same people for the same business events
+    /// ([`crate::world::second_stack`]).
+    pub second_stack: SecondStack,
 }
 
 fn number(i: usize) -> String {
@@ -177,9 +181,15 @@ impl Workload {
             } else {
                 Vec::new()
             },
-            // Drawn last: every earlier draw, and so every other workload, is as before.
+            // Drawn after the rest: every earlier draw, and so every other workload, is as before.
             parts_per_hour: (kind == Kind::SpendExhausted && rng.random::<bool>())
                 .then(|| u32::try_from(alerts / 2).unwrap_or(u32::MAX).max(10)),
+            // Drawn last.
+            second_stack: match (kind, rng.random_range(0..4)) {
+                (Kind::ForeignTraffic, _) => SecondStack { share: 1.0, shares_our_group: rng.random::<bool>() },
+                (_, 0 | 1) => SecondStack::none(),
+                (_, n) => SecondStack { share: rng.random_range(0.2..=1.0), shares_our_group: n == 3 },
+            },
         }
     }
 

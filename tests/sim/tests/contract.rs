@@ -768,7 +768,8 @@ async fn a_log_event_is_found_by_a_search_only_once_ingested_in_the_world_and_on
     let hidden = LogsShape { ingestion_delay: std::time::Duration::from_secs(600), ..LogsShape::default() };
     p.emulator.shape_logs(hidden).await.expect("shape");
     p.put_log(&group, &message).await;
-    let search = EumEventSearch::new(aws_sdk_cloudwatchlogs::Client::new(&p.emulator.sdk_config().await), group);
+    let search =
+        EumEventSearch::new(aws_sdk_cloudwatchlogs::Client::new(&p.emulator.sdk_config().await), group, "tocsin-local");
     let found = |r: Result<Vec<tocsin::domain::reconcile::Found>, _>| r.map(|f| f.len()).map_err(|e| format!("{e:?}"));
     let mut emulator = vec![line("search before ingestion", found(search.records_for(what, window, 10).await))];
     p.emulator.shape_logs(LogsShape::default()).await.expect("shape");
@@ -781,7 +782,7 @@ async fn a_log_event_is_found_by_a_search_only_once_ingested_in_the_world_and_on
         let searchable_at = st.core.now + 60_000;
         st.world.logs.write(Group::Events, message.clone(), at, searchable_at);
     }
-    let search = SimEventSearch { sim: sim.clone() };
+    let search = SimEventSearch { sim: sim.clone(), stack: "tocsin-local".into() };
     let mut simulated = vec![line("search before ingestion", found(block_on(search.records_for(what, window, 10))))];
     sim.lock().core.now += 61_000;
     simulated.push(line("search once ingested", found(block_on(search.records_for(what, window, 10)))));

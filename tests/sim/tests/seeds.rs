@@ -33,3 +33,34 @@ fn a_seed_replays_to_the_same_run() {
         assert_eq!((a.sms, a.escalations, a.ops), (b.sms, b.escalations, b.ops));
     }
 }
+
+/// World item 1: a second tocsin stack pages the same phones for the same business events, within
+/// a minute of this stack's own SMS — under End User Messaging with its events (naming the same
+/// keys) in this stack's event group in some runs — and every guarantee holds.
+#[test]
+fn a_second_stack_pages_the_same_phones_with_the_same_keys_and_nothing_is_taken_for_ours() {
+    use tocsin_sim::workload::Kind;
+    use tocsin_sim::world::FaultPlan;
+    use tocsin_sim::world::second_stack::COVERAGE;
+    use tocsin_sim::world::sms::Provider;
+    let mut seen = std::collections::BTreeMap::<&str, u64>::new();
+    for seed in 1..=4 {
+        for provider in [Provider::Sns, Provider::EndUserMessaging] {
+            let scenario = Scenario::fixed(seed, Kind::ForeignTraffic, 20, false, FaultPlan::none()).through(provider);
+            let report = run(&scenario);
+            assert!(report.ok(), "{}", failure_report(&report));
+            for ((label, what), n) in &report.coverage.ops {
+                if *label == COVERAGE {
+                    *seen.entry(what).or_default() += n;
+                }
+            }
+        }
+    }
+    for what in [
+        "paged a phone this stack pages",
+        "SMS within a minute of this stack's own to the phone",
+        "its events in this stack's group, naming the same key",
+    ] {
+        assert!(seen.get(what).is_some_and(|n| *n > 0), "the world never did: {what} ({seen:?})");
+    }
+}

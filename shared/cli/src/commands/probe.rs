@@ -471,7 +471,7 @@ async fn run_one(
         }
         SendingProvider::EndUserMessaging(_) => {
             let group = ctx.outputs.require("SmsEventLogGroupName")?.to_owned();
-            let search = EumEventSearch::new(aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk), &group);
+            let search = EumEventSearch::new(aws_sdk_cloudwatchlogs::Client::new(&ctx.sdk), &group, &ctx.names.stack);
             // Polled by hand: the events seen so far are kept for the line, final or not.
             let until = Instant::now() + settings.hop_timeout;
             let (seen, final_event) = loop {

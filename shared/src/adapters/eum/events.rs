@@ -1,7 +1,10 @@
 //! Searching the stack's own End User Messaging event log group (its configuration set's event
 //! destination) for the events of one alert's SMS — by the key its context carries, never by
 //! number and time. The group holds only this stack's messages; the search still keeps only
-//! events whose context names the alert (or its digest): the filter pattern is a pre-filter.
+//! events whose context names this stack and the alert (or its digest): the filter pattern is a
+//! pre-filter, and a second stack deriving the same key from the same business event (a staging
+//! and a production stack paging one team) must never pass for this one, should its events ever
+//! reach this group (a configuration set shared by hand).
 //!
 //! `FilterLogEvents` is rate-limited per account: the SDK's standard retries back off first, and a
 //! throttle that survives them is reported as such so the caller stops searching for this run.
@@ -14,18 +17,19 @@ use aws_sdk_cloudwatchlogs::error::{ProvideErrorMetadata, SdkError};
 use crate::adapters::describe;
 use crate::domain::delivery::parse_record;
 use crate::domain::reconcile::{Found, Window};
-use crate::domain::send_context::Subject;
 use crate::ports::{DeliveryLogSearch, PortError, SearchError, SearchFor};
 
 #[derive(Clone, Debug)]
 pub struct EumEventSearch {
     client: Client,
     group: String,
+    /// The stack whose events are searched for (`TOCSIN_STACK`, named in every SMS's context).
+    stack: String,
 }
 
 impl EumEventSearch {
-    pub fn new(client: Client, event_group: impl Into<String>) -> Self {
-        EumEventSearch { client, group: event_group.into() }
+    pub fn new(client: Client, event_group: impl Into<String>, stack: impl Into<String>) -> Self {
+        EumEventSearch { client, group: event_group.into(), stack: stack.into() }
     }
 }
 
@@ -37,15 +41,6 @@ fn pattern(what: &SearchFor<'_>) -> String {
     match what.digest {
         Some(d) => format!("?\"{}\" ?\"{}\"", what.key.as_str(), d.as_str()),
         None => format!("\"{}\"", what.key.as_str()),
-    }
-}
-
-/// Whether a found event's context names `what`.
-fn names(found: &Found, what: &SearchFor<'_>) -> bool {
-    match found.record.context.as_ref().map(|c| &c.subject) {
-        Some(Subject::Alert { key, .. }) => key == what.key,
-        Some(Subject::Digest { id }) => what.digest == Some(id),
-        None => false,
     }
 }
 
@@ -87,7 +82,7 @@ impl DeliveryLogSearch for EumEventSearch {
                     record,
                     message: message.to_owned(),
                 };
-                if names(&found, &what) {
+                if what.named_by(&self.stack, found.record.context.as_ref()) {
                     out.push(found);
                 }
             }

@@ -80,6 +80,25 @@ mod tests {
     }
 
     #[test]
+    fn every_timestamp_spelling_reads_as_the_same_instant() {
+        let at = |s: &str| crate::domain::delivery::parse_timestamp(s).map(|t| t.timestamp_millis());
+        for s in [
+            "2016-06-28 00:40:34.558",
+            " 2016-06-28 00:40:34.558000 ",
+            "2016-06-28T00:40:34.558Z",
+            "2016-06-28T02:40:34.558+02:00",
+            "2016-06-28T00:40:34.558",
+            "1467074434558",
+        ] {
+            assert_eq!(at(s), Some(1_467_074_434_558), "{s}");
+        }
+        assert_eq!(at("2016-06-28 00:40:34"), Some(1_467_074_434_000));
+        for bad in ["2016-06-28 25:40:34", "2016-06-28", "yesterday", ""] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn an_unknown_status_is_kept_and_never_read_as_success() {
         let r = parse_record(r#"{"notification":{"messageId":"m"},"status":"PENDING"}"#).expect("parses");
         assert_eq!(r.status.receipt(), None);

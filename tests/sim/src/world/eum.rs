@@ -20,12 +20,12 @@ use crate::exec::{Millis, OpKind, Sim, to_ms};
 use crate::world::World;
 
 /// One event of a message, as the configuration set's CloudWatch Logs destination writes it.
-struct EventOf<'a> {
-    message_id: &'a str,
-    to: &'a str,
-    parts: u32,
-    requested_at: Millis,
-    context: &'a Map<String, Value>,
+pub(super) struct EventOf<'a> {
+    pub message_id: &'a str,
+    pub to: &'a str,
+    pub parts: u32,
+    pub requested_at: Millis,
+    pub context: &'a Map<String, Value>,
 }
 
 impl EventOf<'_> {
@@ -60,7 +60,7 @@ impl EventOf<'_> {
 /// Whether End User Messaging holds `number` in the stack's opt-out list: half the dead numbers
 /// (by their last digit) replied STOP, and a send to them is refused; the other half are blocked
 /// by their carrier, and the SMS fails with `TEXT_BLOCKED`.
-fn opted_out(number: &str, carrier: Option<Carrier>) -> bool {
+pub(super) fn opted_out(number: &str, carrier: Option<Carrier>) -> bool {
     carrier == Some(Carrier::Dead) && number.bytes().last().is_some_and(|d| d % 2 == 0)
 }
 
@@ -113,7 +113,7 @@ impl World {
         self.oracle.sms_left(now, to, &message_id, &covered);
         let context: Map<String, Value> = context.into_iter().map(|(k, v)| (k.to_owned(), Value::String(v))).collect();
         let event = EventOf { message_id: &message_id, to: &number, parts, requested_at: now, context: &context };
-        self.eum_carry(&event, carrier, worth_until);
+        self.eum_carry(Group::Events, &event, carrier, worth_until);
         if timed_out {
             PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
         } else {
@@ -122,13 +122,14 @@ impl World {
     }
 
     /// The carrier's events for one SMS: its acceptance, then its verdict (or the end of its time
-    /// to live), each written to the stack's event group, lost or doubled as faults have it.
-    fn eum_carry(&mut self, e: &EventOf<'_>, carrier: Option<Carrier>, worth_until: Millis) {
+    /// to live), each written to `group` (the sending configuration set's destination), lost or
+    /// doubled as faults have it.
+    pub(super) fn eum_carry(&mut self, group: Group, e: &EventOf<'_>, carrier: Option<Carrier>, worth_until: Millis) {
         let now = self.now;
         let accepted_at = now + self.between(200, 2_000);
         let accepted =
             e.json("TEXT_SUCCESSFUL", false, "SUCCESSFUL", "Message has been accepted by phone carrier", accepted_at);
-        self.eum_event(accepted, accepted_at);
+        self.eum_event(group, accepted, accepted_at);
         let (event_type, status, description, lo, hi) = match carrier
             .unwrap_or(Carrier::Delivers { lo: 1_000, hi: 20_000 })
         {
@@ -143,7 +144,7 @@ impl World {
                 // No carrier verdict: End User Messaging gives up when the time to live ends.
                 let ttl =
                     e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
-                self.eum_event(ttl, worth_until.max(accepted_at));
+                self.eum_event(group, ttl, worth_until.max(accepted_at));
                 return;
             }
         };
@@ -152,24 +153,24 @@ impl World {
             // Past its time to live the carrier stops trying, and End User Messaging says so.
             let ttl =
                 e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
-            self.eum_event(ttl, worth_until.max(accepted_at));
+            self.eum_event(group, ttl, worth_until.max(accepted_at));
             return;
         }
         if event_type == "TEXT_DELIVERED" {
             self.sms.handed_over.insert(e.message_id.to_owned());
         }
         let verdict = e.json(event_type, true, status, description, at);
-        self.eum_event(verdict, at);
+        self.eum_event(group, verdict, at);
     }
 
-    /// One event reaching the stack's group `at` (plus the destination's delay), or never.
-    fn eum_event(&mut self, message: String, at: Millis) {
+    /// One event reaching `group` `at` (plus the destination's delay), or never.
+    fn eum_event(&mut self, group: Group, message: String, at: Millis) {
         if self.chance(self.faults.record_lost) {
             return;
         }
         let copies = if self.chance(self.faults.record_twice) { 2 } else { 1 };
         for _ in 0..copies {
-            let id = self.sms.add_record(Group::Events, message.clone());
+            let id = self.sms.add_record(group, message.clone());
             let when = at + self.between(100, 3_000);
             self.schedule(when, WorldEvent::Record(id));
         }

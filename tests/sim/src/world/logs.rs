@@ -4,22 +4,26 @@
 //! reconciliation searches them (`FilterLogEvents`, rate-limited): SNS's groups by number
 //! ([`SimLogs`]), the event group by the alert's key ([`SimEventSearch`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use aws_lambda_events::cloudwatch_logs::LogEntry;
-use tocsin::domain::delivery::parse_record;
+use tocsin::domain::delivery::{DeliveryRecord, parse_record};
+use tocsin::domain::provider::{FailureClass, classify};
 use tocsin::domain::reconcile::{Found, Window};
-use tocsin::domain::send_context::Subject;
 use tocsin::ports::{DeliveryLogSearch, PortError, SearchError, SearchFor};
 
 use crate::exec::{Millis, OpKind, Sim, to_ms};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Group {
     Success,
     Failure,
     /// The stack's End User Messaging event group (its configuration set's destination).
     Events,
+    /// A second tocsin stack's event group (its own configuration set's): this stack never
+    /// reads it.
+    SecondStackEvents,
 }
 
 impl Group {
@@ -28,7 +32,13 @@ impl Group {
             Group::Success => "sns/us-east-1/123456789012/DirectPublishToPhoneNumber",
             Group::Failure => "sns/us-east-1/123456789012/DirectPublishToPhoneNumber/Failure",
             Group::Events => "/tocsin/sim/sms-events",
+            Group::SecondStackEvents => "/tocsin/second/sms-events",
         }
+    }
+
+    /// Whether this stack's status function is subscribed to the group.
+    pub fn subscribed(self) -> bool {
+        self != Group::SecondStackEvents
     }
 }
 
@@ -40,6 +50,9 @@ pub struct Event {
     /// When `FilterLogEvents` finds it: CloudWatch Logs ingests with a delay (the subscription
     /// is not held back by it).
     pub searchable_at: Millis,
+    /// The record read as the judges read it, when it is a permanent failure of its recipient:
+    /// read once, when written.
+    pub permanent_failure: Option<Arc<DeliveryRecord>>,
 }
 
 /// A batch the subscription handed to the status function, kept for Lambda's retries.
@@ -47,6 +60,8 @@ pub struct Event {
 pub struct Batch {
     pub group: Group,
     pub events: Vec<LogEntry>,
+    /// The batch's permanent failures, for the judge of suppression.
+    pub permanent_failures: Vec<Arc<DeliveryRecord>>,
     /// Invocations so far.
     pub attempts: u32,
 }
@@ -59,6 +74,9 @@ pub struct Logs {
     /// Whether a delivery is scheduled for the group.
     pub delivery_due: BTreeMap<Group, bool>,
     pub batches: BTreeMap<u64, Batch>,
+    /// Per group and search term, the events found to contain it so far (a search reads each
+    /// event once per term, not once per search).
+    found: HashMap<(Group, String), TermHits>,
     next_event: u64,
     next_batch: u64,
 }
@@ -70,8 +88,15 @@ impl Logs {
         self.next_event += 1;
         // CloudWatch Logs event ids are long decimal strings.
         let id = format!("3{:017}{:020}", now, self.next_event);
-        let event = Event { id, timestamp: now, message, searchable_at };
-        self.groups.entry(group).or_default().push(event.clone());
+        let permanent_failure = permanent_failure(&message).map(Arc::new);
+        let event = Event { id, timestamp: now, message, searchable_at, permanent_failure };
+        let group_events = self.groups.entry(group).or_default();
+        assert!(group_events.last().is_none_or(|e| e.timestamp <= now), "a group's events are written in time order");
+        if !group.subscribed() {
+            group_events.push(event);
+            return false;
+        }
+        group_events.push(event.clone());
         self.undelivered.entry(group).or_default().push(event);
         let due = self.delivery_due.entry(group).or_default();
         let schedule = !*due;
@@ -87,6 +112,7 @@ impl Logs {
             return None;
         }
         let n = pending.len().min(max);
+        let permanent_failures = pending[..n].iter().filter_map(|e| e.permanent_failure.clone()).collect();
         let events: Vec<LogEntry> = pending
             .drain(..n)
             .map(|e| {
@@ -98,13 +124,51 @@ impl Logs {
             })
             .collect();
         self.next_batch += 1;
-        self.batches.insert(self.next_batch, Batch { group, events, attempts: 0 });
+        self.batches.insert(self.next_batch, Batch { group, events, permanent_failures, attempts: 0 });
         Some(self.next_batch)
     }
 
     pub fn has_undelivered(&self, group: Group) -> bool {
         self.undelivered.get(&group).is_some_and(|v| !v.is_empty())
     }
+
+    /// The events of `group` that contain `term`, logged within `from..=to` and ingested by
+    /// `now`, in time order.
+    pub fn search(&mut self, group: Group, term: &str, from: Millis, to: Millis, now: Millis) -> Vec<Event> {
+        let events = self.groups.get(&group).map(Vec::as_slice).unwrap_or_default();
+        let found = self.found.entry((group, term.to_owned())).or_default();
+        let unread = found.read..events.len();
+        found.at.extend(unread.filter(|&i| events[i].message.contains(term)));
+        found.read = events.len();
+        // A group's events are written in time order (each at the moment it is written), so the
+        // window starts where bisection puts it.
+        let first = found.at.partition_point(|&i| events[i].timestamp < from);
+        found.at[first..]
+            .iter()
+            .map(|&i| &events[i])
+            .take_while(|e| e.timestamp <= to)
+            .filter(|e| e.searchable_at <= now)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What the searches for one term have read of a group: how far, and where the term was.
+#[derive(Default)]
+struct TermHits {
+    read: usize,
+    at: Vec<usize>,
+}
+
+/// Whether a delivery record (SNS's, or an End User Messaging event) is a permanent failure of its
+/// recipient (the kind that suppresses the number): the record, if so.
+pub fn permanent_failure(message: &str) -> Option<DeliveryRecord> {
+    let r = parse_record(message).ok()?;
+    if r.status.receipt() != Some(tocsin::domain::state::Receipt::Failed) {
+        return None;
+    }
+    let class = r.failure.as_ref().map_or_else(|| classify(r.provider_response.as_deref()).class, |c| c.class);
+    (class == FailureClass::PermanentRecipient).then_some(r)
 }
 
 /// `FilterLogEvents` on `group` for events containing `term` within `from..=to` (quoted terms
@@ -116,16 +180,7 @@ async fn filter(sim: &Sim, group: Group, term: String, from: Millis, to: Millis)
             if w.chance(w.faults.search_throttled) {
                 return None;
             }
-            let events = w.logs.groups.get(&group).map(Vec::as_slice).unwrap_or_default();
-            Some(
-                events
-                    .iter()
-                    .filter(|e| {
-                        e.timestamp >= from && e.timestamp <= to && e.searchable_at <= now && e.message.contains(&term)
-                    })
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            )
+            Some(w.logs.search(group, &term, from, to, now))
         })
         .await;
     let events = match page {
@@ -179,6 +234,8 @@ impl DeliveryLogSearch for SimLogs {
 #[derive(Clone)]
 pub struct SimEventSearch {
     pub sim: Sim,
+    /// The stack searching (named in its SMS's context).
+    pub stack: String,
 }
 
 impl DeliveryLogSearch for SimEventSearch {
@@ -188,12 +245,8 @@ impl DeliveryLogSearch for SimEventSearch {
         if let Some(digest) = what.digest {
             out.extend(filter(&self.sim, Group::Events, format!("\"{}\"", digest.as_str()), from, to).await?);
         }
-        // As the adapter: only events whose context names the alert or its digest.
-        out.retain(|f| match f.record.context.as_ref().map(|c| &c.subject) {
-            Some(Subject::Alert { key, .. }) => key == what.key,
-            Some(Subject::Digest { id }) => what.digest == Some(id),
-            None => false,
-        });
+        // As the adapter: only events whose context names this stack and the alert or its digest.
+        out.retain(|f| what.named_by(&self.stack, f.record.context.as_ref()));
         out.truncate(max);
         Ok(out)
     }
@@ -207,10 +260,12 @@ pub enum SimSearch {
 }
 
 impl SimSearch {
-    pub fn of(provider: super::sms::Provider, sim: Sim) -> Self {
+    pub fn of(provider: super::sms::Provider, sim: Sim, stack: &str) -> Self {
         match provider {
             super::sms::Provider::Sns => SimSearch::Sns(SimLogs { sim }),
-            super::sms::Provider::EndUserMessaging => SimSearch::EndUserMessaging(SimEventSearch { sim }),
+            super::sms::Provider::EndUserMessaging => {
+                SimSearch::EndUserMessaging(SimEventSearch { sim, stack: stack.to_owned() })
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod gsi;
 pub mod ledger;
 pub mod logs;
 pub mod registry;
+pub mod second_stack;
 pub mod sms;
 pub mod sqs;
 
@@ -226,6 +227,8 @@ pub enum WorldEvent {
     Operator(usize),
     /// Other applications' SMS records appear in the log groups.
     Foreign,
+    /// A second tocsin stack pages request `n`'s recipient for the same business event.
+    SecondStack(usize),
 }
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).

@@ -214,7 +214,7 @@ impl World {
     }
 
     /// The carrier's answer for one SMS: its delivery record(s), scheduled.
-    fn carry(&mut self, to: &PhoneNumber, message_id: &str, parts: u32) {
+    pub(super) fn carry(&mut self, to: &PhoneNumber, message_id: &str, parts: u32) {
         let now = self.now;
         let number = to.expose().to_owned();
         let (status, response, lo, hi) = if self.sms.spend_exhausted_from.is_some_and(|t| now >= t) {
