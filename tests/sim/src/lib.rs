@@ -84,7 +84,7 @@ pub fn shrink(failing: Report) -> Report {
     }
     // Each fault off, one at a time.
     type Knob = fn(&mut world::FaultPlan);
-    let knobs: [Knob; 18] = [
+    let knobs: [Knob; 19] = [
         |f| f.error_before = 0.0,
         |f| f.error_after = 0.0,
         |f| f.retried = 0.0,
@@ -103,6 +103,7 @@ pub fn shrink(failing: Report) -> Report {
         |f| f.outage = 0.0,
         |f| f.sweep_twice = 0.0,
         |f| f.sqs_duplicate = 0.0,
+        |f| f.lambda_throttled = 0.0,
     ];
     for knob in knobs {
         let mut quieter = best.scenario.clone();
@@ -149,8 +150,12 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     out.push_str("\n|---|");
     out.push_str(&"---:|".repeat(HOW.len()));
     out.push('\n');
-    let labels: std::collections::BTreeSet<&str> =
-        c.ops.keys().map(|(l, _)| *l).filter(|l| *l != world::second_stack::COVERAGE).collect();
+    let labels: std::collections::BTreeSet<&str> = c
+        .ops
+        .keys()
+        .map(|(l, _)| *l)
+        .filter(|l| ![world::second_stack::COVERAGE, world::ESM_COVERAGE].contains(l))
+        .collect();
     for label in labels {
         out.push_str(&format!("| {label} |"));
         for h in HOW {
@@ -165,6 +170,12 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     let second: std::collections::BTreeMap<&str, u64> =
         c.ops.iter().filter(|((l, _), _)| *l == world::second_stack::COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
     for (what, n) in second {
+        out.push_str(&format!("| {what} | {n} |\n"));
+    }
+    out.push_str("\n### Lambda throttling the sender's event source mapping\n\n| what | times |\n|---|---:|\n");
+    let esm: std::collections::BTreeMap<&str, u64> =
+        c.ops.iter().filter(|((l, _), _)| *l == world::ESM_COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
+    for (what, n) in esm {
         out.push_str(&format!("| {what} | {n} |\n"));
     }
     out.push_str(

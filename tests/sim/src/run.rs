@@ -155,6 +155,16 @@ enum Done {
     Operator,
 }
 
+/// A batch the event source mapping received and has not yet handed to an invocation.
+struct HeldBatch {
+    event: SqsEvent,
+    receipts: Vec<String>,
+    /// When the first of its messages turns visible again.
+    lapses_at: Millis,
+    /// Lambda throttled its invocation this many times.
+    throttles: u32,
+}
+
 enum Meta {
     Intake { request: usize },
     Sender { slot: usize, receipts: Vec<String> },
@@ -209,6 +219,8 @@ struct Driver {
     intake: Arc<IntakeFn>,
     senders: Vec<Arc<SenderFn>>,
     busy: Vec<bool>,
+    /// The batch each poller holds while Lambda throttles its invocation.
+    held: Vec<Option<HeldBatch>>,
     status: Arc<StatusFn>,
     escalation: Arc<EscalationFn>,
     poll_at: Option<Millis>,
@@ -289,6 +301,7 @@ impl Driver {
         });
         let horizon = EPOCH_MS + workload.horizon() + 15 * 60_000;
         let busy = vec![false; senders.len()];
+        let held = (0..senders.len()).map(|_| None).collect();
         Driver {
             tasks: Tasks::new(sim.clone()),
             sim,
@@ -299,6 +312,7 @@ impl Driver {
             intake,
             senders,
             busy,
+            held,
             status,
             escalation,
             poll_at: None,
@@ -504,6 +518,11 @@ impl Driver {
                 }
             }
             WorldEvent::Operator(n) => self.operator(n),
+            WorldEvent::EsmInvoke(slot) => {
+                if let Some(batch) = self.held.get_mut(slot).and_then(Option::take) {
+                    self.invoke_sender(slot, batch);
+                }
+            }
             WorldEvent::SecondStack(n) => {
                 let body = &self.workload.requests[n].body;
                 let Some((to, key)) = business_event(body) else { return };
@@ -547,7 +566,16 @@ impl Driver {
             }
             let messages = {
                 let mut st = self.sim.lock();
+                let dead = st.world.sqs.queue(QueueName::SendDlq).messages.len();
                 let mut messages = st.world.sqs.receive(QueueName::Send, batch, now);
+                let moved = st.world.sqs.queue(QueueName::SendDlq).messages.len() - dead;
+                if moved > 0 {
+                    *st.world
+                        .coverage
+                        .ops
+                        .entry((crate::world::ESM_COVERAGE, "moved to the dead-letter queue"))
+                        .or_default() += moved as u64;
+                }
                 let p = st.world.faults.sqs_duplicate;
                 if !messages.is_empty()
                     && st.world.chance(p)
@@ -579,17 +607,53 @@ impl Driver {
                 event.records.push(r);
             }
             self.busy[slot] = true;
-            let h = self.senders[slot].clone();
-            let deadline = self.deadline(self.deployment.timeouts.sender);
-            let fut = Box::pin(async move { Done::Sender(h.handle(event, deadline).await) });
-            let n = messages.len();
-            self.spawn(
-                fut,
-                self.deployment.timeouts.sender,
-                Meta::Sender { slot, receipts },
-                format!("sender[{slot}] batch of {n}"),
-            );
+            let lapses_at = messages.iter().map(|m| m.visible_at).min().unwrap_or(now);
+            self.invoke_sender(slot, HeldBatch { event, receipts, lapses_at, throttles: 0 });
         }
+    }
+
+    /// The event source mapping invokes the sender with a batch it holds. Lambda may throttle
+    /// the invocation (`FaultPlan::lambda_throttled`): the mapping keeps the batch in flight and
+    /// tries again with backoff, and gives it back to the queue (doing nothing: its messages
+    /// turn visible again, each receive counted toward the dead-letter queue) once the next try
+    /// would come after their visibility timeout lapsed. The poller is busy all that while.
+    fn invoke_sender(&mut self, slot: usize, mut batch: HeldBatch) {
+        let now = self.sim.now();
+        {
+            let mut st = self.sim.lock();
+            if st.world.sender_throttled() {
+                let backoff = (1_000 << batch.throttles.min(5)) + st.world.between(0, 1_000);
+                let ops = &mut st.world.coverage.ops;
+                *ops.entry((crate::world::ESM_COVERAGE, "throttled")).or_default() += 1;
+                if now + backoff >= batch.lapses_at {
+                    *ops.entry((crate::world::ESM_COVERAGE, "batch given back: visibility lapsed")).or_default() += 1;
+                    drop(st);
+                    self.busy[slot] = false;
+                    self.poll_later(batch.lapses_at);
+                    return;
+                }
+                batch.throttles += 1;
+                drop(st);
+                self.held[slot] = Some(batch);
+                self.schedule(now + backoff, WorldEvent::EsmInvoke(slot));
+                return;
+            }
+            if batch.throttles > 0 {
+                *st.world.coverage.ops.entry((crate::world::ESM_COVERAGE, "invoked after throttling")).or_default() +=
+                    1;
+            }
+        }
+        let HeldBatch { event, receipts, .. } = batch;
+        let h = self.senders[slot].clone();
+        let deadline = self.deadline(self.deployment.timeouts.sender);
+        let n = event.records.len();
+        let fut = Box::pin(async move { Done::Sender(h.handle(event, deadline).await) });
+        self.spawn(
+            fut,
+            self.deployment.timeouts.sender,
+            Meta::Sender { slot, receipts },
+            format!("sender[{slot}] batch of {n}"),
+        );
     }
 
     fn poll_later(&mut self, at: Millis) {

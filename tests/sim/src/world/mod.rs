@@ -82,6 +82,14 @@ pub struct FaultPlan {
     /// delivers at least once, and a visibility timeout can lapse while the first still works.
     /// The second receive's handle is the latest, so the first sender's delete does not remove it.
     pub sqs_duplicate: f64,
+    /// Lambda throttles the sender's invocations for a while (from 30 s to `lambda_throttled_ms`):
+    /// the sender reserves no concurrency by default, and another stack's burst can take the
+    /// account's unreserved concurrency. The event source mapping keeps the batch in flight and
+    /// retries the invocation with backoff; once the messages' visibility timeout lapses it gives
+    /// the batch back to the queue, each receive counted toward the dead-letter queue. How often
+    /// one starts, per invocation.
+    pub lambda_throttled: f64,
+    pub lambda_throttled_ms: Millis,
 }
 
 impl FaultPlan {
@@ -110,6 +118,8 @@ impl FaultPlan {
             outage_ms: 0,
             sweep_twice: 0.0,
             sqs_duplicate: 0.0,
+            lambda_throttled: 0.0,
+            lambda_throttled_ms: 0,
         }
     }
 
@@ -139,6 +149,8 @@ impl FaultPlan {
             outage_ms: 120_000,
             sweep_twice: 0.1,
             sqs_duplicate: 0.02,
+            lambda_throttled: 0.005,
+            lambda_throttled_ms: 600_000,
         }
     }
 
@@ -172,8 +184,12 @@ impl FaultPlan {
             sweep_twice: knob(0.3),
             // Drawn last: every earlier knob, and so every earlier plan, is as before.
             sqs_duplicate: knob(0.3),
+            lambda_throttled: 0.0,
+            // Long enough for a batch to be given back eight times: the dead-letter queue.
+            lambda_throttled_ms: 1_800_000,
         };
         plan.gsi_lag_long = knob(0.02);
+        plan.lambda_throttled = knob(0.05);
         plan
     }
 
@@ -203,6 +219,8 @@ impl FaultPlan {
             outage_ms: self.outage_ms,
             sweep_twice: self.sweep_twice * x,
             sqs_duplicate: self.sqs_duplicate * x,
+            lambda_throttled: self.lambda_throttled * x,
+            lambda_throttled_ms: self.lambda_throttled_ms,
         }
     }
 }
@@ -229,7 +247,13 @@ pub enum WorldEvent {
     Foreign,
     /// A second tocsin stack pages request `n`'s recipient for the same business event.
     SecondStack(usize),
+    /// The event source mapping invokes the sender again with the batch poller `n` holds, after
+    /// Lambda throttled it.
+    EsmInvoke(usize),
 }
+
+/// The coverage table's section for the sender's event source mapping as Lambda throttles it.
+pub const ESM_COVERAGE: &str = "Lambda invoking the sender (event source mapping)";
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).
 #[derive(Debug, Default, Clone)]
@@ -268,6 +292,8 @@ pub struct World {
     forced: Vec<(&'static str, Verdict)>,
     /// Operations failing every attempt until a time (`FaultPlan::outage`), by label.
     pub outages: BTreeMap<&'static str, Millis>,
+    /// Lambda throttles the sender until this time (`FaultPlan::lambda_throttled`).
+    pub throttled_until: Millis,
 }
 
 impl World {
@@ -287,7 +313,23 @@ impl World {
             outbox: Vec::new(),
             forced: Vec::new(),
             outages: BTreeMap::new(),
+            throttled_until: 0,
         }
+    }
+
+    /// Whether Lambda throttles an invocation of the sender now: inside an episode always, and
+    /// an invocation may start one (`FaultPlan::lambda_throttled`).
+    pub fn sender_throttled(&mut self) -> bool {
+        if self.now < self.throttled_until {
+            return true;
+        }
+        if !self.chance(self.faults.lambda_throttled) {
+            return false;
+        }
+        let longest = self.faults.lambda_throttled_ms.max(30_000);
+        self.throttled_until = self.now + self.between(30_000, longest);
+        *self.coverage.ops.entry((ESM_COVERAGE, "throttling began")).or_default() += 1;
+        true
     }
 
     /// A number from the world's own stream (message ids, shards, carrier draws).
