@@ -47,6 +47,9 @@ pub struct Deployment {
     pub status_retries: u32,
     /// The sweep's schedule.
     pub sweep_every: Duration,
+    /// How long Lambda's asynchronous queue keeps a sweep's event (throttled, it is retried
+    /// only this long).
+    pub sweep_max_event_age: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -198,6 +201,13 @@ impl Deployment {
             .and_then(|r| r.strip_suffix(')'))
             .and_then(|r| humantime::parse_duration(&r.replace(" minutes", "m").replace(" minute", "m")).ok())
             .ok_or_else(|| err(format!("schedule {schedule:?} is not a rate")))?;
+        let sweep_max_event_age = t.number(
+            t.resource("EscalationFunction")?
+                .get("Properties")
+                .and_then(|p| p.get("EventInvokeConfig"))
+                .and_then(|c| c.get("MaximumEventAgeInSeconds")),
+            "EscalationFunction MaximumEventAgeInSeconds",
+        )?;
         let (send_visibility, send_max_receives) = t.queue("SendQueue")?;
         let (urgent_visibility, urgent_max_receives) = t.queue("UrgentSendQueue")?;
         Ok(Deployment {
@@ -218,6 +228,7 @@ impl Deployment {
             urgent_max_receives,
             status_retries: u32::try_from(status_retries).unwrap_or(2),
             sweep_every,
+            sweep_max_event_age: Duration::from_secs(sweep_max_event_age),
         })
     }
 

@@ -154,7 +154,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         .ops
         .keys()
         .map(|(l, _)| *l)
-        .filter(|l| ![world::second_stack::COVERAGE, world::ESM_COVERAGE].contains(l))
+        .filter(|l| ![world::second_stack::COVERAGE, world::THROTTLE_COVERAGE].contains(l))
         .collect();
     for label in labels {
         out.push_str(&format!("| {label} |"));
@@ -172,9 +172,9 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     for (what, n) in second {
         out.push_str(&format!("| {what} | {n} |\n"));
     }
-    out.push_str("\n### Lambda throttling the sender's event source mapping\n\n| what | times |\n|---|---:|\n");
+    out.push_str("\n### Lambda throttling tocsin's functions (the account's unreserved concurrency taken)\n\n| what | times |\n|---|---:|\n");
     let esm: std::collections::BTreeMap<&str, u64> =
-        c.ops.iter().filter(|((l, _), _)| *l == world::ESM_COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
+        c.ops.iter().filter(|((l, _), _)| *l == world::THROTTLE_COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
     for (what, n) in esm {
         out.push_str(&format!("| {what} | {n} |\n"));
     }

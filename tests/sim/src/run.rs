@@ -17,6 +17,7 @@ use crate::exec::{Event, Millis, Sim, TaskId, Tasks, fire_timer, resolve_op, to_
 use crate::invariants;
 use crate::oracle::Violation;
 use crate::workload::{ALL_KINDS, Kind, Workload};
+use crate::world::THROTTLE_COVERAGE as THROTTLED;
 use crate::world::ledger::SimLedger;
 use crate::world::logs::{Group, SimSearch};
 use crate::world::registry::SimRegistry;
@@ -225,6 +226,8 @@ struct Driver {
     escalation: Arc<EscalationFn>,
     poll_at: Option<Millis>,
     tries: BTreeMap<usize, u32>,
+    /// Times Lambda throttled each request's intake call.
+    throttled_requests: BTreeMap<usize, u32>,
     horizon: Millis,
     invocations: u64,
     trace: VecDeque<(Millis, Step)>,
@@ -317,6 +320,7 @@ impl Driver {
             escalation,
             poll_at: None,
             tries: BTreeMap::new(),
+            throttled_requests: BTreeMap::new(),
             horizon,
             invocations: 0,
             trace: VecDeque::new(),
@@ -415,6 +419,26 @@ impl Driver {
                         st.world.schedule(at, WorldEvent::SecondStack(n));
                     }
                 }
+                {
+                    // Lambda throttled intake: API Gateway answers 5xx and the producer sends the
+                    // same request again with backoff (2 s doubling to a minute), as often as it
+                    // takes (not counted as a try).
+                    let mut st = self.sim.lock();
+                    if st.world.lambda_throttles() {
+                        *tries -= 1;
+                        let throttled = self.throttled_requests.entry(n).or_default();
+                        let backoff = (2_000 << (*throttled).min(5)).min(60_000);
+                        *throttled += 1;
+                        *st.world
+                            .coverage
+                            .ops
+                            .entry((THROTTLED, "intake: throttled, the producer sends again"))
+                            .or_default() += 1;
+                        let at = now + backoff + st.world.between(0, 2_000);
+                        st.world.schedule(at, WorldEvent::Request(n));
+                        return;
+                    }
+                }
                 let fut =
                     Box::pin(async move { Done::Intake(h.submit(&body, Origin::Api, workload_producer()).await) });
                 self.spawn(
@@ -456,9 +480,11 @@ impl Driver {
                 }
             }
             WorldEvent::StatusRetry(b) => self.invoke_status(b),
+            WorldEvent::SweepRetry(fired_at) => self.invoke_sweep(fired_at),
             WorldEvent::Sweep => {
                 {
                     let mut st = self.sim.lock();
+                    st.world.maybe_start_throttling();
                     let lost = invariants::queued_have_messages(&st.world, &mut self.unqueued, 120_000);
                     st.world.oracle.violations.extend(lost);
                 }
@@ -468,7 +494,7 @@ impl Driver {
                     st.world.chance(p)
                 };
                 for _ in 0..(1 + usize::from(twice)) {
-                    self.invoke_sweep();
+                    self.invoke_sweep(now);
                 }
                 let next = now + self.deployment.sweep_every.as_millis() as Millis;
                 if next <= self.horizon {
@@ -573,7 +599,7 @@ impl Driver {
                     *st.world
                         .coverage
                         .ops
-                        .entry((crate::world::ESM_COVERAGE, "moved to the dead-letter queue"))
+                        .entry((THROTTLED, "sender: message moved to the dead-letter queue"))
                         .or_default() += moved as u64;
                 }
                 let p = st.world.faults.sqs_duplicate;
@@ -621,12 +647,12 @@ impl Driver {
         let now = self.sim.now();
         {
             let mut st = self.sim.lock();
-            if st.world.sender_throttled() {
+            if st.world.lambda_throttles() {
                 let backoff = (1_000 << batch.throttles.min(5)) + st.world.between(0, 1_000);
                 let ops = &mut st.world.coverage.ops;
-                *ops.entry((crate::world::ESM_COVERAGE, "throttled")).or_default() += 1;
+                *ops.entry((THROTTLED, "sender: throttled, the event source mapping retries")).or_default() += 1;
                 if now + backoff >= batch.lapses_at {
-                    *ops.entry((crate::world::ESM_COVERAGE, "batch given back: visibility lapsed")).or_default() += 1;
+                    *ops.entry((THROTTLED, "sender: batch given back, its visibility lapsed")).or_default() += 1;
                     drop(st);
                     self.busy[slot] = false;
                     self.poll_later(batch.lapses_at);
@@ -639,8 +665,7 @@ impl Driver {
                 return;
             }
             if batch.throttles > 0 {
-                *st.world.coverage.ops.entry((crate::world::ESM_COVERAGE, "invoked after throttling")).or_default() +=
-                    1;
+                *st.world.coverage.ops.entry((THROTTLED, "sender: invoked after throttling")).or_default() += 1;
             }
         }
         let HeldBatch { event, receipts, .. } = batch;
@@ -663,9 +688,29 @@ impl Driver {
         }
     }
 
+    /// Invokes the status function with a subscription batch. Lambda may throttle it: its
+    /// asynchronous queue keeps the event and tries again with backoff (1 s doubling to 5 min;
+    /// the status function keeps the default maximum event age, 6 h), not counted as a retry.
     fn invoke_status(&mut self, batch: u64) {
+        let now = self.sim.now();
         let (group, events) = {
             let mut st = self.sim.lock();
+            if !st.world.logs.batches.contains_key(&batch) {
+                return;
+            }
+            if st.world.lambda_throttles() {
+                let jitter = st.world.between(0, 1_000);
+                let Some(b) = st.world.logs.batches.get_mut(&batch) else { return };
+                let backoff = (1_000 << b.throttles.min(9)).min(300_000) + jitter;
+                b.throttles += 1;
+                *st.world
+                    .coverage
+                    .ops
+                    .entry((THROTTLED, "status: throttled, Lambda retries the event"))
+                    .or_default() += 1;
+                st.world.schedule(now + backoff, WorldEvent::StatusRetry(batch));
+                return;
+            }
             let Some(b) = st.world.logs.batches.get_mut(&batch) else { return };
             b.attempts += 1;
             (b.group, b.events.clone())
@@ -754,7 +799,26 @@ impl Driver {
         self.spawn(fut, std::time::Duration::from_secs(60), Meta::Operator, format!("operator {what}"));
     }
 
-    fn invoke_sweep(&mut self) {
+    /// Invokes the sweep with the schedule's event that fired at `fired_at`. Lambda may throttle
+    /// it: its asynchronous queue tries again with backoff while the event is younger than the
+    /// function's maximum event age, then drops it (the next minute's run is the retry).
+    fn invoke_sweep(&mut self, fired_at: Millis) {
+        let now = self.sim.now();
+        {
+            let mut st = self.sim.lock();
+            if st.world.lambda_throttles() {
+                let backoff = st.world.between(1_000, 10_000);
+                let max_age = self.deployment.sweep_max_event_age.as_millis() as Millis;
+                let what = if now + backoff - fired_at <= max_age {
+                    st.world.schedule(now + backoff, WorldEvent::SweepRetry(fired_at));
+                    "sweep: throttled, Lambda retries the event"
+                } else {
+                    "sweep: throttled past its maximum event age, dropped"
+                };
+                *st.world.coverage.ops.entry((THROTTLED, what)).or_default() += 1;
+                return;
+            }
+        }
         let h = self.escalation.clone();
         let timeout = self.deployment.timeouts.escalation;
         let stop_at = self.deadline(timeout.saturating_sub(self.deployment.escalation.safety_margin));

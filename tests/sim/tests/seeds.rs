@@ -65,25 +65,29 @@ fn a_second_stack_pages_the_same_phones_with_the_same_keys_and_nothing_is_taken_
     }
 }
 
-/// World item 5: Lambda throttles the sender for minutes at a time (another stack took the
-/// account's unreserved concurrency). The event source mapping keeps each batch in flight and
-/// retries with backoff, gives it back to the queue when its visibility lapses — the same message
-/// received again, then moved to the dead-letter queue after eight receives — and every guarantee
-/// holds: an alert whose message never reached a sender is still escalated, once.
+/// World item 5: Lambda throttles tocsin's functions for minutes at a time (another stack took the
+/// account's unreserved concurrency). The sender's event source mapping keeps each batch in flight
+/// and retries with backoff, gives it back to the queue when its visibility lapses — the same
+/// message received again, then moved to the dead-letter queue after eight receives; Lambda's
+/// asynchronous queue retries the status function's events, and the sweep's within its maximum
+/// event age; producers send again. Every guarantee holds: an alert whose message never reached a
+/// sender is still escalated, once.
 #[test]
-fn lambda_throttling_the_sender_holds_batches_gives_them_back_and_nothing_is_lost() {
+fn lambda_throttling_holds_batches_gives_them_back_delays_events_and_nothing_is_lost() {
     use tocsin_sim::workload::Kind;
     use tocsin_sim::world::sms::Provider;
-    use tocsin_sim::world::{ESM_COVERAGE, FaultPlan};
+    use tocsin_sim::world::{FaultPlan, THROTTLE_COVERAGE};
     let mut seen = std::collections::BTreeMap::<&str, u64>::new();
     let faults = FaultPlan { lambda_throttled: 0.3, lambda_throttled_ms: 1_800_000, ..FaultPlan::none() };
-    for seed in 1..=3 {
+    // A backlog (an account sending 1 part a second) for the sender's batches to be held and
+    // dead-lettered, alerts spread over minutes for intake's calls to meet the throttling.
+    for (seed, kind) in (1..=8).flat_map(|s| [(s, Kind::Throttled), (s, Kind::Singles)]) {
         for provider in [Provider::Sns, Provider::EndUserMessaging] {
-            let scenario = Scenario::fixed(seed, Kind::Singles, 20, false, faults.clone()).through(provider);
+            let scenario = Scenario::fixed(seed, kind, 40, false, faults.clone()).through(provider);
             let report = run(&scenario);
             assert!(report.ok(), "{}", failure_report(&report));
             for ((label, what), n) in &report.coverage.ops {
-                if *label == ESM_COVERAGE {
+                if *label == THROTTLE_COVERAGE {
                     *seen.entry(what).or_default() += n;
                 }
             }
@@ -91,10 +95,14 @@ fn lambda_throttling_the_sender_holds_batches_gives_them_back_and_nothing_is_los
     }
     for what in [
         "throttling began",
-        "throttled",
-        "invoked after throttling",
-        "batch given back: visibility lapsed",
-        "moved to the dead-letter queue",
+        "intake: throttled, the producer sends again",
+        "sender: throttled, the event source mapping retries",
+        "sender: invoked after throttling",
+        "sender: batch given back, its visibility lapsed",
+        "sender: message moved to the dead-letter queue",
+        "status: throttled, Lambda retries the event",
+        "sweep: throttled, Lambda retries the event",
+        "sweep: throttled past its maximum event age, dropped",
     ] {
         assert!(seen.get(what).is_some_and(|n| *n > 0), "the world never did: {what} ({seen:?})");
     }

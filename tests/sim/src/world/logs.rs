@@ -64,6 +64,8 @@ pub struct Batch {
     pub permanent_failures: Vec<Arc<DeliveryRecord>>,
     /// Invocations so far.
     pub attempts: u32,
+    /// Times Lambda throttled its invocation (retried apart from `attempts`).
+    pub throttles: u32,
 }
 
 #[derive(Default)]
@@ -124,7 +126,7 @@ impl Logs {
             })
             .collect();
         self.next_batch += 1;
-        self.batches.insert(self.next_batch, Batch { group, events, permanent_failures, attempts: 0 });
+        self.batches.insert(self.next_batch, Batch { group, events, permanent_failures, attempts: 0, throttles: 0 });
         Some(self.next_batch)
     }
 

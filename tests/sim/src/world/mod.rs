@@ -82,12 +82,14 @@ pub struct FaultPlan {
     /// delivers at least once, and a visibility timeout can lapse while the first still works.
     /// The second receive's handle is the latest, so the first sender's delete does not remove it.
     pub sqs_duplicate: f64,
-    /// Lambda throttles the sender's invocations for a while (from 30 s to `lambda_throttled_ms`):
-    /// the sender reserves no concurrency by default, and another stack's burst can take the
-    /// account's unreserved concurrency. The event source mapping keeps the batch in flight and
-    /// retries the invocation with backoff; once the messages' visibility timeout lapses it gives
-    /// the batch back to the queue, each receive counted toward the dead-letter queue. How often
-    /// one starts, per invocation.
+    /// Lambda throttles tocsin's functions for a while (from 30 s to `lambda_throttled_ms`): none
+    /// reserves concurrency by default, and another stack's burst can take the account's
+    /// unreserved concurrency. Each invoker does what AWS does: the sender's event source mapping
+    /// keeps the batch in flight and retries with backoff, and gives the batch back to the queue
+    /// once the messages' visibility timeout lapses (each receive counted toward the dead-letter
+    /// queue); Lambda's asynchronous queue retries the status function's and the sweep's events
+    /// with backoff, a sweep's only within its maximum event age; the producer's HTTP call fails
+    /// and is sent again with backoff. How often an episode starts, per minute.
     pub lambda_throttled: f64,
     pub lambda_throttled_ms: Millis,
 }
@@ -149,7 +151,7 @@ impl FaultPlan {
             outage_ms: 120_000,
             sweep_twice: 0.1,
             sqs_duplicate: 0.02,
-            lambda_throttled: 0.005,
+            lambda_throttled: 0.003,
             lambda_throttled_ms: 600_000,
         }
     }
@@ -189,7 +191,7 @@ impl FaultPlan {
             lambda_throttled_ms: 1_800_000,
         };
         plan.gsi_lag_long = knob(0.02);
-        plan.lambda_throttled = knob(0.05);
+        plan.lambda_throttled = knob(0.02);
         plan
     }
 
@@ -250,10 +252,13 @@ pub enum WorldEvent {
     /// The event source mapping invokes the sender again with the batch poller `n` holds, after
     /// Lambda throttled it.
     EsmInvoke(usize),
+    /// Lambda's asynchronous queue invokes the sweep again with the schedule's event of this
+    /// time, after it was throttled.
+    SweepRetry(Millis),
 }
 
-/// The coverage table's section for the sender's event source mapping as Lambda throttles it.
-pub const ESM_COVERAGE: &str = "Lambda invoking the sender (event source mapping)";
+/// The coverage table's section for Lambda throttling tocsin's functions, by invoker.
+pub const THROTTLE_COVERAGE: &str = "Lambda throttling tocsin's functions";
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).
 #[derive(Debug, Default, Clone)]
@@ -292,7 +297,7 @@ pub struct World {
     forced: Vec<(&'static str, Verdict)>,
     /// Operations failing every attempt until a time (`FaultPlan::outage`), by label.
     pub outages: BTreeMap<&'static str, Millis>,
-    /// Lambda throttles the sender until this time (`FaultPlan::lambda_throttled`).
+    /// Lambda throttles tocsin's functions until this time (`FaultPlan::lambda_throttled`).
     pub throttled_until: Millis,
 }
 
@@ -317,19 +322,20 @@ impl World {
         }
     }
 
-    /// Whether Lambda throttles an invocation of the sender now: inside an episode always, and
-    /// an invocation may start one (`FaultPlan::lambda_throttled`).
-    pub fn sender_throttled(&mut self) -> bool {
-        if self.now < self.throttled_until {
-            return true;
-        }
-        if !self.chance(self.faults.lambda_throttled) {
-            return false;
+    /// Whether Lambda throttles an invocation of one of tocsin's functions now.
+    pub fn lambda_throttles(&self) -> bool {
+        self.now < self.throttled_until
+    }
+
+    /// Another minute of the account's life: it may start an episode of throttling
+    /// (`FaultPlan::lambda_throttled`).
+    pub fn maybe_start_throttling(&mut self) {
+        if self.lambda_throttles() || !self.chance(self.faults.lambda_throttled) {
+            return;
         }
         let longest = self.faults.lambda_throttled_ms.max(30_000);
         self.throttled_until = self.now + self.between(30_000, longest);
-        *self.coverage.ops.entry((ESM_COVERAGE, "throttling began")).or_default() += 1;
-        true
+        *self.coverage.ops.entry((THROTTLE_COVERAGE, "throttling began")).or_default() += 1;
     }
 
     /// A number from the world's own stream (message ids, shards, carrier draws).
