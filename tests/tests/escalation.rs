@@ -222,6 +222,33 @@ async fn a_lapsed_sender_lease_is_turned_into_send_unknown_and_escalated_at_the_
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "never re-sent blindly");
 }
 
+/// Found by the simulation with Lambda throttling in the world (End User Messaging seed 4833): the
+/// sweep wrote its next look at an intent a whole schedule period after the moment it wrote it —
+/// just after the next run's start — so the next run skipped an intent due at its deadline; the
+/// run after that failed and the next ones were throttled: escalated past promise 7's bound. A
+/// next check now lands just ahead of the run that writes it, and a run reads what was due when
+/// it started: the next run escalates it, even one that starts a little under a period later
+/// (the schedule's jitter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_due_after_a_run_is_escalated_by_the_next_run_even_one_starting_a_little_under_a_period_later() {
+    let p = Pipeline::start().await;
+    let mut a = alert("next-run-1", "+14155550161");
+    a["deadline"] = serde_json::Value::from("3m");
+    let (_, body) = p.submit(&a).await;
+    let key = key_of(&body);
+    let now = p.clock.now_utc();
+    p.ledger.claim(&key, "vanished-attempt", now, now + Duration::minutes(2)).await.expect("claim");
+    // The lease has lapsed, the deadline is 10 s away: the run makes it send_unknown.
+    p.clock.advance(Duration::seconds(170));
+    let run = p.run_escalation().await;
+    assert_eq!((run.lease_expired_unknown, run.escalated), (1, 0), "{run:?}");
+    // The next run, 59 s later.
+    p.clock.advance(Duration::seconds(59));
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 1, "escalated by the first run past its deadline: {run:?}");
+    assert!(p.record(&key).await.status.escalation.is_some());
+}
+
 /// Found by the simulation (long mode, seed 24286): an alert escalated past its deadline has no
 /// next check; re-enqueued, it was claimed, and the sender died before the separate write that
 /// puts the lease's end in the due-index. It stayed `sending`, where no sweep ever looked. The

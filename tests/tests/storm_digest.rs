@@ -651,3 +651,56 @@ async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its
     assert_eq!((run.reconciled, run.unattributed), (1, 0), "{run:?}");
     assert_eq!(p.record(&keys[0]).await.status.state, State::Delivered);
 }
+
+/// Found by the simulation with Lambda throttling in the world (SNS seed 1411): the sender's write
+/// of the digest's message index gave up at its deadline, one member's own write of SNS's answer
+/// landed (accepted, the SMS's message id, its digest) and the function ended before the others'.
+/// A member that never learnt which digest it was in searched the logs: its sibling knew the SMS,
+/// but only a message id *indexed* as the digest's counted, so the delivery record looked like
+/// another sender's and the member was escalated as unknown while its sibling was delivered. A
+/// message id nothing indexes is the digest's when the sibling that recorded it was not claimed
+/// again after the digest was made (a resend would have been).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_is_settled_from_its_siblings_record_of_the_sms_even_when_the_message_id_was_never_indexed() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(Options { fault_seed: Some(33), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550319";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "never-indexed", a).await;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    let now = p.clock.now_utc();
+    // The first member's write of SNS's answer landed: accepted, with the SMS's message id.
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("INTENT#{}", keys[0])))
+        .key("sk", AttributeValue::S("INTENT".into()))
+        .update_expression("SET #s = :s, sns_message_id = :m, accepted_at = :a REMOVE attempt_id, lease_until")
+        .expression_attribute_names("#s", "state")
+        .expression_attribute_values(":s", AttributeValue::S("accepted".into()))
+        .expression_attribute_values(":m", AttributeValue::S(id.clone()))
+        .expression_attribute_values(":a", AttributeValue::S(tocsin::adapters::ledger::ts(now)))
+        .send()
+        .await
+        .expect("the member's acceptance");
+    // The others' writes, naming their digest, never did.
+    for key in &keys[1..] {
+        ddb.update_item()
+            .table_name(p.stack.table("LedgerTable"))
+            .key("pk", AttributeValue::S(format!("INTENT#{}", key.as_str())))
+            .key("sk", AttributeValue::S("INTENT".into()))
+            .update_expression("REMOVE digest_id")
+            .send()
+            .await
+            .expect("digest_id removed");
+    }
+    assert!(p.ledger.lookup(&id).await.expect("index").is_none(), "the message id was never indexed");
+    // Only the second member is searched for in this run.
+    check_later(&p, [&keys[0], &keys[2]], Duration::hours(1)).await;
+    let run = p.run_escalation().await;
+    assert_eq!((run.reconciled, run.unattributed), (1, 0), "{run:?}");
+    let r = p.record(&keys[1]).await;
+    assert_eq!(r.status.state, State::Delivered, "settled from the record of its digest's SMS");
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
+}

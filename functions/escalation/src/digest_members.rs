@@ -68,10 +68,17 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             if s.status.digest_id.as_ref() != Some(&digest.id) {
                 continue;
             }
-            // The sibling's message id is the digest's SMS only if it is indexed as the digest's
-            // (an operator may have resent the sibling alone since).
+            // The sibling's message id is the digest's SMS if it is indexed as the digest's (an
+            // operator may have resent the sibling alone since: then it is indexed as that SMS's).
+            // Never indexed at all — the sender's index write gave up — it is the digest's when
+            // the sibling was not claimed again after the digest was made: a resend or a later
+            // claim, whose SMS this id would be, claims after it (simulation seed 1411).
             let Some(message_id) = s.status.sns_message_id else { continue };
-            if self.store.lookup(&message_id).await?.is_some_and(|e| e.digest.is_some_and(|(id, _)| id == digest.id)) {
+            let digests_sms = match self.store.lookup(&message_id).await? {
+                Some(entry) => entry.digest.is_some_and(|(id, _)| id == digest.id),
+                None => s.status.claimed_at.is_some_and(|claimed| claimed <= digest.created_at),
+            };
+            if digests_sms {
                 return Ok(Some((message_id, s.status.accepted_at)));
             }
         }

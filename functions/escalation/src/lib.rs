@@ -94,7 +94,9 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let mut summary = RunSummary { run_id: run_id.clone(), complete: true, ..Default::default() };
         let mut to_reconcile: Vec<IntentRecord> = Vec::new();
         let shards = self.store.due_shards();
-        let pages = shards.iter().map(|shard| self.due_records(shard.as_str()));
+        // What was due when the run started, page after page: a next check this run writes is
+        // the next run's, never read again here.
+        let pages = shards.iter().map(|shard| self.due_records(shard.as_str(), started));
         let mut due = std::pin::pin!(futures::stream::select_all(pages.map(Box::pin)));
         let mut index_error = None;
         let mut in_flight = futures::stream::FuturesUnordered::new();
@@ -173,10 +175,12 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         Ok(summary)
     }
 
-    /// The due intents' keys in one partition of the index, page after page.
+    /// The keys of the intents in one partition of the index that were due at `until`, page after
+    /// page.
     fn due_records<'a>(
         &'a self,
         shard: &'a str,
+        until: DateTime<Utc>,
     ) -> impl futures::Stream<Item = Result<IdempotencyKey, PortError>> + Send + 'a {
         futures::stream::try_unfold((Some(None), Vec::new().into_iter()), move |(mut token, mut page)| async move {
             loop {
@@ -184,7 +188,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                     return Ok(Some((record, (token, page))));
                 }
                 let Some(after) = token.take() else { return Ok(None) };
-                let (records, next) = self.store.due(shard, self.clock.now(), self.config.page_size, after).await?;
+                let (records, next) = self.store.due(shard, until, self.config.page_size, after).await?;
                 page = records.into_iter();
                 token = next.map(Some);
             }

@@ -18,8 +18,12 @@ use tocsin::ports::{
 use crate::escalating::Escalated;
 use crate::{Escalator, RunSummary, SweepClock, SweepRegistry, SweepStore};
 
-/// The earliest next check the sweep writes, from now: the schedule's own period.
-const NEXT_CHECK_FLOOR_SECS: i64 = 60;
+/// The earliest next check the sweep writes, from now: just ahead of it, never in the past. A run
+/// reads only what was due when it started (`Escalator::run`), so an intent it writes a next
+/// check for is the next run's — and that run, a schedule period later, finds it due. (A floor of
+/// a whole period put the check just after the next run's start: that run skipped it, and an
+/// intent due at the deadline waited two periods, not one.)
+const NEXT_CHECK_FLOOR_SECS: i64 = 1;
 
 impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: SweepRegistry, C: SweepClock>
     Escalator<S, Q, E, L, R, C>

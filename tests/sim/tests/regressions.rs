@@ -192,3 +192,32 @@ fn a_retry_that_meets_its_own_earlier_change_stores_the_move_that_was_made() {
         panic!("{}", failure_report(&shrink(report)));
     }
 }
+
+/// Found by the long mode once Lambda throttling was in the world (issue 35, world item 5; SNS
+/// seeds 1411 and 1568): a digest's message index write gave up at the sender's deadline, one
+/// member recorded SNS's answer and the function ended before the others; a member that never
+/// learnt its digest searched the logs and its sibling's message id counted only if indexed, so
+/// it was escalated as unknown while its sibling was delivered (`DigestFate`). Fixed in
+/// `functions/escalation/src/digest_members.rs` (`sibling_knows`: a message id nothing indexes is
+/// the digest's when the sibling was not claimed again after the digest was made); emulator test
+/// `storm_digest.rs`, `a_member_is_settled_from_its_siblings_record_of_the_sms_even_when_the_message_id_was_never_indexed`.
+#[test]
+fn a_digest_member_learns_its_fate_from_a_sibling_whose_message_id_was_never_indexed() {
+    green(&[1411, 1568], 200);
+}
+
+/// Found by the long mode once Lambda throttling was in the world (End User Messaging seed 4833):
+/// the sweep wrote its next look at an intent a whole period after writing it, just after the next
+/// run's start, so that run skipped it; the run after failed and the next ones were throttled, and
+/// the alert was escalated past promise 7's bound (`UndeliveredEscalated`). Fixed in
+/// `functions/escalation/src/sweeping.rs` (`NEXT_CHECK_FLOOR_SECS`: 1 s) and `lib.rs` (a run
+/// reads what was due when it started); emulator test `escalation.rs`,
+/// `an_intent_due_after_a_run_is_escalated_by_the_next_run_even_one_starting_a_little_under_a_period_later`.
+#[test]
+fn an_intent_due_just_after_a_run_is_the_next_runs() {
+    let scenario = Scenario::from_seed(4833, 200).through(tocsin_sim::world::sms::Provider::EndUserMessaging);
+    let report = run(&scenario);
+    if !report.ok() {
+        panic!("{}", failure_report(&shrink(report)));
+    }
+}
