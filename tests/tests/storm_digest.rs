@@ -82,6 +82,41 @@ async fn index_the_digests_sms(p: &Pipeline, member: &IdempotencyKey, id: &str) 
     p.ledger.index_digest_message(id, &digest).await.expect("indexed");
 }
 
+/// Records, as the sender's write of SNS's answer would, that `member` was accepted as SMS `id`
+/// (keeping the digest it names).
+async fn record_acceptance(p: &Pipeline, member: &IdempotencyKey, id: &str) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("INTENT#{member}")))
+        .key("sk", AttributeValue::S("INTENT".into()))
+        .update_expression("SET #s = :s, sns_message_id = :m, accepted_at = :a REMOVE attempt_id, lease_until")
+        .expression_attribute_names("#s", "state")
+        .expression_attribute_values(":s", AttributeValue::S("accepted".into()))
+        .expression_attribute_values(":m", AttributeValue::S(id.to_owned()))
+        .expression_attribute_values(":a", AttributeValue::S(tocsin::adapters::ledger::ts(p.clock.now_utc())))
+        .send()
+        .await
+        .expect("the member's acceptance");
+}
+
+/// Removes from each of `members` the digest it names: their writes naming it never landed.
+async fn forget_digest(p: &Pipeline, members: &[IdempotencyKey]) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    for key in members {
+        ddb.update_item()
+            .table_name(p.stack.table("LedgerTable"))
+            .key("pk", AttributeValue::S(format!("INTENT#{}", key.as_str())))
+            .key("sk", AttributeValue::S("INTENT".into()))
+            .update_expression("REMOVE digest_id")
+            .send()
+            .await
+            .expect("digest_id removed");
+    }
+}
+
 /// Moves the sweep's next look at each of `keys` `later` from now: only the others are due.
 async fn check_later<'a>(p: &Pipeline, keys: impl IntoIterator<Item = &'a IdempotencyKey>, later: Duration) {
     let at = p.clock.now_utc() + later;
@@ -570,27 +605,13 @@ async fn an_sms_indexed_to_one_digest_member_alone_never_settles_its_siblings() 
 /// does: the next sweep applies it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_member_a_reconciled_fan_out_did_not_reach_learns_the_fate_at_the_next_sweep() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let p = Pipeline::start_with(Options { fault_seed: Some(37), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
     let a = "+14155550318";
     let (keys, id) = digest_with_lost_answer(&p, &proxy, "fan-out-missed", a).await;
     // The sender's facts landed (the digest's message index entry, written first), and so did the
     // third member's own write of SNS's answer: accepted, its next check days away.
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    let now = p.clock.now_utc();
-    ddb.update_item()
-        .table_name(p.stack.table("LedgerTable"))
-        .key("pk", AttributeValue::S(format!("INTENT#{}", keys[2])))
-        .key("sk", AttributeValue::S("INTENT".into()))
-        .update_expression("SET #s = :s, sns_message_id = :m, accepted_at = :a REMOVE attempt_id, lease_until")
-        .expression_attribute_names("#s", "state")
-        .expression_attribute_values(":s", AttributeValue::S("accepted".into()))
-        .expression_attribute_values(":m", AttributeValue::S(id.clone()))
-        .expression_attribute_values(":a", AttributeValue::S(tocsin::adapters::ledger::ts(now)))
-        .send()
-        .await
-        .expect("the member's acceptance");
+    record_acceptance(&p, &keys[2], &id).await;
     index_the_digests_sms(&p, &keys[0], &id).await;
     check_later(&p, &keys[1..], Duration::days(3)).await;
     // The fan-out's write to the accepted member fails (its receipt, to delivered).
@@ -622,7 +643,6 @@ async fn a_digest_member_a_reconciled_fan_out_did_not_reach_learns_the_fate_at_t
 /// the index already ties to the intent (its digest's entry names it) is its own: no rival counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its_siblings_say() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     use tocsin::ports::{DigestStore, MessageIndex};
     let p = Pipeline::start_with(Options { fault_seed: Some(32), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
@@ -631,17 +651,7 @@ async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its
     let digest_id = p.record(&keys[0]).await.status.digest_id.expect("the digest");
     let digest = p.ledger.get_digest(&digest_id).await.expect("digest").expect("recorded");
     // The members' writes naming their digest never landed.
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    for key in &keys {
-        ddb.update_item()
-            .table_name(p.stack.table("LedgerTable"))
-            .key("pk", AttributeValue::S(format!("INTENT#{}", key.as_str())))
-            .key("sk", AttributeValue::S("INTENT".into()))
-            .update_expression("REMOVE digest_id")
-            .send()
-            .await
-            .expect("digest_id removed");
-    }
+    forget_digest(&p, &keys).await;
     // A sibling's reconciliation indexed the SMS for the whole digest.
     p.ledger.index_digest_message(&id, &digest).await.expect("indexed");
     let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
@@ -662,38 +672,15 @@ async fn a_member_whose_sms_the_index_already_ties_to_it_is_settled_whatever_its
 /// again after the digest was made (a resend would have been).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_is_settled_from_its_siblings_record_of_the_sms_even_when_the_message_id_was_never_indexed() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     use tocsin::ports::MessageIndex;
     let p = Pipeline::start_with(Options { fault_seed: Some(33), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
     let a = "+14155550319";
     let (keys, id) = digest_with_lost_answer(&p, &proxy, "never-indexed", a).await;
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    let now = p.clock.now_utc();
     // The first member's write of SNS's answer landed: accepted, with the SMS's message id.
-    ddb.update_item()
-        .table_name(p.stack.table("LedgerTable"))
-        .key("pk", AttributeValue::S(format!("INTENT#{}", keys[0])))
-        .key("sk", AttributeValue::S("INTENT".into()))
-        .update_expression("SET #s = :s, sns_message_id = :m, accepted_at = :a REMOVE attempt_id, lease_until")
-        .expression_attribute_names("#s", "state")
-        .expression_attribute_values(":s", AttributeValue::S("accepted".into()))
-        .expression_attribute_values(":m", AttributeValue::S(id.clone()))
-        .expression_attribute_values(":a", AttributeValue::S(tocsin::adapters::ledger::ts(now)))
-        .send()
-        .await
-        .expect("the member's acceptance");
+    record_acceptance(&p, &keys[0], &id).await;
     // The others' writes, naming their digest, never did.
-    for key in &keys[1..] {
-        ddb.update_item()
-            .table_name(p.stack.table("LedgerTable"))
-            .key("pk", AttributeValue::S(format!("INTENT#{}", key.as_str())))
-            .key("sk", AttributeValue::S("INTENT".into()))
-            .update_expression("REMOVE digest_id")
-            .send()
-            .await
-            .expect("digest_id removed");
-    }
+    forget_digest(&p, &keys[1..]).await;
     assert!(p.ledger.lookup(&id).await.expect("index").is_none(), "the message id was never indexed");
     // Only the second member is searched for in this run.
     check_later(&p, [&keys[0], &keys[2]], Duration::hours(1)).await;
