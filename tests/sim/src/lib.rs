@@ -166,17 +166,14 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         }
         out.push('\n');
     }
-    out.push_str("\n### A second tocsin stack paging the same phones\n\n| what | times |\n|---|---:|\n");
-    let second: std::collections::BTreeMap<&str, u64> =
-        c.ops.iter().filter(|((l, _), _)| *l == world::second_stack::COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
-    for (what, n) in second {
-        out.push_str(&format!("| {what} | {n} |\n"));
-    }
-    out.push_str("\n### Lambda throttling tocsin's functions (the account's unreserved concurrency taken)\n\n| what | times |\n|---|---:|\n");
-    let esm: std::collections::BTreeMap<&str, u64> =
-        c.ops.iter().filter(|((l, _), _)| *l == world::THROTTLE_COVERAGE).map(|((_, w), n)| (*w, *n)).collect();
-    for (what, n) in esm {
-        out.push_str(&format!("| {what} | {n} |\n"));
+    for (title, label) in [
+        ("A second tocsin stack paging the same phones", world::second_stack::COVERAGE),
+        ("Lambda throttling tocsin's functions (the account's unreserved concurrency taken)", world::THROTTLE_COVERAGE),
+    ] {
+        out.push_str(&format!("\n### {title}\n\n| what | times |\n|---|---:|\n"));
+        for (what, n) in c.section(label) {
+            out.push_str(&format!("| {what} | {n} |\n"));
+        }
     }
     out.push_str(
         "\n### State changes, by writer (the observation's source)\n\n| change | by | times |\n|---|---|---:|\n",

@@ -370,7 +370,7 @@ impl Driver {
                 {
                     let until = now + st.world.between(30_000, streak_ms.max(30_000));
                     self.crash_streaks.insert(function, (until, after));
-                    *st.world.coverage.ops.entry(("Lambda invocation", "crash streak began")).or_default() += 1;
+                    st.world.coverage.count("Lambda invocation", "crash streak began", 1);
                 }
                 crash
             }
@@ -429,11 +429,7 @@ impl Driver {
                         let throttled = self.throttled_requests.entry(n).or_default();
                         let backoff = (2_000 << (*throttled).min(5)).min(60_000);
                         *throttled += 1;
-                        *st.world
-                            .coverage
-                            .ops
-                            .entry((THROTTLED, "intake: throttled, the producer sends again"))
-                            .or_default() += 1;
+                        st.world.coverage.count(THROTTLED, "intake: throttled, the producer sends again", 1);
                         let at = now + backoff + st.world.between(0, 2_000);
                         st.world.schedule(at, WorldEvent::Request(n));
                         return;
@@ -596,11 +592,7 @@ impl Driver {
                 let mut messages = st.world.sqs.receive(QueueName::Send, batch, now);
                 let moved = st.world.sqs.queue(QueueName::SendDlq).messages.len() - dead;
                 if moved > 0 {
-                    *st.world
-                        .coverage
-                        .ops
-                        .entry((THROTTLED, "sender: message moved to the dead-letter queue"))
-                        .or_default() += moved as u64;
+                    st.world.coverage.count(THROTTLED, "sender: message moved to the dead-letter queue", moved as u64);
                 }
                 let p = st.world.faults.sqs_duplicate;
                 if !messages.is_empty()
@@ -608,11 +600,7 @@ impl Driver {
                     && let Some(again) = st.world.sqs.receive_again(QueueName::Send, &messages, now)
                 {
                     messages.push(again);
-                    *st.world
-                        .coverage
-                        .ops
-                        .entry(("SQS ReceiveMessage (event source)", "delivered twice"))
-                        .or_default() += 1;
+                    st.world.coverage.count("SQS ReceiveMessage (event source)", "delivered twice", 1);
                 }
                 messages
             };
@@ -649,10 +637,10 @@ impl Driver {
             let mut st = self.sim.lock();
             if st.world.lambda_throttles() {
                 let backoff = (1_000 << batch.throttles.min(5)) + st.world.between(0, 1_000);
-                let ops = &mut st.world.coverage.ops;
-                *ops.entry((THROTTLED, "sender: throttled, the event source mapping retries")).or_default() += 1;
+                let coverage = &mut st.world.coverage;
+                coverage.count(THROTTLED, "sender: throttled, the event source mapping retries", 1);
                 if now + backoff >= batch.lapses_at {
-                    *ops.entry((THROTTLED, "sender: batch given back, its visibility lapsed")).or_default() += 1;
+                    coverage.count(THROTTLED, "sender: batch given back, its visibility lapsed", 1);
                     drop(st);
                     self.busy[slot] = false;
                     self.poll_later(batch.lapses_at);
@@ -665,7 +653,7 @@ impl Driver {
                 return;
             }
             if batch.throttles > 0 {
-                *st.world.coverage.ops.entry((THROTTLED, "sender: invoked after throttling")).or_default() += 1;
+                st.world.coverage.count(THROTTLED, "sender: invoked after throttling", 1);
             }
         }
         let HeldBatch { event, receipts, .. } = batch;
@@ -703,11 +691,7 @@ impl Driver {
                 let Some(b) = st.world.logs.batches.get_mut(&batch) else { return };
                 let backoff = (1_000 << b.throttles.min(9)).min(300_000) + jitter;
                 b.throttles += 1;
-                *st.world
-                    .coverage
-                    .ops
-                    .entry((THROTTLED, "status: throttled, Lambda retries the event"))
-                    .or_default() += 1;
+                st.world.coverage.count(THROTTLED, "status: throttled, Lambda retries the event", 1);
                 st.world.schedule(now + backoff, WorldEvent::StatusRetry(batch));
                 return;
             }
@@ -815,7 +799,7 @@ impl Driver {
                 } else {
                     "sweep: throttled past its maximum event age, dropped"
                 };
-                *st.world.coverage.ops.entry((THROTTLED, what)).or_default() += 1;
+                st.world.coverage.count(THROTTLED, what, 1);
                 return;
             }
         }

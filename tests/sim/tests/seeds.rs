@@ -43,25 +43,34 @@ fn a_second_stack_pages_the_same_phones_with_the_same_keys_and_nothing_is_taken_
     use tocsin_sim::world::FaultPlan;
     use tocsin_sim::world::second_stack::COVERAGE;
     use tocsin_sim::world::sms::Provider;
+    let scenarios = (1..=4).flat_map(|seed| {
+        [Provider::Sns, Provider::EndUserMessaging]
+            .map(|p| Scenario::fixed(seed, Kind::ForeignTraffic, 20, false, FaultPlan::none()).through(p))
+    });
+    green_and_the_world_did(
+        scenarios,
+        COVERAGE,
+        &[
+            "paged a phone this stack pages",
+            "SMS within a minute of this stack's own to the phone",
+            "its events in this stack's group, naming the same key",
+        ],
+    );
+}
+
+/// Runs `scenarios`, each green, and checks that the world did each of `what` (a section of the
+/// coverage table) at least once among them.
+fn green_and_the_world_did(scenarios: impl Iterator<Item = Scenario>, section: &str, what: &[&str]) {
     let mut seen = std::collections::BTreeMap::<&str, u64>::new();
-    for seed in 1..=4 {
-        for provider in [Provider::Sns, Provider::EndUserMessaging] {
-            let scenario = Scenario::fixed(seed, Kind::ForeignTraffic, 20, false, FaultPlan::none()).through(provider);
-            let report = run(&scenario);
-            assert!(report.ok(), "{}", failure_report(&report));
-            for ((label, what), n) in &report.coverage.ops {
-                if *label == COVERAGE {
-                    *seen.entry(what).or_default() += n;
-                }
-            }
+    for scenario in scenarios {
+        let report = run(&scenario);
+        assert!(report.ok(), "{}", failure_report(&report));
+        for (w, n) in report.coverage.section(section) {
+            *seen.entry(w).or_default() += n;
         }
     }
-    for what in [
-        "paged a phone this stack pages",
-        "SMS within a minute of this stack's own to the phone",
-        "its events in this stack's group, naming the same key",
-    ] {
-        assert!(seen.get(what).is_some_and(|n| *n > 0), "the world never did: {what} ({seen:?})");
+    for w in what {
+        assert!(seen.get(w).is_some_and(|n| *n > 0), "the world never did: {w} ({seen:?})");
     }
 }
 
@@ -77,33 +86,26 @@ fn lambda_throttling_holds_batches_gives_them_back_delays_events_and_nothing_is_
     use tocsin_sim::workload::Kind;
     use tocsin_sim::world::sms::Provider;
     use tocsin_sim::world::{FaultPlan, THROTTLE_COVERAGE};
-    let mut seen = std::collections::BTreeMap::<&str, u64>::new();
     let faults = FaultPlan { lambda_throttled: 0.3, lambda_throttled_ms: 1_800_000, ..FaultPlan::none() };
     // A backlog (an account sending 1 part a second) for the sender's batches to be held and
     // dead-lettered, alerts spread over minutes for intake's calls to meet the throttling.
-    for (seed, kind) in (1..=8).flat_map(|s| [(s, Kind::Throttled), (s, Kind::Singles)]) {
-        for provider in [Provider::Sns, Provider::EndUserMessaging] {
-            let scenario = Scenario::fixed(seed, kind, 40, false, faults.clone()).through(provider);
-            let report = run(&scenario);
-            assert!(report.ok(), "{}", failure_report(&report));
-            for ((label, what), n) in &report.coverage.ops {
-                if *label == THROTTLE_COVERAGE {
-                    *seen.entry(what).or_default() += n;
-                }
-            }
-        }
-    }
-    for what in [
-        "throttling began",
-        "intake: throttled, the producer sends again",
-        "sender: throttled, the event source mapping retries",
-        "sender: invoked after throttling",
-        "sender: batch given back, its visibility lapsed",
-        "sender: message moved to the dead-letter queue",
-        "status: throttled, Lambda retries the event",
-        "sweep: throttled, Lambda retries the event",
-        "sweep: throttled past its maximum event age, dropped",
-    ] {
-        assert!(seen.get(what).is_some_and(|n| *n > 0), "the world never did: {what} ({seen:?})");
-    }
+    let scenarios = (1..=8).flat_map(|s| [(s, Kind::Throttled), (s, Kind::Singles)]).flat_map(|(seed, kind)| {
+        [Provider::Sns, Provider::EndUserMessaging]
+            .map(|p| Scenario::fixed(seed, kind, 40, false, faults.clone()).through(p))
+    });
+    green_and_the_world_did(
+        scenarios,
+        THROTTLE_COVERAGE,
+        &[
+            "throttling began",
+            "intake: throttled, the producer sends again",
+            "sender: throttled, the event source mapping retries",
+            "sender: invoked after throttling",
+            "sender: batch given back, its visibility lapsed",
+            "sender: message moved to the dead-letter queue",
+            "status: throttled, Lambda retries the event",
+            "sweep: throttled, Lambda retries the event",
+            "sweep: throttled past its maximum event age, dropped",
+        ],
+    );
 }

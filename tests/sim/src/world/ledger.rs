@@ -173,7 +173,7 @@ impl World {
             // Longer than a claim lease (2 minutes): the coverage table's count of index lag
             // without a small bound.
             if visible - now > 120_000 {
-                *self.coverage.ops.entry(("GSI due-index (propagation)", "lagged past a lease")).or_default() += 1;
+                self.coverage.count("GSI due-index (propagation)", "lagged past a lease", 1);
             }
         }
         self.ledger.intents.insert(key.clone(), item);

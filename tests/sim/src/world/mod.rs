@@ -269,6 +269,16 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// Counts `n` more of `what` under `label`.
+    pub fn count(&mut self, label: &'static str, what: &'static str, n: u64) {
+        *self.ops.entry((label, what)).or_default() += n;
+    }
+
+    /// Every count under `label` (a section of the coverage table), by what it counts.
+    pub fn section(&self, label: &str) -> BTreeMap<&'static str, u64> {
+        self.ops.iter().filter(|((l, _), _)| *l == label).map(|((_, what), n)| (*what, *n)).collect()
+    }
+
     pub fn merge(&mut self, other: &Coverage) {
         for (k, v) in &other.ops {
             *self.ops.entry(*k).or_default() += v;
@@ -335,7 +345,7 @@ impl World {
         }
         let longest = self.faults.lambda_throttled_ms.max(30_000);
         self.throttled_until = self.now + self.between(30_000, longest);
-        *self.coverage.ops.entry((THROTTLE_COVERAGE, "throttling began")).or_default() += 1;
+        self.coverage.count(THROTTLE_COVERAGE, "throttling began", 1);
     }
 
     /// A number from the world's own stream (message ids, shards, carrier draws).
@@ -419,7 +429,7 @@ impl World {
         if self.faults.outage > 0.0 && rng.random::<f64>() < self.faults.outage {
             let until = self.now + rng.random_range(10_000..=self.faults.outage_ms.max(10_000));
             self.outages.insert(label, until);
-            *self.coverage.ops.entry((label, "outage began")).or_default() += 1;
+            self.coverage.count(label, "outage began", 1);
             return Verdict::Fault(Fault::Before);
         }
         let f = &self.faults;
@@ -449,7 +459,7 @@ impl World {
             Verdict::Crash(CrashAt::Before) => "crash before",
             Verdict::Crash(CrashAt::After) => "crash after",
         };
-        *self.coverage.ops.entry((label, how)).or_default() += 1;
+        self.coverage.count(label, how, 1);
     }
 
     pub fn time(&self) -> DateTime<Utc> {

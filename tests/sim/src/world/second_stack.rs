@@ -95,6 +95,6 @@ impl World {
     }
 
     fn count(&mut self, what: &'static str) {
-        *self.coverage.ops.entry((COVERAGE, what)).or_default() += 1;
+        self.coverage.count(COVERAGE, what, 1);
     }
 }
