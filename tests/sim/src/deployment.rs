@@ -121,6 +121,12 @@ impl Template {
         }
     }
 
+    /// A number of `function`'s asynchronous invocation settings (`EventInvokeConfig`).
+    fn invoke_config(&self, function: &str, field: &str) -> Result<u64, DeploymentError> {
+        let config = self.resource(function)?.get("Properties").and_then(|p| p.get("EventInvokeConfig"));
+        self.number(config.and_then(|c| c.get(field)), &format!("{function} {field}"))
+    }
+
     fn number(&self, v: Option<&Value>, what: &str) -> Result<u64, DeploymentError> {
         let v = v.ok_or_else(|| err(format!("{what} is not set")))?;
         self.resolve(v).parse().map_err(|_| err(format!("{what} is not a number")))
@@ -181,13 +187,7 @@ impl Deployment {
             )?)
             .unwrap_or(2),
         };
-        let status_retries = t.number(
-            t.resource("StatusFunction")?
-                .get("Properties")
-                .and_then(|p| p.get("EventInvokeConfig"))
-                .and_then(|c| c.get("MaximumRetryAttempts")),
-            "StatusFunction MaximumRetryAttempts",
-        )?;
+        let status_retries = t.invoke_config("StatusFunction", "MaximumRetryAttempts")?;
         let schedule = t
             .resource("EscalationFunction")?
             .get("Properties")
@@ -201,13 +201,7 @@ impl Deployment {
             .and_then(|r| r.strip_suffix(')'))
             .and_then(|r| humantime::parse_duration(&r.replace(" minutes", "m").replace(" minute", "m")).ok())
             .ok_or_else(|| err(format!("schedule {schedule:?} is not a rate")))?;
-        let sweep_max_event_age = t.number(
-            t.resource("EscalationFunction")?
-                .get("Properties")
-                .and_then(|p| p.get("EventInvokeConfig"))
-                .and_then(|c| c.get("MaximumEventAgeInSeconds")),
-            "EscalationFunction MaximumEventAgeInSeconds",
-        )?;
+        let sweep_max_event_age = t.invoke_config("EscalationFunction", "MaximumEventAgeInSeconds")?;
         let (send_visibility, send_max_receives) = t.queue("SendQueue")?;
         let (urgent_visibility, urgent_max_receives) = t.queue("UrgentSendQueue")?;
         Ok(Deployment {

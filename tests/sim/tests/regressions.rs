@@ -6,12 +6,18 @@
 //! these seeds stay as the scenarios that once exercised it. docs/testing.md ("The simulation")
 //! lists each defect, its seed and its fix.
 
+use tocsin_sim::world::sms::Provider;
 use tocsin_sim::{Scenario, failure_report, run, shrink};
 
 /// Through SNS, the provider these seeds were found on (a seed now also draws its provider).
 fn green(seeds: &[u64], max_alerts: usize) {
+    green_through(Provider::Sns, seeds, max_alerts);
+}
+
+/// Each seed green through `provider`, whichever the seed draws.
+fn green_through(provider: Provider, seeds: &[u64], max_alerts: usize) {
     for &seed in seeds {
-        let report = run(&Scenario::from_seed(seed, max_alerts).through(tocsin_sim::world::sms::Provider::Sns));
+        let report = run(&Scenario::from_seed(seed, max_alerts).through(provider));
         if !report.ok() {
             panic!("{}", failure_report(&shrink(report)));
         }
@@ -168,13 +174,7 @@ fn a_late_logged_record_of_a_digest_reaches_every_member() {
 /// Messaging whatever provider the seed draws.
 #[test]
 fn an_operators_refused_resend_is_explained_by_its_observation() {
-    for seed in [180, 252, 314, 396] {
-        let scenario = Scenario::from_seed(seed, 200).through(tocsin_sim::world::sms::Provider::EndUserMessaging);
-        let report = run(&scenario);
-        if !report.ok() {
-            panic!("{}", failure_report(&shrink(report)));
-        }
-    }
+    green_through(Provider::EndUserMessaging, &[180, 252, 314, 396], 200);
 }
 
 /// Found by the judge `ObservationsTrue` (issue 35's stricter judges; EUM seed 3): a status
@@ -186,11 +186,7 @@ fn an_operators_refused_resend_is_explained_by_its_observation() {
 /// Messaging.
 #[test]
 fn a_retry_that_meets_its_own_earlier_change_stores_the_move_that_was_made() {
-    let scenario = Scenario::from_seed(3, 200).through(tocsin_sim::world::sms::Provider::EndUserMessaging);
-    let report = run(&scenario);
-    if !report.ok() {
-        panic!("{}", failure_report(&shrink(report)));
-    }
+    green_through(Provider::EndUserMessaging, &[3], 200);
 }
 
 /// Found by the long mode once Lambda throttling was in the world (issue 35, world item 5; SNS
@@ -215,9 +211,5 @@ fn a_digest_member_learns_its_fate_from_a_sibling_whose_message_id_was_never_ind
 /// `an_intent_due_after_a_run_is_escalated_by_the_next_run_even_one_starting_a_little_under_a_period_later`.
 #[test]
 fn an_intent_due_just_after_a_run_is_the_next_runs() {
-    let scenario = Scenario::from_seed(4833, 200).through(tocsin_sim::world::sms::Provider::EndUserMessaging);
-    let report = run(&scenario);
-    if !report.ok() {
-        panic!("{}", failure_report(&shrink(report)));
-    }
+    green_through(Provider::EndUserMessaging, &[4833], 200);
 }
