@@ -17,6 +17,7 @@ pub mod producer;
 pub mod provider;
 pub mod reconcile;
 pub mod refusal;
+pub mod reply;
 pub mod request;
 pub mod roster;
 pub mod segments;

@@ -1,0 +1,284 @@
+//! Reply codes: the number an SMS asks its reader to text back ("Reply 7 to ack"), one per open
+//! alert (or digest: one code acknowledges everything the SMS carried) per phone.
+//!
+//! - **Never two open alerts with one code on one phone.** The adapter gives a code with a
+//!   conditional write on the phone's codes item, so two senders (digest members, concurrent
+//!   batches) cannot both take it; this module says which code to try.
+//! - **Small.** Codes start at 1 and a phone rarely holds more than a few: typed on a lock screen.
+//! - **Given again only after its alert closed, and not soon after.** A code stays out of use for
+//!   [`REUSE_AFTER`] once its alert closed, so a late or repeated reply "7" meant for yesterday's
+//!   alert cannot acknowledge tonight's; only a phone holding [`COMMON_CODES`] codes at once
+//!   goes to three digits, and only when even those are taken does a recently closed code come
+//!   back (the longest-closed first).
+//! - **A reply reaches only what its phone was sent before it replied.** A code reaches its alert
+//!   if the code was given before the reply arrived (the SMS showing it can have been read; a reply
+//!   naming it proves the SMS arrived even when the send's outcome is unknown). A bare "ack" or
+//!   "ack all" reaches only alerts whose SMS the provider accepted before the reply arrived.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::command::AckTarget;
+use crate::domain::digest_id::DigestId;
+use crate::domain::key::IdempotencyKey;
+
+/// A reply code: 1 to [`ReplyCode::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct ReplyCode(u16);
+
+impl ReplyCode {
+    pub const MAX: u16 = 999;
+
+    pub fn new(n: u16) -> Option<Self> {
+        (1..=Self::MAX).contains(&n).then_some(Self(n))
+    }
+
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl TryFrom<u16> for ReplyCode {
+    type Error = String;
+    fn try_from(n: u16) -> Result<Self, String> {
+        Self::new(n).ok_or_else(|| format!("a reply code is 1 to {}, not {n}", Self::MAX))
+    }
+}
+
+impl From<ReplyCode> for u16 {
+    fn from(c: ReplyCode) -> u16 {
+        c.0
+    }
+}
+
+impl fmt::Display for ReplyCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The codes tried before three digits: a phone holding this many open codes is in a storm.
+pub const COMMON_CODES: u16 = 99;
+
+/// How long a closed alert's code stays out of use.
+pub const REUSE_AFTER: Duration = Duration::hours(24);
+
+/// What a code acknowledges: one alert, or every member of the digest whose SMS showed it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckSubject {
+    Alert(IdempotencyKey),
+    Digest(DigestId),
+}
+
+/// One code a phone holds, or held until recently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldCode {
+    pub code: ReplyCode,
+    pub subject: AckSubject,
+    /// When the sender gave it (before the SMS showing it was sent).
+    pub given_at: DateTime<Utc>,
+    /// When the provider accepted the SMS showing it; `None` while that is not known.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// When its alert closed (acknowledged, or its chain ended); `None` while open.
+    pub closed_at: Option<DateTime<Utc>>,
+}
+
+impl HeldCode {
+    pub fn is_open(&self) -> bool {
+        self.closed_at.is_none()
+    }
+
+    /// Whether the code is still out of use at `now`: open, or closed less than [`REUSE_AFTER`] ago.
+    fn blocks(&self, now: DateTime<Utc>) -> bool {
+        self.closed_at.is_none_or(|closed| now - closed < REUSE_AFTER)
+    }
+}
+
+/// The code for a new alert to a phone holding `held`, at `now`; `None` when every code
+/// 1–[`ReplyCode::MAX`] belongs to an open alert. A subject that already holds an open code keeps
+/// it (a retried send shows the same code).
+pub fn next_code(held: &[HeldCode], subject: &AckSubject, now: DateTime<Utc>) -> Option<ReplyCode> {
+    if let Some(mine) = held.iter().find(|h| h.is_open() && &h.subject == subject) {
+        return Some(mine.code);
+    }
+    let blocked = |n: u16| held.iter().any(|h| h.code.get() == n && h.blocks(now));
+    let open = |n: u16| held.iter().any(|h| h.code.get() == n && h.is_open());
+    if let Some(n) = (1..=ReplyCode::MAX).find(|&n| !blocked(n)) {
+        return ReplyCode::new(n);
+    }
+    // Every code is open or recently closed: the longest-closed comes back first.
+    held.iter().filter(|h| !open(h.code.get())).min_by_key(|h| (h.closed_at, h.code)).map(|h| h.code)
+}
+
+/// What a reply reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// These subjects, each once (a digest and one of its members' own code are both possible).
+    Acknowledge(Vec<AckSubject>),
+    /// The code's alert had already closed: nothing to do but say so.
+    AlreadyClosed(AckSubject),
+    /// No alert this phone was sent before replying holds the code.
+    UnknownCode(ReplyCode),
+    /// A bare "ack" or "ack all" with no open alert this phone was sent.
+    NothingOpen,
+}
+
+/// Which of a phone's held codes a reply arriving at `received_at` reaches.
+pub fn resolve(target: AckTarget, held: &[HeldCode], received_at: DateTime<Utc>) -> Resolution {
+    let sent_before = |h: &&HeldCode| h.is_open() && h.sent_at.is_some_and(|sent| sent <= received_at);
+    match target {
+        AckTarget::Code(code) => {
+            let given = |h: &&HeldCode| h.code == code && h.given_at <= received_at;
+            if let Some(open) = held.iter().filter(|h| h.is_open()).find(given) {
+                return Resolution::Acknowledge(vec![open.subject.clone()]);
+            }
+            held.iter()
+                .filter(given)
+                .max_by_key(|h| h.closed_at)
+                .map_or(Resolution::UnknownCode(code), |closed| Resolution::AlreadyClosed(closed.subject.clone()))
+        }
+        AckTarget::Latest => held
+            .iter()
+            .filter(sent_before)
+            .max_by_key(|h| (h.sent_at, h.given_at, h.code))
+            .map_or(Resolution::NothingOpen, |h| Resolution::Acknowledge(vec![h.subject.clone()])),
+        AckTarget::All => {
+            let mut all: Vec<&HeldCode> = held.iter().filter(sent_before).collect();
+            all.sort_by_key(|h| h.code);
+            let subjects: Vec<AckSubject> = all.into_iter().map(|h| h.subject.clone()).collect();
+            if subjects.is_empty() { Resolution::NothingOpen } else { Resolution::Acknowledge(subjects) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn t(minute: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 5, 3, 0, 0).single().expect("a valid time") + Duration::minutes(minute)
+    }
+
+    fn alert(n: u8) -> AckSubject {
+        AckSubject::Alert(IdempotencyKey::parse(&format!("{n:02x}").repeat(32)).expect("a key"))
+    }
+
+    fn held(code: u16, subject: AckSubject, given: i64, sent: Option<i64>, closed: Option<i64>) -> HeldCode {
+        HeldCode {
+            code: ReplyCode::new(code).expect("a code"),
+            subject,
+            given_at: t(given),
+            sent_at: sent.map(t),
+            closed_at: closed.map(t),
+        }
+    }
+
+    fn code(n: u16) -> ReplyCode {
+        ReplyCode::new(n).expect("a code")
+    }
+
+    #[test]
+    fn a_phone_with_no_codes_starts_at_one_and_the_next_alert_takes_the_next_free_code() {
+        assert_eq!(next_code(&[], &alert(1), t(0)), Some(code(1)));
+        let h = [held(1, alert(1), 0, Some(0), None), held(3, alert(3), 0, Some(0), None)];
+        assert_eq!(next_code(&h, &alert(2), t(1)), Some(code(2)));
+    }
+
+    #[test]
+    fn an_alert_that_already_holds_a_code_keeps_it_when_its_send_is_retried() {
+        let h = [held(1, alert(1), 0, None, None), held(2, alert(2), 0, None, None)];
+        assert_eq!(next_code(&h, &alert(2), t(1)), Some(code(2)));
+    }
+
+    #[test]
+    fn a_closed_alerts_code_is_given_again_only_a_day_after_it_closed() {
+        let h = [held(1, alert(1), 0, Some(0), Some(10))];
+        assert_eq!(next_code(&h, &alert(2), t(11)), Some(code(2)), "closed a minute ago: not yet");
+        assert_eq!(next_code(&h, &alert(2), t(10) + REUSE_AFTER), Some(code(1)), "a day later: again");
+    }
+
+    #[test]
+    fn only_when_every_code_is_taken_does_a_recently_closed_one_come_back_the_longest_closed_first() {
+        let mut h: Vec<HeldCode> =
+            (1..=ReplyCode::MAX).map(|n| held(n, alert((n % 250) as u8), 0, Some(0), None)).collect();
+        assert_eq!(next_code(&h, &alert(251), t(5)), None, "all open: no code");
+        h[40].closed_at = Some(t(3));
+        h[7].closed_at = Some(t(2));
+        assert_eq!(next_code(&h, &alert(251), t(5)), Some(code(8)));
+    }
+
+    #[test]
+    fn a_code_reaches_its_open_alert_even_when_the_sends_outcome_is_unknown() {
+        let h = [held(7, alert(7), 0, None, None)];
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(1)), Resolution::Acknowledge(vec![alert(7)]));
+    }
+
+    #[test]
+    fn a_code_given_after_the_reply_arrived_is_not_reached_by_it() {
+        let h = [held(7, alert(7), 5, Some(5), None)];
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(4)), Resolution::UnknownCode(code(7)));
+    }
+
+    #[test]
+    fn a_code_whose_alert_closed_says_so_and_acknowledges_nothing() {
+        let h = [held(7, alert(7), 0, Some(0), Some(3))];
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(9)), Resolution::AlreadyClosed(alert(7)));
+        assert_eq!(resolve(AckTarget::Code(code(8)), &h, t(9)), Resolution::UnknownCode(code(8)));
+    }
+
+    #[test]
+    fn a_bare_ack_reaches_the_most_recently_sent_open_alert_and_never_an_unsent_one() {
+        let h = [
+            held(1, alert(1), 0, Some(1), None),
+            held(2, alert(2), 2, Some(4), None),
+            held(3, alert(3), 3, None, None),
+            held(4, alert(4), 5, Some(6), Some(7)),
+            held(5, alert(5), 8, Some(9), None),
+        ];
+        assert_eq!(resolve(AckTarget::Latest, &h, t(8)), Resolution::Acknowledge(vec![alert(2)]));
+        assert_eq!(resolve(AckTarget::Latest, &h, t(0)), Resolution::NothingOpen);
+    }
+
+    #[test]
+    fn ack_all_reaches_every_open_alert_sent_before_the_reply_and_nothing_else() {
+        let digest = AckSubject::Digest(DigestId::derive([&IdempotencyKey::parse(&"ab".repeat(32)).expect("key")]));
+        let h = [
+            held(1, alert(1), 0, Some(1), None),
+            held(2, digest.clone(), 2, Some(4), None),
+            held(3, alert(3), 3, None, None),
+            held(4, alert(4), 5, Some(6), Some(7)),
+            held(5, alert(5), 8, Some(9), None),
+        ];
+        assert_eq!(resolve(AckTarget::All, &h, t(8)), Resolution::Acknowledge(vec![alert(1), digest]));
+        assert_eq!(resolve(AckTarget::All, &[], t(8)), Resolution::NothingOpen);
+    }
+
+    proptest! {
+        /// Whatever a phone holds, a new alert never gets a code an open alert of that phone holds.
+        #[test]
+        fn a_new_alert_never_shares_a_code_with_an_open_one(
+            entries in proptest::collection::vec((1u16..=12, any::<bool>(), 0i64..3000), 0..40),
+            now in 0i64..4000,
+        ) {
+            let h: Vec<HeldCode> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, &(c, closed, at))| held(c, alert(i as u8), 0, Some(0), closed.then_some(at)))
+                .collect();
+            // Keep the phone's state possible: one open alert per code.
+            let mut seen = std::collections::BTreeSet::new();
+            let h: Vec<HeldCode> = h.into_iter().filter(|e| !e.is_open() || seen.insert(e.code)).collect();
+            let fresh = alert(200);
+            let got = next_code(&h, &fresh, t(now)).expect("codes beyond 12 are free");
+            prop_assert!(!h.iter().any(|e| e.is_open() && e.code == got));
+            prop_assert!(!h.iter().any(|e| e.code == got && e.blocks(t(now))), "a blocked code while free ones exist");
+        }
+    }
+}
