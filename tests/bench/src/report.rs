@@ -140,22 +140,24 @@ impl Report {
              sender three times at once, about one AWS call in ten failed by the fault proxy (seed 2026), the \
              carrier failing one SMS in ten; the test's own assertions (at most one SMS per intent, every intent \
              delivered or escalated, delivered ≥ what the faults allow, SMS = delivered + failed + accepted \
-             without receipt + unknown) passed for the figures below; under End User Messaging no intent \
-             with an SMS may stay unknown (its events name it by key). Times are the emulator's.\n"
+             without receipt + unknown; each escalation paged under its own key, or folded past its producer's \
+             cap of 20 an hour once a paged one carried the cap's notice) passed for the figures below; under End \
+             User Messaging no intent with an SMS may stay unknown (its events name it by key). Times are the \
+             emulator's.\n"
         );
         match storm {
             Ok(summaries) => {
                 let _ = writeln!(
                     out,
                     "| provider | intents | intake calls | proxied AWS calls | faults injected | SMS | delivered | failed by the \
-                     carrier | kept from the provider by a fault | unknown after a lost answer | escalated (messages) | seconds |\n\
+                     carrier | kept from the provider by a fault | unknown after a lost answer | escalated (messages, folded) | seconds |\n\
                      |---|---|---|---|---|---|---|---|---|---|---|---|"
                 );
                 for s in summaries {
                     let n = |k: &str| s[k].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "—".into());
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.0} |",
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}, {}) | {:.0} |",
                         s["provider"].as_str().unwrap_or("Sns"),
                         n("intents"),
                         n("intake_calls"),
@@ -168,6 +170,7 @@ impl Report {
                         n("unknown_with_sms_after_a_fault"),
                         n("escalated"),
                         n("escalation_messages"),
+                        n("folded_escalations"),
                         s["seconds"].as_f64().unwrap_or(f64::NAN)
                     );
                 }

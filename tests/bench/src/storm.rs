@@ -21,12 +21,13 @@ pub fn run(intents: usize) -> Result<Vec<serde_json::Value>> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
-        return Err(BenchError::Process(format!(
-            "the storm failed ({}): {}",
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-        )));
+        // The panic's own lines say why; the backtrace's tail does not.
+        let lines: Vec<&str> = stderr.lines().chain(stdout.lines()).collect();
+        let why: Vec<&str> = match lines.iter().position(|l| l.contains("panicked at")) {
+            Some(i) => lines[i..].iter().take(4).copied().collect(),
+            None => lines.iter().rev().take(8).rev().copied().collect(),
+        };
+        return Err(BenchError::Process(format!("the storm failed ({}): {}", out.status, why.join(" / "))));
     }
     let summaries = stderr
         .lines()
