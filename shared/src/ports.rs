@@ -14,6 +14,7 @@ use crate::domain::observation::Observation;
 use crate::domain::producer::{ProducerName, RateWindow};
 use crate::domain::reconcile::{Found, ReconcileState, Window};
 pub use crate::domain::refusal::Refusal;
+use crate::domain::reply::{AckSubject, HeldCode, ReplyCode};
 use crate::domain::roster::Roster;
 use crate::domain::send_context::SendContext;
 use crate::domain::spend::{Spend, SpendCeiling};
@@ -446,6 +447,44 @@ pub trait SendBudget: Send + Sync {
         at: DateTime<Utc>,
         keep: usize,
         expires_at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
+/// A phone's reply codes (issue 37, `domain::reply::code`): what each code it holds stands for,
+/// since when, whether the SMS showing it was sent, and when its alert closed. The sender gives a
+/// code before it sends; the replies function reads them and closes the one acknowledged.
+pub trait ReplyCodes: Send + Sync {
+    /// The codes `phone` holds, open or closed (read consistently: a code given a moment ago is
+    /// there).
+    fn held_codes(&self, phone: &PhoneNumber) -> impl Future<Output = PortResult<Vec<HeldCode>>> + Send;
+    /// Gives `code` to `subject` at `at`: true when written; false (nothing written) when an open
+    /// alert holds the code, or its alert closed less than `REUSE_AFTER` before `at` — another
+    /// sender took it first, so the caller reads again and tries the next. The phone's codes are
+    /// kept until `expires_at` (each write moves it).
+    fn give_code(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Records that the provider accepted the SMS showing `code` at `at`; false when the code is no
+    /// longer `subject`'s open code (nothing written).
+    fn code_sent(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Closes `subject`'s code at `at`; false when it was closed already or is not `subject`'s.
+    fn close_code(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
     ) -> impl Future<Output = PortResult<bool>> + Send;
 }
 

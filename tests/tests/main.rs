@@ -19,6 +19,7 @@ mod producers;
 mod receipt_window;
 mod reconcile;
 mod recovery;
+mod reply_codes;
 mod roster;
 mod sender;
 mod spend_breaker;

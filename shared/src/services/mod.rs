@@ -4,4 +4,5 @@
 pub mod operator;
 pub mod receipts;
 pub mod reconcile;
+pub mod reply_codes;
 pub mod roster;

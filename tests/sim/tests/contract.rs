@@ -16,6 +16,7 @@ use tocsin::domain::carrier_traffic::{self, CountryTallies, Tally, TrafficPolicy
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::producer::{ProducerName, ProducerRate};
+use tocsin::domain::reply::{AckSubject, ReplyCode};
 use tocsin::domain::request::{Limits, validate};
 use tocsin::domain::spend::{Spend, SpendCeiling};
 use tocsin::domain::state::ReceiptEffect;
@@ -26,8 +27,8 @@ use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentS
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, Expect,
     IntentStore, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry,
-    RecipientRoster, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence, Transition,
-    UrgentLane,
+    RecipientRoster, ReplyCodes, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence,
+    Transition, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -574,6 +575,40 @@ async fn registry_contract<R: RecipientRegistry>(r: &R, t0: DateTime<Utc>) -> Ve
     out
 }
 
+/// The reply codes contract (issue 37): a code is given once until its alert closed a day ago;
+/// sent and closed only while it is the subject's open code; what a phone holds reads back whole.
+async fn reply_codes_contract<L: ReplyCodes>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = PhoneNumber::parse("+12065550177").expect("number");
+    let other = PhoneNumber::parse("+12065550178").expect("number");
+    let key = |n: u8| AckSubject::Alert(IdempotencyKey::parse(&format!("{n:02x}").repeat(32)).expect("key"));
+    let digest = AckSubject::Digest(DigestId::parse(&"d1".repeat(32)).expect("digest id"));
+    let code = |n: u16| ReplyCode::new(n).expect("code");
+    let later = |s: i64| t0 + Duration::seconds(s);
+    let exp = t0 + Duration::days(31);
+    out.push(line("held, none", l.held_codes(&p).await));
+    out.push(line("give 1 to a", l.give_code(&p, code(1), &key(1), t0, exp).await));
+    out.push(line("give 1 to b (open)", l.give_code(&p, code(1), &key(2), later(1), exp).await));
+    out.push(line("give 2 to the digest", l.give_code(&p, code(2), &digest, later(2), exp).await));
+    out.push(line("give 1 on another phone", l.give_code(&other, code(1), &key(3), later(2), exp).await));
+    out.push(line("sent 1 as b (not b's)", l.code_sent(&p, code(1), &key(2), later(3)).await));
+    out.push(line("sent 1 as a", l.code_sent(&p, code(1), &key(1), later(3)).await));
+    out.push(line("sent 7 (never given)", l.code_sent(&p, code(7), &key(1), later(3)).await));
+    out.push(line("held", l.held_codes(&p).await));
+    out.push(line("close 1 as b (not b's)", l.close_code(&p, code(1), &key(2), later(4)).await));
+    out.push(line("close 1 as a", l.close_code(&p, code(1), &key(1), later(5)).await));
+    out.push(line("close 1 as a again", l.close_code(&p, code(1), &key(1), later(6)).await));
+    out.push(line("sent 1 after close", l.code_sent(&p, code(1), &key(1), later(6)).await));
+    out.push(line("give 1 to b, closed a moment ago", l.give_code(&p, code(1), &key(2), later(7), exp).await));
+    let a_day_on = later(5) + tocsin::domain::reply::code::REUSE_AFTER;
+    out.push(line("give 1 to b, exactly a day after", l.give_code(&p, code(1), &key(2), a_day_on, exp).await));
+    let past = a_day_on + Duration::seconds(1);
+    out.push(line("give 1 to b, past a day", l.give_code(&p, code(1), &key(2), past, exp).await));
+    out.push(line("held after reuse", l.held_codes(&p).await));
+    out.push(line("held on the other phone", l.held_codes(&other).await));
+    out
+}
+
 /// The recipients roster contract: every entry, in the table's order.
 async fn roster_contract<R: RecipientRoster>(r: &R) -> Vec<String> {
     let entries = r.roster().await.map(|r| r.entries.iter().map(|e| e.as_str().to_owned()).collect::<Vec<_>>());
@@ -633,10 +668,12 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     );
     let emulator_queue = queue_contract(&p.sender.queue, &k).await;
     let emulator_roster = roster_contract(&p.registry).await;
+    let emulator_codes = reply_codes_contract(&p.ledger, t0).await;
 
     let sim = sim_world();
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
     let sim_ledger = block_on(ledger_contract(&ledger, t0));
+    let sim_codes = block_on(reply_codes_contract(&ledger, t0));
     let sim_registry = block_on(registry_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_carriers = block_on(carrier_contract(&SimRegistry { sim: sim.clone() }, t0));
     let sim_traffic = block_on(traffic_contract(&SimRegistry { sim: sim.clone() }, t0));
@@ -655,6 +692,29 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     assert_same("carrier traffic", &sim_traffic, &emulator_traffic);
     assert_same("queues", &sim_queue, &emulator_queue);
     assert_same("roster", &sim_roster, &emulator_roster);
+    assert_same("reply codes", &sim_codes, &emulator_codes);
+    // Both sides could agree and be wrong: the answers that are the mechanism, spelt out.
+    for expected in [
+        "give 1 to a => Ok(true)",
+        "give 1 to b (open) => Ok(false)",
+        "give 2 to the digest => Ok(true)",
+        "give 1 on another phone => Ok(true)",
+        "sent 1 as b (not b's) => Ok(false)",
+        "sent 1 as a => Ok(true)",
+        "sent 7 (never given) => Ok(false)",
+        "close 1 as b (not b's) => Ok(false)",
+        "close 1 as a => Ok(true)",
+        "close 1 as a again => Ok(false)",
+        "sent 1 after close => Ok(false)",
+        "give 1 to b, closed a moment ago => Ok(false)",
+        "give 1 to b, exactly a day after => Ok(true)",
+        "give 1 to b, past a day => Ok(false)",
+    ] {
+        assert!(
+            emulator_codes.iter().any(|l| l == expected),
+            "reply codes: no line {expected:?} in {emulator_codes:#?}"
+        );
+    }
 }
 
 /// A claim whose answer is lost after it landed, and which the SDK sends again, is found to be

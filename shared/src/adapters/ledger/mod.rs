@@ -12,6 +12,7 @@
 //! | producer minute counter | `PRODUCER#<name>` | `MINUTE#<start>` |
 //! | producer escalation counter | `PRODUCER#<name>` | `ESCALATIONS#<hour>` |
 //! | SMS spend meter (the breaker) and its resumes | `METER#sms-parts` | `STATE`, `EVENT#<at>` |
+//! | a phone's reply codes (issue 37) | `CODES#<e164>` | `CODES` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
 //! `due_shard` is `due#<n>`, n < `TOCSIN_DUE_SHARDS`, chosen once at intake — round robin from a
@@ -22,7 +23,7 @@
 //!
 //! One file per port this adapter implements ([`crate::ports`]): [`intents`] (`IntentStore`),
 //! [`transitions`] (the writes of `commit::transition`), [`message_index`], [`due_index`],
-//! [`backlog`], [`send_budget`], [`digests`], [`escalations`]; and the operator
+//! [`backlog`], [`send_budget`], [`digests`], [`escalations`], [`reply_codes`]; and the operator
 //! listings ([`listings`]). Shared once: item ↔ attribute mapping ([`items`]), update and
 //! condition expressions ([`expr`]), query pagination and batched reads and writes ([`pages`]).
 
@@ -38,6 +39,7 @@ mod listings;
 mod message_index;
 mod pages;
 mod producer_quota;
+mod reply_codes;
 mod send_budget;
 mod spend_meter;
 mod transitions;

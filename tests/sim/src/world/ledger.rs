@@ -16,13 +16,15 @@ use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::producer::{ProducerName, RateWindow};
 use tocsin::domain::reconcile::ReconcileState;
+use tocsin::domain::reply::code::REUSE_AFTER;
+use tocsin::domain::reply::{AckSubject, HeldCode, ReplyCode};
 use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour_of};
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
     Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, IndexEntries,
     IndexEntry, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome,
-    SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
+    ReplyCodes, SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -131,6 +133,8 @@ pub struct Ledger {
     pub list_index: Gsi<(Millis, IdempotencyKey), IdempotencyKey>,
     /// The list-index's digest partitions (`dig#<e164>`, by creation time).
     pub digest_index: Gsi<(String, Millis, DigestId), DigestId>,
+    /// Each phone's reply codes (`CODES#<e164>`): code → what it stands for.
+    pub reply_codes: BTreeMap<String, BTreeMap<ReplyCode, HeldCode>>,
 }
 
 /// A transaction's cancellation reasons, as the adapter reads them.
@@ -867,6 +871,90 @@ impl SendBudget for SimLedger {
             self.sim
                 .call("DynamoDB PutItem (send log)", OpKind::Write, move |w| {
                     w.ledger_record_send(&r, &read, at, keep, expires_at)
+                })
+                .await,
+        )
+    }
+}
+
+impl ReplyCodes for SimLedger {
+    async fn held_codes(&self, phone: &PhoneNumber) -> PortResult<Vec<HeldCode>> {
+        let p = phone.expose().to_owned();
+        port(
+            self.sim
+                .call("DynamoDB GetItem (reply codes)", OpKind::Read, move |w| {
+                    w.ledger.reply_codes.get(&p).map(|codes| codes.values().cloned().collect()).unwrap_or_default()
+                })
+                .await,
+        )
+    }
+
+    async fn give_code(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
+        _expires_at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        let (p, subject) = (phone.expose().to_owned(), subject.clone());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (give a reply code)", OpKind::Write, move |w| {
+                    let codes = w.ledger.reply_codes.entry(p.clone()).or_default();
+                    let reusable = codes.get(&code).is_none_or(|h| h.closed_at.is_some_and(|x| x <= at - REUSE_AFTER));
+                    if reusable {
+                        let held =
+                            HeldCode { code, subject: subject.clone(), given_at: at, sent_at: None, closed_at: None };
+                        codes.insert(code, held);
+                    }
+                    reusable
+                })
+                .await,
+        )
+    }
+
+    async fn code_sent(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        let (p, subject) = (phone.expose().to_owned(), subject.clone());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (reply code sent)", OpKind::Write, move |w| {
+                    match w.ledger.reply_codes.get_mut(&p).and_then(|codes| codes.get_mut(&code)) {
+                        Some(h) if h.subject == subject && h.is_open() => {
+                            h.sent_at = Some(at);
+                            true
+                        }
+                        _ => false,
+                    }
+                })
+                .await,
+        )
+    }
+
+    async fn close_code(
+        &self,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        let (p, subject) = (phone.expose().to_owned(), subject.clone());
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (close a reply code)", OpKind::Write, move |w| {
+                    match w.ledger.reply_codes.get_mut(&p).and_then(|codes| codes.get_mut(&code)) {
+                        Some(h) if h.subject == subject && h.is_open() => {
+                            h.closed_at = Some(at);
+                            true
+                        }
+                        _ => false,
+                    }
                 })
                 .await,
         )
