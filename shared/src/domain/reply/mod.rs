@@ -9,6 +9,7 @@
 //! - [`code`]: the short reply codes ("Reply 7 to ack") a phone holds, one per open alert (or
 //!   digest), which one a new alert gets, and which alerts a command reaches — never one whose SMS
 //!   the phone was not sent before it replied.
+//! - [`prompt`]: the words an SMS adds to ask for a reply (plain GSM-7, no opt-out word).
 //!
 //! Nothing here knows AWS or the ledger; the handler that applies a reply lives beside the other
 //! functions and writes through the ports.
@@ -16,6 +17,7 @@
 pub mod code;
 pub mod command;
 pub mod payload;
+pub mod prompt;
 
 pub use code::{AckSubject, HeldCode, ReplyCode, Resolution, resolve};
 pub use command::{AckTarget, Command};
