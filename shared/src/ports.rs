@@ -8,6 +8,7 @@ pub mod carriers;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::acknowledgement::Acknowledgement;
 use crate::domain::escalation_cap::EscalationCount;
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
@@ -159,6 +160,8 @@ pub struct StatusPatch {
     /// The intent is expected to go out after its deadline (late is said early: the sweep
     /// escalates it at once).
     pub late_expected: Option<DateTime<Utc>>,
+    /// Someone took the alert (written with `Expect::not_acknowledged`: once).
+    pub acknowledgement: Option<Acknowledgement>,
 }
 
 /// A conditional status change: applied only if the intent is in one of `from` (and, when given,
@@ -202,6 +205,7 @@ impl Transition {
             || p.enqueued_at.is_some()
             || p.digest_id.is_some()
             || p.late_expected.is_some()
+            || p.acknowledgement.is_some()
             || p.reconcile.is_some()
             || self.next_check != NextCheck::Keep
     }
@@ -243,6 +247,8 @@ pub struct Expect {
     pub sns_message_id: Option<String>,
     /// The intent has not been escalated.
     pub not_escalated: bool,
+    /// Nobody has acknowledged the intent yet.
+    pub not_acknowledged: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

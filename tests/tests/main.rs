@@ -2,6 +2,7 @@
 //! functions, adapters and SDK clients against moto (and the End User Messaging stand-in) behind
 //! the IAM gate. Run one file's tests with `cargo test -p tocsin-tests --test integration intake::`.
 
+mod acknowledgement;
 mod api_documents;
 mod aws_is_harsher;
 mod canary;

@@ -42,6 +42,13 @@ pub enum Command {
         /// The idempotency key (64 hex characters), or a unique prefix of at least 8.
         key: String,
     },
+    /// "I have this alert": records who (your AWS identity) and when on the intent; the sweep
+    /// never escalates it after. For an alert not escalated yet; an escalation already sent is
+    /// acknowledged with `tocsin escalations ack`.
+    Ack {
+        /// The idempotency key (64 hex characters), or a unique prefix of at least 8.
+        key: String,
+    },
     /// Recent intents, newest first.
     List {
         /// Only intents in this state (received, queued, sending, accepted, send_unknown,

@@ -21,6 +21,7 @@ use tocsin::adapters::roster::RosterChange;
 pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
     match command {
         Command::Show { key } => commands::show::run(ctx, key).await.map(|()| exit::OK),
+        Command::Ack { key } => commands::ack::run(ctx, key).await.map(|()| exit::OK),
         Command::List { state, limit, days } => {
             commands::list::run(ctx, *state, *limit, *days).await.map(|()| exit::OK)
         }

@@ -7,6 +7,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::acknowledgement::Acknowledgement;
 use super::digest_id::DigestId;
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
@@ -195,6 +196,9 @@ pub struct Status {
     /// at once ("late is said early") and the intent stays eligible to be sent.
     #[serde(default)]
     pub late_expected: Option<DateTime<Utc>>,
+    /// Who took the alert, how and when; `None` while nobody has.
+    #[serde(default)]
+    pub acknowledgement: Option<Acknowledgement>,
 }
 
 impl Status {
@@ -218,6 +222,7 @@ impl Status {
             next_check: None,
             digest_id: None,
             late_expected: None,
+            acknowledgement: None,
         }
     }
 }

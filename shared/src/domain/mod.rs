@@ -3,6 +3,7 @@
 //! and classified, what an SMS says about itself (its send context), and what the scheduled sweep
 //! decides. Pure: no AWS, no I/O, time passed in.
 
+pub mod acknowledgement;
 pub mod carrier;
 pub mod carrier_traffic;
 pub mod delivery;

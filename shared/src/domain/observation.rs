@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::acknowledgement::AckVia;
 use super::provider::FailureClass;
 use super::reconcile::Candidate;
 use super::state::{ReceiptEffect, State};
@@ -83,6 +84,11 @@ pub enum ObservationKind {
         outcome: String,
         search: u32,
         candidates: Vec<Candidate>,
+    },
+    /// Someone took the alert (`Status::acknowledgement`).
+    Acknowledged {
+        by: String,
+        via: AckVia,
     },
     /// A human acted through the operator tooling (resend, reconcile, acknowledge …).
     Operator {
@@ -170,6 +176,7 @@ impl Observation {
                     format!("log search {search}: {outcome} ({})", ids.join(", "))
                 }
             }
+            ObservationKind::Acknowledged { by, via } => format!("acknowledged by {by} ({})", via.as_str()),
             ObservationKind::Operator { operator, action, reason } => {
                 format!("operator {operator}: {action} ({reason})")
             }

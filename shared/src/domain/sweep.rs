@@ -143,11 +143,11 @@ pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -
         }
         _ => {}
     }
-    if s.escalation.is_none() && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
+    // An acknowledged alert is never escalated: someone has it.
+    let unanswered = s.escalation.is_none() && s.acknowledgement.is_none();
+    if unanswered && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
         actions.push(Action::Escalate { reason: escalation_reason(state, s, i.deadline) });
-    } else if s.escalation.is_none()
-        && let Some(late) = said_late(record, state)
-    {
+    } else if unanswered && let Some(late) = said_late(record, state) {
         actions.push(Action::Escalate {
             reason: format!("{late}: escalated before the deadline; still queued, it may yet be sent"),
         });
@@ -163,7 +163,7 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
     let s = &record.status;
     let i = &record.intent;
     let mut times: Vec<DateTime<Utc>> = Vec::new();
-    if s.escalation.is_none() && s.state != State::Delivered {
+    if s.escalation.is_none() && s.acknowledgement.is_none() && s.state != State::Delivered {
         let at_once = escalates_at_once(s.state) || said_late(record, s.state).is_some();
         times.push(if at_once { now } else { i.deadline });
     }
@@ -294,6 +294,23 @@ mod tests {
         r.status.escalation = Some(Escalation { at: t0(), reason: "x".into(), folded: false });
         assert_eq!(decide(&r, t0() + mins(60), &policy()), vec![]);
         assert_eq!(next_check(&r, t0(), &policy()), None);
+    }
+
+    #[test]
+    fn an_acknowledged_intent_is_never_escalated_whatever_its_state_or_the_time() {
+        use crate::domain::acknowledgement::{AckVia, Acknowledgement};
+        for state in [State::Accepted, State::SendUnknown, State::Failed, State::Queued] {
+            let mut r = record(state);
+            r.status.late_expected = Some(t0() + mins(41));
+            r.status.acknowledgement = Some(Acknowledgement { at: t0(), by: "dana".into(), via: AckVia::Reply });
+            for at in [t0() + mins(1), t0() + mins(31), t0() + mins(600)] {
+                let actions = decide(&r, at, &policy());
+                assert!(
+                    !actions.iter().any(|a| matches!(a, Action::Escalate { .. })),
+                    "{state:?} at {at}: {actions:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Application services: domain rules applied through ports, shared by several functions.
 //! Generic over the ports, so they run the same against AWS, the emulator or in-memory fakes.
 
+pub mod acknowledging;
 pub mod operator;
 pub mod receipts;
 pub mod reconcile;

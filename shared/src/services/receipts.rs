@@ -347,7 +347,11 @@ async fn apply_observation<S: IntentStore>(
             next_check: next,
             index_message,
             expect: if basis.presumed {
-                Expect { sns_message_id: basis.sns_message_id.clone(), not_escalated: !basis.escalated }
+                Expect {
+                    sns_message_id: basis.sns_message_id.clone(),
+                    not_escalated: !basis.escalated,
+                    ..Default::default()
+                }
             } else {
                 Expect::default()
             },

@@ -238,7 +238,7 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
             ),
             Commit::StateFirst,
         );
-        t.expect = Expect { sns_message_id: Some("msg-0".into()), not_escalated: true };
+        t.expect = Expect { sns_message_id: Some("msg-0".into()), not_escalated: true, ..Default::default() };
         t.next_check = NextCheck::Remove;
         t
     };
@@ -609,6 +609,40 @@ async fn reply_codes_contract<L: ReplyCodes>(l: &L, t0: DateTime<Utc>) -> Vec<St
     out
 }
 
+/// The acknowledgement contract (issue 37): recorded once, with its observation; a second one
+/// learns whose stands; the state is left as it was.
+async fn ack_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    use tocsin::domain::acknowledgement::AckVia;
+    use tocsin::services::acknowledging::acknowledge_alert;
+    let mut out = Vec::new();
+    let r = intent(60, "+12065550179", t0, 10);
+    let key = r.intent.key.clone();
+    out.push(line(
+        "ack a missing intent",
+        acknowledge_alert(l, &key, "dana", AckVia::Operator, "r0", t0).await.map_err(|e| e.to_string()),
+    ));
+    l.put_new(&r, t0).await.expect("put");
+    let first = acknowledge_alert(l, &key, "dana", AckVia::Operator, "r1", later_ms(t0, 1)).await;
+    out.push(line("ack", first.map_err(|e| e.to_string())));
+    let second = acknowledge_alert(l, &key, "+1******0179", AckVia::Reply, "in-1", later_ms(t0, 2)).await;
+    out.push(line("ack again", second.map_err(|e| e.to_string())));
+    let stored = l.get(&key).await.map(|r| r.map(|r| (r.status.state, r.status.acknowledgement)));
+    out.push(line("stored", stored));
+    let acks: Vec<String> = l
+        .observations(&key)
+        .await
+        .map(|obs| {
+            obs.into_iter().filter(|o| matches!(o.kind, ObservationKind::Acknowledged { .. })).map(|o| o.id).collect()
+        })
+        .unwrap_or_default();
+    out.push(line("acknowledgements in the timeline", acks));
+    out
+}
+
+fn later_ms(t0: DateTime<Utc>, seconds: i64) -> DateTime<Utc> {
+    t0 + Duration::seconds(seconds)
+}
+
 /// The recipients roster contract: every entry, in the table's order.
 async fn roster_contract<R: RecipientRoster>(r: &R) -> Vec<String> {
     let entries = r.roster().await.map(|r| r.entries.iter().map(|e| e.as_str().to_owned()).collect::<Vec<_>>());
@@ -715,6 +749,21 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
             "reply codes: no line {expected:?} in {emulator_codes:#?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_ledger_records_an_acknowledgement_as_the_adapter_does() {
+    let t0 = base();
+    let p = tocsin_tests::Pipeline::start().await;
+    let emulator_acks = ack_contract(&p.ledger, t0).await;
+    let ledger = SimLedger { sim: sim_world(), shards: 16 };
+    let sim_acks = block_on(ack_contract(&ledger, t0));
+    assert_same("acknowledgements", &sim_acks, &emulator_acks);
+    assert!(emulator_acks[1].starts_with("ack => Ok(Now("), "{emulator_acks:#?}");
+    assert!(
+        emulator_acks[2].starts_with("ack again => Ok(Before(") && emulator_acks[2].contains("dana"),
+        "{emulator_acks:#?}"
+    );
 }
 
 /// A claim whose answer is lost after it landed, and which the SDK sends again, is found to be

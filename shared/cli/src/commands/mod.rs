@@ -1,5 +1,6 @@
 //! One module per command, and what they share: finding an intent by key and its masked view.
 
+pub mod ack;
 pub mod breaker;
 pub mod carriers;
 pub mod doctor;
@@ -19,6 +20,7 @@ pub mod suppressed;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tocsin::domain::acknowledgement::Acknowledgement;
 use tocsin::domain::intent::Escalation;
 use tocsin::domain::{IdempotencyKey, IntentRecord, State};
 use tocsin::ports::IntentStore;
@@ -109,6 +111,8 @@ pub struct IntentView {
     pub attempt_id: Option<String>,
     pub lease_until: Option<DateTime<Utc>>,
     pub escalation: Option<Escalation>,
+    /// Who took the alert, how and when (`tocsin ack`, later a reply).
+    pub acknowledgement: Option<Acknowledgement>,
     pub conflicts: u32,
     pub last_error: Option<String>,
     /// The SMS settings the request named (numbers masked); absent ones fall back to the stack's.
@@ -170,6 +174,7 @@ impl From<&IntentRecord> for IntentView {
             attempt_id: s.attempt_id.clone(),
             lease_until: s.lease_until,
             escalation: s.escalation.clone(),
+            acknowledgement: s.acknowledgement.clone(),
             conflicts: s.conflicts,
             last_error: s.last_error.clone(),
             sms: SmsView {

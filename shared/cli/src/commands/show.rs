@@ -111,6 +111,12 @@ fn intent_table(v: &IntentView) -> comfy_table::Table {
             .as_ref()
             .map_or_else(|| "not escalated".to_owned(), |e| format!("{} — {}", output::time(e.at), e.reason)),
     ));
+    rows.push((
+        "acknowledged",
+        v.acknowledgement
+            .as_ref()
+            .map_or_else(|| "no".to_owned(), |a| format!("{} by {} ({})", output::time(a.at), a.by, a.via.as_str())),
+    ));
     if let Some(e) = &v.last_error {
         rows.push(("last error", e.clone()));
     }

@@ -147,6 +147,11 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
     if let Some(late) = p.late_expected {
         x.set("late_expected", s(ts(late)));
     }
+    if let Some(a) = &p.acknowledgement {
+        x.set("ack_at", s(ts(a.at)));
+        x.set("ack_by", s(a.by.as_str()));
+        x.set("ack_via", s(a.via.as_str()));
+    }
     if let Some((attempts, next, state)) = &p.reconcile {
         x.set("reconcile_attempts", n(attempts));
         match next {
@@ -185,6 +190,10 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
     if t.expect.not_escalated {
         x.names.insert("#cesc".into(), "escalated_at".into());
         condition.push_str(" AND attribute_not_exists(#cesc)");
+    }
+    if t.expect.not_acknowledged {
+        x.names.insert("#cack".into(), "ack_at".into());
+        condition.push_str(" AND attribute_not_exists(#cack)");
     }
     (x, condition)
 }

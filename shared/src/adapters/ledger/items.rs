@@ -8,6 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{created_partition, due_shard_name};
 use crate::adapters::describe;
+use crate::domain::acknowledgement::{AckVia, Acknowledgement};
 use crate::domain::intent::{Escalation, Intent, IntentRecord, Status};
 use crate::domain::observation::Observation;
 use crate::domain::reconcile::ReconcileState;
@@ -101,6 +102,14 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             late_expected: get_time(item, "late_expected"),
             digest_id: match get_s(item, "digest_id") {
                 Some(raw) => Some(DigestId::parse(raw).ok_or_else(|| corrupt("bad digest_id".into()))?),
+                None => None,
+            },
+            acknowledgement: match get_time(item, "ack_at") {
+                Some(at) => Some(Acknowledgement {
+                    at,
+                    by: get_s(item, "ack_by").unwrap_or_default().to_owned(),
+                    via: get_s(item, "ack_via").and_then(AckVia::parse).ok_or_else(|| corrupt("bad ack_via".into()))?,
+                }),
                 None => None,
             },
         },

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, DurationRound, Utc};
 use tocsin::adapters::commit::{self, TransitionWrites};
+use tocsin::domain::acknowledgement::Acknowledgement;
 use tocsin::domain::escalation_cap::EscalationCount;
 use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
@@ -189,7 +190,8 @@ impl World {
         let ok = (t.from.is_empty() || t.from.contains(&s.state))
             && t.attempt_id.as_ref().is_none_or(|a| s.attempt_id.as_ref() == Some(a))
             && t.expect.sns_message_id.as_ref().is_none_or(|m| s.sns_message_id.as_ref() == Some(m))
-            && (!t.expect.not_escalated || s.escalation.is_none());
+            && (!t.expect.not_escalated || s.escalation.is_none())
+            && (!t.expect.not_acknowledged || s.acknowledgement.is_none());
         if ok { Ok(item) } else { Err(()) }
     }
 
@@ -239,6 +241,9 @@ impl World {
         }
         if let Some(l) = p.late_expected {
             s.late_expected = Some(ms(l));
+        }
+        if let Some(a) = &p.acknowledgement {
+            s.acknowledgement = Some(Acknowledgement { at: ms(a.at), ..a.clone() });
         }
         if let Some((attempts, next, state)) = &p.reconcile {
             s.reconcile_attempts = *attempts;

@@ -1,0 +1,84 @@
+//! Acknowledging an alert (issue 37, docs/acknowledgement.md): someone has it, so it is never
+//! escalated after this. One conditional write of the intent and its observation, together
+//! (`Expect::not_acknowledged`): of two acknowledgements at once — a reply and an operator, two
+//! copies of one reply — exactly one is recorded, and the other learns whose stands. The same
+//! acknowledgement retried (its observation id is the reply's `inboundMessageId`, or the
+//! operator's request id) is recognised as already applied.
+//!
+//! An acknowledgement never changes the state: a delivered alert stays delivered, an unknown one
+//! unknown — the timeline keeps both what the carrier said and what the person did. An
+//! escalation already sent stays sent; from now on nothing escalates the alert again.
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::IdempotencyKey;
+use crate::domain::acknowledgement::{AckVia, Acknowledgement};
+use crate::domain::observation::{Observation, ObservationKind};
+use crate::ports::{Commit, Expect, IntentStore, NextCheck, PortError, StatusPatch, Transition, TransitionOutcome};
+
+/// How an acknowledgement ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertAck {
+    /// Recorded by this call.
+    Now(Acknowledgement),
+    /// The alert was acknowledged before (by this same request, retried, or by someone else):
+    /// that acknowledgement stands.
+    Before(Acknowledgement),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AlertAckError {
+    #[error("no intent with key {0}")]
+    Missing(IdempotencyKey),
+    #[error("{what}: {error}")]
+    Port { what: &'static str, error: PortError },
+}
+
+/// Acknowledges `key` for `by` (an operator's name, or the replying phone masked), through `via`;
+/// `request_id` names this acknowledgement (the reply's `inboundMessageId`, the operator's
+/// request), so a retry of it is recognised.
+pub async fn acknowledge_alert<S: IntentStore>(
+    store: &S,
+    key: &IdempotencyKey,
+    by: &str,
+    via: AckVia,
+    request_id: &str,
+    now: DateTime<Utc>,
+) -> Result<AlertAck, AlertAckError> {
+    let port = |what| move |error| AlertAckError::Port { what, error };
+    let record =
+        store.get(key).await.map_err(port("reading the intent"))?.ok_or_else(|| AlertAckError::Missing(key.clone()))?;
+    if let Some(before) = record.status.acknowledgement {
+        return Ok(AlertAck::Before(before));
+    }
+    // To the millisecond, as the ledger keeps it: the caller's answer equals what is stored.
+    let now = DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now);
+    let ack = Acknowledgement { at: now, by: by.to_owned(), via };
+    let t = Transition {
+        key: key.clone(),
+        from: Vec::new(),
+        attempt_id: None,
+        patch: StatusPatch { acknowledgement: Some(ack.clone()), ..Default::default() },
+        observation: Observation::new(
+            format!("ack:{}:{request_id}", via.as_str()),
+            now,
+            ObservationKind::Acknowledged { by: by.to_owned(), via },
+        )
+        .with_state(record.status.state),
+        next_check: NextCheck::Keep,
+        index_message: None,
+        expect: Expect { not_acknowledged: true, ..Default::default() },
+        retain_until: Some(record.intent.expires_at()),
+        commit: Commit::Atomic,
+    };
+    match store.transition(t).await.map_err(port("recording the acknowledgement"))? {
+        TransitionOutcome::Applied => Ok(AlertAck::Now(ack)),
+        TransitionOutcome::AlreadyApplied | TransitionOutcome::Refused(_) => {
+            let now_stored = store.get(key).await.map_err(port("reading the intent"))?;
+            match now_stored.and_then(|r| r.status.acknowledgement) {
+                Some(stands) => Ok(AlertAck::Before(stands)),
+                None => Err(AlertAckError::Missing(key.clone())),
+            }
+        }
+    }
+}
