@@ -146,6 +146,46 @@ async fn under_end_user_messaging_alerts_caught_in_a_degraded_carrier_that_canno
     .await;
 }
 
+/// Someone has the alert (issue 37, promise 17): a degraded carrier is no reason to escalate it
+/// early either — found by the simulator, whose early escalation ignored the acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_alert_caught_in_a_degraded_carrier_is_not_escalated_early() {
+    use tocsin::domain::acknowledgement::AckVia;
+    use tocsin::services::acknowledging::acknowledge_alert;
+    let p = pipeline(Provider::Sns).await;
+    let mut fast = Vec::new();
+    for n in 0..4 {
+        let (slow_to, fast_to) = (number(2710 + n), number(2720 + n));
+        seed_carrier(&p, &slow_to, "SlowTel").await;
+        seed_carrier(&p, &fast_to, "FastTel").await;
+        sent(&p, &format!("ack-slow-{n}"), &slow_to, "60m").await;
+        fast.push((sent(&p, &format!("ack-fast-{n}"), &fast_to, "60m").await, fast_to));
+    }
+    for (key, to) in &fast {
+        delivered_via(&p, key, to, "FastTel", 0).await;
+    }
+    p.clock.advance(Duration::minutes(11));
+    let (taken_to, open_to) = (number(2715), number(2716));
+    seed_carrier(&p, &taken_to, "SlowTel").await;
+    seed_carrier(&p, &open_to, "SlowTel").await;
+    let taken = sent(&p, "ack-slow-taken", &taken_to, "5m").await;
+    let open = sent(&p, "ack-slow-open", &open_to, "5m").await;
+    let now = p.clock.now_utc();
+    acknowledge_alert(&p.ledger, &taken, "dana", AckVia::Operator, "req-early", now).await.expect("ack");
+    p.clock.advance(Duration::minutes(2));
+
+    let run = p.run_escalation().await;
+    let early: Vec<String> = p
+        .escalations()
+        .await
+        .into_iter()
+        .filter(|(m, _)| m.reason.starts_with("carrier "))
+        .map(|(m, _)| m.idempotency_key)
+        .collect();
+    assert_eq!(early, vec![open.to_string()], "only the unanswered alert is escalated early ({run:?})");
+    assert!(p.record(&taken).await.status.escalation.is_none(), "the acknowledged alert is not escalated");
+}
+
 async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once_through(
     provider: Provider,
 ) {

@@ -48,6 +48,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let Some(record) = self.store.lease_escalation(key, run_id, now, until).await? else {
             return Ok(Escalated::NotLeased);
         };
+        // Someone has it: nothing escalates an acknowledged alert (promise 17), the deadline's
+        // escalation (`decide`) nor an early one for a degraded or held carrier.
+        if record.status.acknowledgement.is_some() {
+            return Ok(Escalated::NotNeeded(Box::new(record)));
+        }
         let reason = match early {
             Some(reason) => {
                 let s = &record.status;

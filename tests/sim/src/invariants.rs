@@ -63,7 +63,23 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         let Some(truth) = world.oracle.intents.get(key) else { continue };
         let s = &item.record.status;
         let escalated = s.escalation.is_some();
-        if !s.state.is_final() && !escalated {
+        // Someone has it (issue 37): since when the ledger says so, if at all (the
+        // acknowledgement's own time is when it was made; its write may land later).
+        let acked_at = s.acknowledgement.as_ref().and(truth.acknowledged_written);
+        let acked_by = |moment: Millis| acked_at.is_some_and(|a| a <= moment);
+        if let Some(acked) = acked_at {
+            for &e in truth.escalations.iter().filter(|&&e| e > acked) {
+                let leased_before = truth.lease_untils.iter().any(|&(l, until)| l <= acked && e <= until);
+                if !leased_before {
+                    v(
+                        Invariant::AcknowledgedNeverEscalated,
+                        key,
+                        format!("acknowledged in the ledger at {acked} ms, escalated at {e} ms by a lease taken after"),
+                    );
+                }
+            }
+        }
+        if !s.state.is_final() && !escalated && acked_at.is_none() {
             v(Invariant::NothingStuck, key, format!("{} and not escalated", s.state));
         } else if s.state == State::Sending {
             v(Invariant::NothingStuck, key, "sending forever (escalated, but no attempt's outcome is recorded)".into());
@@ -71,7 +87,7 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         // Delivered before the sweep could escalate it: nothing to escalate any more.
         let owed = escalation_owed_by(world, truth, truth.deadline);
         let delivered_in_time = truth.delivered_at.is_some_and(|d| d <= owed);
-        if !delivered_in_time && now >= truth.deadline + ESCALATION_GRACE_MS {
+        if !delivered_in_time && !acked_by(owed) && now >= truth.deadline + ESCALATION_GRACE_MS {
             let ledger = if s.state == State::Delivered { "delivered after its deadline" } else { s.state.as_str() };
             match truth.escalations.first() {
                 None => v(Invariant::UndeliveredEscalated, key, format!("{ledger}; never escalated")),
@@ -100,6 +116,8 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
                 Some(&at) if at <= owed => {}
                 // An operator's resend delivered it before the escalation was owed.
                 _ if truth.delivered_at.is_some_and(|d| d <= owed) => {}
+                // Someone had it before the escalation was owed.
+                _ if acked_by(owed) => {}
                 // An operator resent it before the escalation was owed: the resend is a new
                 // attempt, held to its deadline like any other.
                 _ if truth.attempts.iter().any(|(a, at)| a.starts_with("operator:") && (known..=owed).contains(at)) => {

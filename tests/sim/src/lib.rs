@@ -154,7 +154,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         .ops
         .keys()
         .map(|(l, _)| *l)
-        .filter(|l| ![world::second_stack::COVERAGE, world::THROTTLE_COVERAGE].contains(l))
+        .filter(|l| ![world::second_stack::COVERAGE, world::THROTTLE_COVERAGE, world::ACK_COVERAGE].contains(l))
         .collect();
     for label in labels {
         out.push_str(&format!("| {label} |"));
@@ -169,6 +169,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
     for (title, label) in [
         ("A second tocsin stack paging the same phones", world::second_stack::COVERAGE),
         ("Lambda throttling tocsin's functions (the account's unreserved concurrency taken)", world::THROTTLE_COVERAGE),
+        ("Acknowledgements (someone takes an open alert, racing the automation)", world::ACK_COVERAGE),
     ] {
         out.push_str(&format!("\n### {title}\n\n| what | times |\n|---|---:|\n"));
         for (what, n) in c.section(label) {

@@ -68,6 +68,10 @@ pub enum Invariant {
     /// held, the move it says a record made was made (from that state, to that one), and the
     /// attempt it names claimed this intent.
     ObservationsTrue,
+    /// An acknowledged alert is never escalated after the acknowledgement — but by a sweep that
+    /// had leased it before (its decision made on the alert as it was then; the message it sends
+    /// within its lease is the one documented race).
+    AcknowledgedNeverEscalated,
 }
 
 impl fmt::Display for Violation {
@@ -99,6 +103,8 @@ pub struct Truth {
     /// Escalation leases taken: when, and until when they hold the intent against every other
     /// run (a run that crashed or lost the answer holds it that long, by design).
     pub lease_untils: Vec<(Millis, Millis)>,
+    /// When an acknowledgement reached the ledger.
+    pub acknowledged_written: Option<Millis>,
     /// Writes whose due-index entry showed later than the write: (written, visible).
     pub due_index_behind: Vec<(Millis, Millis)>,
     /// Attempts that claimed it, with when.
@@ -291,6 +297,14 @@ impl Oracle {
                 let n = t.sms.len();
                 self.violate(now, Invariant::AtMostOneSms, Some(key), format!("SMS number {n} for this alert"));
             }
+        }
+    }
+
+    /// An acknowledgement reached the ledger (its `at` is when it was made; the write may land
+    /// later: a sweep that leased the alert in between decided on it unacknowledged).
+    pub fn acknowledgement_written(&mut self, now: Millis, key: &IdempotencyKey) {
+        if let Some(t) = self.intents.get_mut(key) {
+            t.acknowledged_written.get_or_insert(now);
         }
     }
 

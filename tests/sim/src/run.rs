@@ -400,6 +400,9 @@ impl Driver {
         for (n, at) in self.workload.operator_at.iter().enumerate() {
             self.sim.lock().core.schedule(EPOCH_MS + at, Event::World(WorldEvent::Operator(n)));
         }
+        for (n, (at, _)) in self.workload.acks_at.iter().enumerate() {
+            self.sim.lock().core.schedule(EPOCH_MS + at, Event::World(WorldEvent::Acknowledge(n)));
+        }
     }
 
     fn on_world(&mut self, e: WorldEvent) {
@@ -540,6 +543,7 @@ impl Driver {
                 }
             }
             WorldEvent::Operator(n) => self.operator(n),
+            WorldEvent::Acknowledge(n) => self.acknowledge(n),
             WorldEvent::EsmInvoke(slot) => {
                 if let Some(batch) = self.held.get_mut(slot).and_then(Option::take) {
                     self.invoke_sender(slot, batch);
@@ -781,6 +785,46 @@ impl Driver {
         };
         let what = ["resend", "acknowledge", "re-enable"][action].to_owned();
         self.spawn(fut, std::time::Duration::from_secs(60), Meta::Operator, format!("operator {what}"));
+    }
+
+    /// Someone takes an alert (`tocsin ack`): one still open and not escalated, picked by the
+    /// workload's draw — racing the sweep, the sender and the status function like any operator.
+    fn acknowledge(&mut self, n: usize) {
+        use tocsin::domain::acknowledgement::AckVia;
+        use tocsin::services::acknowledging::acknowledge_alert;
+        let Some(&(_, pick)) = self.workload.acks_at.get(n) else { return };
+        let target = {
+            let st = self.sim.lock();
+            let open: Vec<&tocsin::domain::IdempotencyKey> = st
+                .world
+                .ledger
+                .intents
+                .iter()
+                .filter(|(_, i)| {
+                    let s = &i.record.status;
+                    s.escalation.is_none() && s.acknowledgement.is_none() && s.state != tocsin::domain::State::Delivered
+                })
+                .map(|(k, _)| k)
+                .collect();
+            (!open.is_empty()).then(|| open[(pick % open.len() as u64) as usize].clone())
+        };
+        let Some(key) = target else { return };
+        let store = self.escalation.store.clone();
+        let clock = self.escalation.clock.clone();
+        let request = format!("sim-ack-{n}");
+        let sim = self.sim.clone();
+        let fut: crate::exec::TaskFuture<Done> = Box::pin(async move {
+            use tocsin::services::acknowledging::AlertAck;
+            let now = tocsin::ports::Clock::now(&clock);
+            let what = match acknowledge_alert(&store, &key, "sim-operator", AckVia::Operator, &request, now).await {
+                Ok(AlertAck::Now(_)) => "recorded",
+                Ok(AlertAck::Before(_)) => "an earlier acknowledgement stood",
+                Err(_) => "failed (a fault; nobody retries)",
+            };
+            sim.lock().world.coverage.count(crate::world::ACK_COVERAGE, what, 1);
+            Done::Operator
+        });
+        self.spawn(fut, std::time::Duration::from_secs(60), Meta::Operator, "operator ack".to_owned());
     }
 
     /// Invokes the sweep with the schedule's event that fired at `fired_at`. Lambda may throttle

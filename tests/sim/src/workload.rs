@@ -91,6 +91,9 @@ pub struct Workload {
     /// A second tocsin stack in the account, paging the same people for the same business events
     /// ([`crate::world::second_stack`]).
     pub second_stack: SecondStack,
+    /// When (from the start) someone acknowledges an alert (`tocsin ack`, issue 37): the
+    /// `n`-th still open, not escalated alert at that moment, `n` drawn here.
+    pub acks_at: Vec<(Millis, u64)>,
 }
 
 fn number(i: usize) -> String {
@@ -189,6 +192,16 @@ impl Workload {
                 (Kind::ForeignTraffic, _) => SecondStack { share: 1.0, shares_our_group: rng.random::<bool>() },
                 (_, 0 | 1) => SecondStack::none(),
                 (_, n) => SecondStack { share: rng.random_range(0.2..=1.0), shares_our_group: n == 3 },
+            },
+            // Drawn after the second stack: every earlier draw is as before.
+            acks_at: if rng.random_range(0..3) == 0 {
+                let mut at: Vec<(Millis, u64)> = (0..=alerts / 10)
+                    .map(|_| (rng.random_range(30_000..=spread_ms + 20 * 60_000), rng.random::<u64>()))
+                    .collect();
+                at.sort();
+                at
+            } else {
+                Vec::new()
             },
         }
     }

@@ -213,3 +213,13 @@ fn a_digest_member_learns_its_fate_from_a_sibling_whose_message_id_was_never_ind
 fn an_intent_due_just_after_a_run_is_the_next_runs() {
     green_through(Provider::EndUserMessaging, &[4833], 200);
 }
+
+/// Issue 37's first defect the acknowledgement judge found: an alert someone had acknowledged was
+/// still escalated early, its carrier degraded (the early escalation asked only whether the alert
+/// was in flight). Without `escalating.rs`'s check these seeds fail `AcknowledgedNeverEscalated`
+/// ("acknowledged at …, escalated at … by a lease taken after").
+#[test]
+fn an_acknowledged_alert_is_not_escalated_early_for_a_degraded_carrier() {
+    green_through(Provider::EndUserMessaging, &[51, 106, 234], 200);
+    green_through(Provider::Sns, &[204, 217], 200);
+}

@@ -109,3 +109,19 @@ fn lambda_throttling_holds_batches_gives_them_back_delays_events_and_nothing_is_
         ],
     );
 }
+
+/// Issue 37: someone takes an open alert at any moment (`tocsin ack`), racing the sender, the
+/// status function and the sweep. Every guarantee holds, and `AcknowledgedNeverEscalated`: no
+/// escalation after the acknowledgement but by a sweep that had leased the alert before it (the
+/// judge found the early escalation for a degraded carrier ignoring it).
+#[test]
+fn someone_acknowledges_open_alerts_and_none_is_escalated_after() {
+    use tocsin_sim::workload::Kind;
+    use tocsin_sim::world::sms::Provider;
+    use tocsin_sim::world::{ACK_COVERAGE, FaultPlan};
+    let scenarios = (1..=12).flat_map(|seed| {
+        [Provider::Sns, Provider::EndUserMessaging]
+            .map(|p| Scenario::fixed(seed, Kind::CarrierSilence, 30, false, FaultPlan::harsh()).through(p))
+    });
+    green_and_the_world_did(scenarios, ACK_COVERAGE, &["recorded"]);
+}

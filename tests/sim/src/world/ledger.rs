@@ -244,6 +244,7 @@ impl World {
         }
         if let Some(a) = &p.acknowledgement {
             s.acknowledgement = Some(Acknowledgement { at: ms(a.at), ..a.clone() });
+            self.oracle.acknowledgement_written(self.now, &t.key);
         }
         if let Some((attempts, next, state)) = &p.reconcile {
             s.reconcile_attempts = *attempts;

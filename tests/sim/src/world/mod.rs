@@ -245,6 +245,8 @@ pub enum WorldEvent {
     Sweep,
     /// Operator action `n` of the workload.
     Operator(usize),
+    /// Acknowledgement `n` of the workload (`Workload::acks_at`).
+    Acknowledge(usize),
     /// Other applications' SMS records appear in the log groups.
     Foreign,
     /// A second tocsin stack pages request `n`'s recipient for the same business event.
@@ -259,6 +261,9 @@ pub enum WorldEvent {
 
 /// The coverage table's section for Lambda throttling tocsin's functions, by invoker.
 pub const THROTTLE_COVERAGE: &str = "Lambda throttling tocsin's functions";
+
+/// The coverage table's section for acknowledgements (issue 37: someone takes an alert).
+pub const ACK_COVERAGE: &str = "Acknowledgements";
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).
 #[derive(Debug, Default, Clone)]
