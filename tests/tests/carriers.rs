@@ -146,6 +146,23 @@ async fn under_end_user_messaging_alerts_caught_in_a_degraded_carrier_that_canno
     .await;
 }
 
+/// Four SMS to SlowTel (numbers `first`…) and four to FastTel (`first + 10`…), an hour's deadline
+/// each; FastTel delivers, SlowTel says nothing; eleven minutes on, SlowTel reads as degraded.
+async fn slow_tel_delays_and_fast_tel_delivers(p: &Pipeline, prefix: &str, first: u32) {
+    let mut fast = Vec::new();
+    for n in 0..4 {
+        let (slow_to, fast_to) = (number(first + n), number(first + 10 + n));
+        seed_carrier(p, &slow_to, "SlowTel").await;
+        seed_carrier(p, &fast_to, "FastTel").await;
+        sent(p, &format!("{prefix}slow-{n}"), &slow_to, "60m").await;
+        fast.push((sent(p, &format!("{prefix}fast-{n}"), &fast_to, "60m").await, fast_to));
+    }
+    for (key, to) in &fast {
+        delivered_via(p, key, to, "FastTel", 0).await;
+    }
+    p.clock.advance(Duration::minutes(11));
+}
+
 /// Someone has the alert (issue 37, promise 17): a degraded carrier is no reason to escalate it
 /// early either — found by the simulator, whose early escalation ignored the acknowledgement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,18 +170,7 @@ async fn an_acknowledged_alert_caught_in_a_degraded_carrier_is_not_escalated_ear
     use tocsin::domain::acknowledgement::AckVia;
     use tocsin::services::acknowledging::acknowledge_alert;
     let p = pipeline(Provider::Sns).await;
-    let mut fast = Vec::new();
-    for n in 0..4 {
-        let (slow_to, fast_to) = (number(2710 + n), number(2720 + n));
-        seed_carrier(&p, &slow_to, "SlowTel").await;
-        seed_carrier(&p, &fast_to, "FastTel").await;
-        sent(&p, &format!("ack-slow-{n}"), &slow_to, "60m").await;
-        fast.push((sent(&p, &format!("ack-fast-{n}"), &fast_to, "60m").await, fast_to));
-    }
-    for (key, to) in &fast {
-        delivered_via(&p, key, to, "FastTel", 0).await;
-    }
-    p.clock.advance(Duration::minutes(11));
+    slow_tel_delays_and_fast_tel_delivers(&p, "ack-", 2710).await;
     let (taken_to, open_to) = (number(2715), number(2716));
     seed_carrier(&p, &taken_to, "SlowTel").await;
     seed_carrier(&p, &open_to, "SlowTel").await;
@@ -190,19 +196,7 @@ async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are
     provider: Provider,
 ) {
     let p = pipeline(provider).await;
-    // Four SMS to SlowTel and four to FastTel, an hour's deadline each; FastTel delivers.
-    let mut fast = Vec::new();
-    for n in 0..4 {
-        let (slow_to, fast_to) = (number(2610 + n), number(2620 + n));
-        seed_carrier(&p, &slow_to, "SlowTel").await;
-        seed_carrier(&p, &fast_to, "FastTel").await;
-        sent(&p, &format!("slow-{n}"), &slow_to, "60m").await;
-        fast.push((sent(&p, &format!("fast-{n}"), &fast_to, "60m").await, fast_to));
-    }
-    for (key, to) in &fast {
-        delivered_via(&p, key, to, "FastTel", 0).await;
-    }
-    p.clock.advance(Duration::minutes(11));
+    slow_tel_delays_and_fast_tel_delivers(&p, "", 2610).await;
     // A new alert to each carrier, five minutes to its deadline.
     let caught_to = number(2615);
     seed_carrier(&p, &caught_to, "SlowTel").await;

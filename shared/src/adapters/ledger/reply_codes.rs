@@ -93,6 +93,30 @@ impl DynamoLedger {
     }
 }
 
+impl DynamoLedger {
+    /// Stamps `field` (`t` sent, `x` closed) of `code` with `at`, only while the code is
+    /// `subject`'s and open.
+    async fn stamp_open_code(
+        &self,
+        operation: &'static str,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        field: &str,
+        at: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.update_code(
+            operation,
+            phone,
+            code,
+            &format!("SET #c.{field} = :at"),
+            "#c.s = :subject AND attribute_not_exists(#c.x)",
+            vec![(":at", s(ts(at))), (":subject", s(subject_to_stored(subject)))],
+        )
+        .await
+    }
+}
+
 impl ReplyCodes for DynamoLedger {
     async fn held_codes(&self, phone: &PhoneNumber) -> PortResult<Vec<HeldCode>> {
         match self.get_item(codes_pk(phone), CODES_SK).await? {
@@ -132,15 +156,7 @@ impl ReplyCodes for DynamoLedger {
         subject: &AckSubject,
         at: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.update_code(
-            "DynamoDB UpdateItem (reply code sent)",
-            phone,
-            code,
-            "SET #c.t = :at",
-            "#c.s = :subject AND attribute_not_exists(#c.x)",
-            vec![(":at", s(ts(at))), (":subject", s(subject_to_stored(subject)))],
-        )
-        .await
+        self.stamp_open_code("DynamoDB UpdateItem (reply code sent)", phone, code, subject, "t", at).await
     }
 
     async fn close_code(
@@ -150,14 +166,6 @@ impl ReplyCodes for DynamoLedger {
         subject: &AckSubject,
         at: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.update_code(
-            "DynamoDB UpdateItem (close a reply code)",
-            phone,
-            code,
-            "SET #c.x = :at",
-            "#c.s = :subject AND attribute_not_exists(#c.x)",
-            vec![(":at", s(ts(at))), (":subject", s(subject_to_stored(subject)))],
-        )
-        .await
+        self.stamp_open_code("DynamoDB UpdateItem (close a reply code)", phone, code, subject, "x", at).await
     }
 }

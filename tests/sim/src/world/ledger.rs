@@ -927,20 +927,10 @@ impl ReplyCodes for SimLedger {
         subject: &AckSubject,
         at: DateTime<Utc>,
     ) -> PortResult<bool> {
-        let (p, subject) = (phone.expose().to_owned(), subject.clone());
-        port(
-            self.sim
-                .call("DynamoDB UpdateItem (reply code sent)", OpKind::Write, move |w| {
-                    match w.ledger.reply_codes.get_mut(&p).and_then(|codes| codes.get_mut(&code)) {
-                        Some(h) if h.subject == subject && h.is_open() => {
-                            h.sent_at = Some(at);
-                            true
-                        }
-                        _ => false,
-                    }
-                })
-                .await,
-        )
+        self.stamp_open_code("DynamoDB UpdateItem (reply code sent)", phone, code, subject, move |h| {
+            h.sent_at = Some(at)
+        })
+        .await
     }
 
     async fn close_code(
@@ -950,13 +940,30 @@ impl ReplyCodes for SimLedger {
         subject: &AckSubject,
         at: DateTime<Utc>,
     ) -> PortResult<bool> {
+        self.stamp_open_code("DynamoDB UpdateItem (close a reply code)", phone, code, subject, move |h| {
+            h.closed_at = Some(at)
+        })
+        .await
+    }
+}
+
+impl SimLedger {
+    /// As the adapter's: `stamp` applies only while `code` is `subject`'s and open.
+    async fn stamp_open_code(
+        &self,
+        label: &'static str,
+        phone: &PhoneNumber,
+        code: ReplyCode,
+        subject: &AckSubject,
+        stamp: impl Fn(&mut HeldCode) + Send + 'static,
+    ) -> PortResult<bool> {
         let (p, subject) = (phone.expose().to_owned(), subject.clone());
         port(
             self.sim
-                .call("DynamoDB UpdateItem (close a reply code)", OpKind::Write, move |w| {
+                .call(label, OpKind::Write, move |w| {
                     match w.ledger.reply_codes.get_mut(&p).and_then(|codes| codes.get_mut(&code)) {
                         Some(h) if h.subject == subject && h.is_open() => {
-                            h.closed_at = Some(at);
+                            stamp(h);
                             true
                         }
                         _ => false,
