@@ -80,6 +80,8 @@ pub enum PayloadError {
     Missing(&'static str),
     #[error("the reply's originationNumber is not an E.164 number: {0}")]
     Number(PhoneError),
+    #[error("the reply's inboundMessageId is {0} characters long, more than {MAX_INBOUND_ID_LEN}: not an AWS id")]
+    IdTooLong(usize),
 }
 
 /// The longest `inboundMessageId` kept: AWS's are UUIDs (36 characters); anything far longer is
@@ -113,7 +115,7 @@ fn read_fields(o: &Map<String, Value>) -> Result<InboundReply, PayloadError> {
     let from = PhoneNumber::parse(required("originationNumber")?).map_err(PayloadError::Number)?;
     let inbound_id = required("inboundMessageId")?;
     if inbound_id.len() > MAX_INBOUND_ID_LEN {
-        return Err(PayloadError::Missing("inboundMessageId"));
+        return Err(PayloadError::IdTooLong(inbound_id.len()));
     }
     Ok(InboundReply {
         from,
@@ -195,7 +197,7 @@ mod tests {
         assert_eq!(parse_reply("[1]"), Err(PayloadError::NotObject));
         assert_eq!(parse_reply(r#"{"Type":"Notification","Message":{"a":1}}"#), Err(PayloadError::EnvelopeMessage));
         let long_id = format!(r#"{{"originationNumber":"+14255550182","inboundMessageId":"{}"}}"#, "x".repeat(200));
-        assert_eq!(parse_reply(&long_id), Err(PayloadError::Missing("inboundMessageId")));
+        assert_eq!(parse_reply(&long_id), Err(PayloadError::IdTooLong(200)));
     }
 
     #[test]
