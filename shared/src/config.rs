@@ -165,6 +165,7 @@ impl IntakeConfig {
                 min_deadline: env.duration("TOCSIN_MIN_DEADLINE"),
                 max_deadline: env.duration("TOCSIN_MAX_DEADLINE"),
                 max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u32),
+                reply_prompt: env.switch(REPLIES),
                 sms: sms_policy(env, &mut extra),
             },
             sweep: sweep_policy(env),
@@ -292,6 +293,9 @@ pub enum ProviderKind {
 }
 
 pub const SMS_PROVIDER: &str = "TOCSIN_SMS_PROVIDER";
+/// Whether the stack takes replies (`TOCSIN_REPLIES`, template parameter `Replies`): each SMS then
+/// shows a reply code ("Reply 7 to ack").
+pub const REPLIES: &str = "TOCSIN_REPLIES";
 /// The deployment's stack name: every SMS's context names it.
 pub const STACK: &str = "TOCSIN_STACK";
 
@@ -380,6 +384,9 @@ pub struct SenderConfig {
     pub stack: String,
     /// The SMS provider and its settings.
     pub provider: SendingProvider,
+    /// Whether each SMS shows a reply code (`TOCSIN_REPLIES`): the sender gives the alert (or
+    /// digest) a code on its phone and adds " - Reply 7 to ack".
+    pub replies: bool,
     pub ledger_table: String,
     pub recipients_table: String,
     pub send_queue_url: String,
@@ -411,9 +418,10 @@ pub struct SenderConfig {
 impl SenderConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
         let mut extra = Vec::new();
-        let c = SenderConfig {
+        let mut c = SenderConfig {
             stack: env.required(STACK),
             provider: SendingProvider::from_env(env),
+            replies: env.switch(REPLIES),
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
             send_queue_url: env.required(SEND_QUEUE_URL),
@@ -434,8 +442,13 @@ impl SenderConfig {
                 max_sms_per_window: env.number("TOCSIN_STORM_MAX_SMS_PER_WINDOW", 1u32),
                 window: env.duration("TOCSIN_STORM_WINDOW"),
                 max_segments: env.number("TOCSIN_MAX_SEGMENTS", 1u8),
+                reply_prompt: false,
             },
         };
+        c.storm.reply_prompt = c.replies;
+        if c.replies && c.provider == SendingProvider::Sns {
+            extra.push(format!("{REPLIES}=on needs {SMS_PROVIDER}=end-user-messaging: SNS cannot receive replies"));
+        }
         if c.publish_timeout >= c.claim_lease {
             extra.push("TOCSIN_PUBLISH_TIMEOUT must be shorter than TOCSIN_CLAIM_LEASE".into());
         }
@@ -610,6 +623,7 @@ mod tests {
             ("TOCSIN_REENQUEUE_GRACE", "2m"),
             ("TOCSIN_REQUEUE_AFTER", "10m"),
             ("TOCSIN_STORM_MODE", "off"),
+            ("TOCSIN_REPLIES", "off"),
             ("TOCSIN_RECIPIENT_POLICY", "roster"),
             ("TOCSIN_MAX_SEGMENTS", "3"),
             ("TOCSIN_STORM_MAX_SMS_PER_WINDOW", "3"),
@@ -625,6 +639,18 @@ mod tests {
         map.insert("TOCSIN_SMS_RATE_PER_SECOND".into(), rate.to_string());
         map.insert("TOCSIN_SENDER_MAX_CONCURRENCY".into(), concurrency.to_string());
         SenderConfig::from_env(&mut Env::from_map(map)).expect("valid sender configuration")
+    }
+
+    #[test]
+    fn replies_are_refused_under_sns_which_has_no_inbound_sms() {
+        let mut vars = HashMap::from([(REPLIES.to_owned(), "on".to_owned())]);
+        vars.extend(
+            [(LEDGER_TABLE, "t"), (RECIPIENTS_TABLE, "r"), (SEND_QUEUE_URL, "q"), (URGENT_QUEUE_URL, "u")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        vars.insert(SMS_PROVIDER.into(), "sns".into());
+        let err = SenderConfig::from_env(&mut Env::from_map(vars)).expect_err("refused").to_string();
+        assert!(err.contains("TOCSIN_REPLIES=on needs TOCSIN_SMS_PROVIDER=end-user-messaging"), "{err}");
     }
 
     #[test]

@@ -586,6 +586,7 @@ fn intent_record(event_id: &str, to: &str, now: chrono::DateTime<Utc>) -> Intent
         min_deadline: StdDuration::from_secs(60),
         max_deadline: StdDuration::from_secs(86_400),
         max_segments: 3,
+        reply_prompt: false,
         sms: Default::default(),
     };
     let req = validate(&alert(event_id, to), Catalog::builtin(), &limits, now).expect("valid");

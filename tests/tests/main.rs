@@ -20,6 +20,7 @@ mod producers;
 mod receipt_window;
 mod reconcile;
 mod recovery;
+mod replies;
 mod reply_codes;
 mod roster;
 mod sender;

@@ -735,24 +735,44 @@ fn rule_holds(v: &Value, parameters: &BTreeMap<&str, &str>) -> bool {
 fn a_deploy_that_pages_nobody_is_refused_before_anything_is_created() {
     let t = translated();
     let rules = t["Rules"].as_object().expect("the template has Rules (and the translator keeps them)");
-    let assertions: Vec<&Value> =
-        rules.values().flat_map(|r| r["Assertions"].as_array().into_iter().flatten()).map(|a| &a["Assert"]).collect();
+    // Each rule whose RuleCondition holds (or that has none) must have every assertion hold.
     let deployable = |p: &[(&str, &str)]| {
-        let mut all: BTreeMap<&str, &str> =
-            [("AlarmEmail", ""), ("AlarmWebhookUrl", ""), ("OnCallSmsNumber", "")].into();
+        let mut all: BTreeMap<&str, &str> = [
+            ("AlarmEmail", ""),
+            ("AlarmWebhookUrl", ""),
+            ("OnCallSmsNumber", ""),
+            ("SmsProvider", "end-user-messaging"),
+            ("Replies", "off"),
+        ]
+        .into();
         all.extend(p.iter().copied());
-        assertions.iter().all(|a| rule_holds(a, &all))
+        rules.values().all(|r| {
+            r.get("RuleCondition").is_some_and(|c| !rule_holds(c, &all))
+                || r["Assertions"].as_array().into_iter().flatten().all(|a| rule_holds(&a["Assert"], &all))
+        })
     };
     assert!(!deployable(&[]), "no e-mail, webhook or SMS: refused");
     assert!(deployable(&[("AlarmEmail", "oncall@example.com")]));
     assert!(deployable(&[("AlarmWebhookUrl", "https://events.example.com/sns")]));
     assert!(deployable(&[("OnCallSmsNumber", "+14155550100")]));
-    for (_, r) in rules {
-        for a in r["Assertions"].as_array().into_iter().flatten() {
-            let why = a["AssertDescription"].as_str().unwrap_or_default();
-            assert!(why.contains("AlarmEmail") && why.contains("--parameter-overrides"), "says what to do: {why}");
-        }
-    }
+    // Replies need End User Messaging: SNS has no inbound SMS.
+    let mail = ("AlarmEmail", "oncall@example.com");
+    assert!(deployable(&[mail, ("Replies", "on")]));
+    assert!(!deployable(&[mail, ("Replies", "on"), ("SmsProvider", "sns")]), "replies under SNS: refused");
+    assert!(deployable(&[mail, ("Replies", "off"), ("SmsProvider", "sns")]));
+    let why = |rule: &str| {
+        rules[rule]["Assertions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| a["AssertDescription"].as_str().unwrap_or_default().to_owned())
+            .collect::<String>()
+    };
+    assert!(
+        why("SomeonePaged").contains("AlarmEmail") && why("SomeonePaged").contains("--parameter-overrides"),
+        "says what to do"
+    );
+    assert!(why("RepliesNeedEndUserMessaging").contains("SmsProvider=end-user-messaging"), "says what to do");
 }
 
 #[test]

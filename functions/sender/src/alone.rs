@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use crate::claiming::Claimed;
 use crate::spending::Withheld;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
+use tocsin::domain::reply::AckSubject;
+use tocsin::domain::reply::prompt::prompt;
 use tocsin::domain::send_context::SendContext;
 use tocsin::ports::{RecipientRegistry, RecipientRoster, SmsGateway, SmsMessage, Standing};
 
@@ -41,9 +43,17 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         if !self.wait_for_rate(parts, self.rate_budget(deadline)).await {
             return self.defer(&c.record, &c.attempt_id, parts, c.msg).await;
         }
+        let now = self.clock.now();
+        let subject = AckSubject::Alert(intent.key.clone());
+        let text = match self.prompted(&intent.recipient, &subject, intent.body.expose(), prompt, parts, now).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(key = intent.key.short(), error = %e, "reply codes unavailable; releasing the claim");
+                return self.release(&c.record, &c.attempt_id, &e.to_string(), c.msg, now, false).await;
+            }
+        };
         // Counted against the stack's hourly ceiling last, just before the publish: a send the
         // rate deferred never counts.
-        let now = self.clock.now();
         match self.spend(parts, 1, now).await {
             Ok(()) => {}
             Err(Withheld::Breaker(s)) => return self.suppressed(c, s, now).await,
@@ -58,13 +68,14 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             .gateway
             .publish(SmsMessage {
                 to: &intent.recipient,
-                body: intent.body.expose(),
+                body: &text.text,
                 options: &options,
                 context: &context,
                 // Past its deadline the alert is on-call's anyway: a later SMS is noise.
                 worth_until: intent.deadline,
             })
             .await;
+        self.code_went_out(&intent.recipient, &subject, text.code, &outcome).await;
         self.record_publish(c, &outcome, None, deadline).await
     }
 }

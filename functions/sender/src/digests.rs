@@ -9,6 +9,8 @@ use crate::spending::Withheld;
 use crate::storm::Slot;
 use crate::{Outcome, Sender, SenderClock, SenderQueue, SenderStore};
 use tocsin::domain::PhoneNumber;
+use tocsin::domain::reply::AckSubject;
+use tocsin::domain::reply::prompt::digest_prompt;
 use tocsin::domain::send_context::SendContext;
 use tocsin::domain::storm::Digest;
 use tocsin::ports::{DigestRecord, PublishOutcome, RecipientRegistry, RecipientRoster, SmsGateway, SmsMessage};
@@ -48,6 +50,16 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             return out;
         }
         let now = self.clock.now();
+        let subject = AckSubject::Digest(digest.id.clone());
+        let count = members.len();
+        let with_prompt = |code| digest_prompt(code, count);
+        let text = match self.prompted(recipient, &subject, digest.text.expose(), with_prompt, parts, now).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(digest = digest.id.short(), error = %e, "reply codes unavailable; releasing the claims unsent");
+                return self.release_each(members.iter().copied(), &e.to_string(), now).await;
+            }
+        };
         match self.spend(parts, members.len(), now).await {
             Ok(()) => {}
             Err(Withheld::Breaker(s)) => {
@@ -74,14 +86,9 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         let worth_until = members.iter().map(|(_, c)| c.record.intent.deadline).max().unwrap_or(now);
         let outcome = self
             .gateway
-            .publish(SmsMessage {
-                to: recipient,
-                body: digest.text.expose(),
-                options: &options,
-                context: &context,
-                worth_until,
-            })
+            .publish(SmsMessage { to: recipient, body: &text.text, options: &options, context: &context, worth_until })
             .await;
+        self.code_went_out(recipient, &subject, text.code, &outcome).await;
         // A provider whose events name the digest (its context) needs no index to find them.
         if let PublishOutcome::Accepted { message_id } = &outcome
             && !self.gateway.records_name_their_alert()

@@ -20,7 +20,7 @@
 //! The story of a batch, one module a chapter: [`urgent_lane`] (take the urgent lane first behind a
 //! backlog), [`claiming`] (claim each record's intent, and in storm mode a recipient's backlog),
 //! then either [`alone`] (screened by [`screening`], paced by [`pacing`], published and recorded by
-//! [`recording`]) or [`storm`] (per recipient: the plan, the budget, and a [`digests`] SMS); what
+//! [`recording`]; the reply code it shows by [`prompting`]) or [`storm`] (per recipient: the plan, the budget, and a [`digests`] SMS); what
 //! is not sent goes back through [`handing_back`]; the writes after a publish retry as
 //! [`retries`] says. [`outcome`] is how each record ended.
 
@@ -30,6 +30,7 @@ mod digests;
 mod handing_back;
 mod outcome;
 mod pacing;
+mod prompting;
 mod recording;
 mod retries;
 mod screening;
@@ -45,8 +46,8 @@ use governor::{Quota, RateLimiter};
 use tocsin::config::SenderConfig;
 use tocsin::domain::storm::Lane;
 use tocsin::ports::{
-    Backlog, Clock, DigestStore, DueIndex, Entropy, IntentStore, RecipientRegistry, RecipientRoster, SendBudget,
-    SendQueue, SmsGateway, SpendMeter, UrgentLane,
+    Backlog, Clock, DigestStore, DueIndex, Entropy, IntentStore, RecipientRegistry, RecipientRoster, ReplyCodes,
+    SendBudget, SendQueue, SmsGateway, SpendMeter, UrgentLane,
 };
 use tocsin::services::roster::RosterMemo;
 use tocsin::telemetry::Metrics;
@@ -59,9 +60,10 @@ pub use retries::backoff;
 pub use urgent_lane::URGENT_POLL_AFTER;
 
 /// The ledger's ports the sender uses: the intent, its due check, digests, the backlog, the
-/// send budget and the stack's SMS spend meter (one `DynamoLedger` in Lambda).
-pub trait SenderStore: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter {}
-impl<T: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter> SenderStore for T {}
+/// send budget, the stack's SMS spend meter and the phones' reply codes (one `DynamoLedger` in
+/// Lambda).
+pub trait SenderStore: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter + ReplyCodes {}
+impl<T: IntentStore + DueIndex + DigestStore + Backlog + SendBudget + SpendMeter + ReplyCodes> SenderStore for T {}
 
 /// The queues the sender uses: the send queue (hand-backs, retries) and the urgent lane.
 pub trait SenderQueue: SendQueue + UrgentLane {}

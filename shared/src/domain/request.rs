@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::phone::PhoneNumber;
+use super::reply::prompt::longest_prompt;
 use super::segments::{SegmentCount, measure};
 use super::sms::{PolicyRefusal, SmsOptions, SmsPolicy};
 use super::template::{Catalog, TemplateRef};
@@ -58,6 +59,9 @@ pub struct Limits {
     pub min_deadline: Duration,
     pub max_deadline: Duration,
     pub max_segments: u32,
+    /// Whether the sender adds the reply prompt (`TOCSIN_REPLIES`): the body must then fit with
+    /// the longest prompt (" - Reply 999 to ack"), and the parts counted are the SMS's as sent.
+    pub reply_prompt: bool,
     /// What a request may choose of its SMS settings (price cap, sender id, origination number).
     pub sms: SmsPolicy,
 }
@@ -371,7 +375,8 @@ pub fn validate(
         }
         if vars_ok {
             let body = t.render(&variables);
-            let seg = measure(&body);
+            let room = if limits.reply_prompt { longest_prompt() } else { String::new() };
+            let seg = measure(&format!("{body}{room}"));
             if body.trim().is_empty() {
                 c.err("variables", ErrorCode::EmptyMessage, "the rendered message is empty");
             } else if seg.segments > limits.max_segments {
@@ -379,8 +384,12 @@ pub fn validate(
                     "variables",
                     ErrorCode::TooManySegments,
                     format!(
-                        "the rendered message needs {} SMS parts ({:?}, {} units); the limit is {}",
-                        seg.segments, seg.encoding, seg.units, limits.max_segments
+                        "the rendered message needs {} SMS parts ({:?}, {} units{}); the limit is {}",
+                        seg.segments,
+                        seg.encoding,
+                        seg.units,
+                        if room.is_empty() { String::new() } else { format!(" with the reply prompt {room:?}") },
+                        limits.max_segments
                     ),
                 );
             } else {
@@ -534,6 +543,7 @@ mod tests {
             min_deadline: Duration::from_secs(60),
             max_deadline: Duration::from_secs(72 * 3600),
             max_segments: 3,
+            reply_prompt: false,
             sms: SmsPolicy::default(),
         }
     }
@@ -622,6 +632,34 @@ mod tests {
         assert_eq!(codes(v.clone()), vec![("deadline".into(), ErrorCode::InvalidFormat)]);
         v["deadline"] = json!("2026-11-29T13:00:00+01:00");
         assert_eq!(codes(v), vec![("deadline".into(), ErrorCode::DeadlineInPast)]);
+    }
+
+    #[test]
+    fn with_replies_on_the_body_must_fit_with_the_longest_reply_prompt_and_its_parts_count_it() {
+        let one_part = |prompt: bool| {
+            let mut l = limits();
+            l.max_segments = 1;
+            l.reply_prompt = prompt;
+            l
+        };
+        let with_host = |n: usize| {
+            let mut v = good();
+            v["variables"]["host"] = json!("h".repeat(n));
+            v
+        };
+        // The longest host that fits one part without the prompt.
+        let n = (1..200).rev().find(|&n| codes_under(with_host(n), one_part(false)).is_empty()).expect("some fit");
+        assert_eq!(
+            codes_under(with_host(n), one_part(true)),
+            vec![("variables".into(), ErrorCode::TooManySegments)],
+            "no room left for \" - Reply 999 to ack\""
+        );
+        let room = longest_prompt().len();
+        assert_eq!(room, 19);
+        assert!(codes_under(with_host(n - room), one_part(true)).is_empty(), "fits with the prompt");
+        assert!(!codes_under(with_host(n - room + 1), one_part(true)).is_empty(), "one character more does not");
+        let v = validate(&with_host(n - room), Catalog::builtin(), &one_part(true), now()).expect("valid");
+        assert_eq!(v.segments.units, 160, "the parts counted are the SMS's with its prompt");
     }
 
     #[test]

@@ -25,6 +25,8 @@ use super::intent::{Intent, IntentRecord, MessageBody};
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
 use super::provider::FailureClass;
+use super::reply::ReplyCode;
+use super::reply::prompt::digest_prompt;
 use super::segments::{SegmentCount, measure};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -204,6 +206,9 @@ pub struct DigestPolicy {
     pub window: Duration,
     /// The deployment's `MaxSegments`: a digest's text fits in this many parts.
     pub max_segments: u8,
+    /// Whether the sender adds the reply prompt (`TOCSIN_REPLIES`): the digest's text then fits
+    /// with the longest (" - Reply 999 to ack all N").
+    pub reply_prompt: bool,
 }
 
 impl DigestPolicy {
@@ -217,6 +222,7 @@ impl DigestPolicy {
             max_sms_per_window: Self::DEFAULT_MAX_SMS_PER_WINDOW,
             window: Self::DEFAULT_WINDOW,
             max_segments,
+            reply_prompt: false,
         };
         p.validate()?;
         Ok(p)
@@ -457,7 +463,7 @@ pub fn plan(
         [one] => out.sends.push(Send::Alone { key: one.key.clone() }),
         _ => {
             let members: Vec<PendingAlert> = live.into_iter().cloned().collect();
-            out.sends.push(Send::Digest(build_digest(&members, policy.max_segments)?));
+            out.sends.push(Send::Digest(build_digest(&members, policy.max_segments, policy.reply_prompt)?));
         }
     }
     Ok(out)
@@ -528,7 +534,7 @@ fn digest_text(count: usize, listed: &[String], more: usize, reference: &str) ->
 /// `tocsin: 7 alerts. orders-api down since 22:00; db-1 disk 95%; +5 more (ref 3f9a0c12)`.
 /// Members are listed earliest deadline first, each by its [`summary`], for as long as the text
 /// fits (a summary is shortened to fit, down to [`SUMMARY_MIN_CHARS`]); the rest are counted.
-pub fn build_digest(members: &[PendingAlert], max_segments: u8) -> Result<Digest, StormError> {
+pub fn build_digest(members: &[PendingAlert], max_segments: u8, reply_prompt: bool) -> Result<Digest, StormError> {
     if max_segments == 0 {
         return Err(StormError::ZeroSegments);
     }
@@ -540,7 +546,9 @@ pub fn build_digest(members: &[PendingAlert], max_segments: u8) -> Result<Digest
     ordered.sort_by(|a, b| edf_cmp(*a, *b));
     let id = DigestId::derive(ordered.iter().map(|m| &m.key));
     let count = ordered.len();
-    let fits = |t: &str| measure(t).segments <= u32::from(max_segments);
+    // Room for the prompt the sender adds: the parts counted are the SMS's as sent.
+    let room = if reply_prompt { digest_prompt(ReplyCode::HIGHEST, count) } else { String::new() };
+    let fits = |t: &str| measure(&format!("{t}{room}")).segments <= u32::from(max_segments);
     let mut listed: Vec<String> = Vec::new();
     for m in &ordered {
         let more = count - listed.len() - 1;
@@ -558,7 +566,7 @@ pub fn build_digest(members: &[PendingAlert], max_segments: u8) -> Result<Digest
     }
     let text = digest_text(count, &listed, count - listed.len(), id.short());
     Ok(Digest {
-        segments: measure(&text),
+        segments: measure(&format!("{text}{room}")),
         id,
         members: ordered.iter().map(|m| m.key.clone()).collect(),
         text: MessageBody::new(text),
@@ -878,6 +886,21 @@ mod tests {
     // --- digest ---
 
     #[test]
+    fn with_replies_on_a_digest_leaves_room_for_its_longest_prompt_and_counts_it() {
+        let alerts: Vec<PendingAlert> = (0..7)
+            .map(|n| alert(n, 60, &format!("ALERT: svc-{n} is down since 21:5{n}. Runbook: https://wiki/y")))
+            .collect();
+        let plain = build_digest(&alerts, 1, false).expect("digest");
+        let prompted = build_digest(&alerts, 1, true).expect("digest");
+        let room = digest_prompt(ReplyCode::HIGHEST, 7);
+        assert!(measure(&format!("{}{room}", plain.text.expose())).segments > 1, "the plain digest fills its part");
+        let sent = format!("{}{room}", prompted.text.expose());
+        assert_eq!(measure(&sent).segments, 1, "{sent:?}");
+        assert_eq!(prompted.segments, measure(&sent), "the parts counted are the SMS's with its prompt");
+        assert_eq!(prompted.id, plain.id, "the same members: the same digest");
+    }
+
+    #[test]
     fn a_digest_lists_earliest_deadlines_first_then_counts_the_rest() {
         let alerts: Vec<PendingAlert> = (0..7)
             .map(|i| match i {
@@ -886,7 +909,7 @@ mod tests {
                 n => alert(n, 60, &format!("ALERT: svc-{n} is down since 21:5{n}. Runbook: https://wiki/y")),
             })
             .collect();
-        let d = build_digest(&alerts, 1).expect("digest");
+        let d = build_digest(&alerts, 1, false).expect("digest");
         let text = d.text.expose();
         assert!(
             text.starts_with("tocsin: 7 alerts. orders-api is down since 22:00; db-1 volume / is 95% full; "),
@@ -901,8 +924,8 @@ mod tests {
     fn the_digest_id_depends_on_the_members_not_their_order() {
         let a = [alert(1, 15, "a"), alert(2, 20, "b"), alert(3, 25, "c")];
         let b = [a[2].clone(), a[0].clone(), a[1].clone()];
-        assert_eq!(build_digest(&a, 1).expect("a").id, build_digest(&b, 1).expect("b").id);
-        assert_ne!(build_digest(&a, 1).expect("a").id, build_digest(&a[..2], 1).expect("a2").id);
+        assert_eq!(build_digest(&a, 1, false).expect("a").id, build_digest(&b, 1, false).expect("b").id);
+        assert_ne!(build_digest(&a, 1, false).expect("a").id, build_digest(&a[..2], 1, false).expect("a2").id);
     }
 
     #[test]
@@ -917,8 +940,8 @@ mod tests {
 
     #[test]
     fn a_digest_needs_two_distinct_members() {
-        assert_eq!(build_digest(&[alert(1, 15, "a")], 1), Err(StormError::TooFewMembers(1)));
-        assert_eq!(build_digest(&[alert(1, 15, "a"), alert(1, 15, "a")], 1), Err(StormError::TooFewMembers(1)));
+        assert_eq!(build_digest(&[alert(1, 15, "a")], 1, false), Err(StormError::TooFewMembers(1)));
+        assert_eq!(build_digest(&[alert(1, 15, "a"), alert(1, 15, "a")], 1, false), Err(StormError::TooFewMembers(1)));
     }
 
     #[test]
@@ -935,7 +958,7 @@ mod tests {
     #[test]
     fn a_non_gsm_member_text_is_counted_as_ucs2_and_still_fits() {
         let alerts = [alert(1, 15, "zażółć gęślą jaźń on db-1"), alert(2, 15, "b is down"), alert(3, 16, "c is down")];
-        let d = build_digest(&alerts, 1).expect("digest");
+        let d = build_digest(&alerts, 1, false).expect("digest");
         assert_eq!(d.segments.segments, 1, "{}", d.text.expose());
         assert!(d.listed >= 1);
     }
@@ -1079,7 +1102,7 @@ mod tests {
         fn a_digest_always_fits_counts_right_and_never_repeats_a_member(all in alerts(40), max_segments in 1u8..5) {
             let distinct: BTreeSet<&IdempotencyKey> = all.iter().map(|a| &a.key).collect();
             prop_assume!(distinct.len() >= 2);
-            let d = build_digest(&all, max_segments).expect("digest");
+            let d = build_digest(&all, max_segments, false).expect("digest");
             prop_assert!(d.segments.segments <= u32::from(max_segments));
             prop_assert_eq!(measure(d.text.expose()), d.segments);
             let n = distinct.len();

@@ -215,6 +215,7 @@ mod tests {
             min_deadline: Duration::from_secs(60),
             max_deadline: Duration::from_secs(86400),
             max_segments: 3,
+            reply_prompt: false,
             sms: Default::default(),
         };
         let req = validate(

@@ -94,6 +94,7 @@ pub fn default_limits() -> Limits {
         min_deadline: Duration::from_secs(60),
         max_deadline: Duration::from_secs(72 * 3600),
         max_segments: 3,
+        reply_prompt: false,
         // A deployment whose own settings are the example's (docs/alert-requests.md).
         sms: tocsin::domain::sms::SmsPolicy {
             defaults: tocsin::domain::SmsOptions {

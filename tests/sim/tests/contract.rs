@@ -87,6 +87,7 @@ fn intent(n: usize, to: &str, base: DateTime<Utc>, deadline_min: i64) -> IntentR
         min_deadline: std::time::Duration::from_secs(60),
         max_deadline: std::time::Duration::from_secs(72 * 3600),
         max_segments: 3,
+        reply_prompt: false,
         sms: Default::default(),
     };
     let req = validate(&body, Catalog::builtin(), &limits, base).expect("a valid request");
@@ -605,6 +606,14 @@ async fn reply_codes_contract<L: ReplyCodes>(l: &L, t0: DateTime<Utc>) -> Vec<St
     let past = a_day_on + Duration::seconds(1);
     out.push(line("give 1 to b, past a day", l.give_code(&p, code(1), &key(2), past, exp).await));
     out.push(line("held after reuse", l.held_codes(&p).await));
+    // Never closed: the digest's code lapsed a day after it was given, reusable a day later.
+    let lapsed = later(2) + tocsin::domain::reply::code::OPEN_FOR + tocsin::domain::reply::code::REUSE_AFTER;
+    let just_before = lapsed - Duration::seconds(1);
+    out.push(line(
+        "give 2 to c, a moment before it is free",
+        l.give_code(&p, code(2), &key(3), just_before, exp).await,
+    ));
+    out.push(line("give 2 to c, two days after it was given", l.give_code(&p, code(2), &key(3), lapsed, exp).await));
     out.push(line("held on the other phone", l.held_codes(&other).await));
     out
 }
@@ -743,6 +752,8 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
         "give 1 to b, closed a moment ago => Ok(false)",
         "give 1 to b, exactly a day after => Ok(true)",
         "give 1 to b, past a day => Ok(false)",
+        "give 2 to c, a moment before it is free => Ok(false)",
+        "give 2 to c, two days after it was given => Ok(true)",
     ] {
         assert!(
             emulator_codes.iter().any(|l| l == expected),

@@ -1,6 +1,6 @@
 //! `ReplyCodes`: one item per phone (`CODES#<e164>`, `CODES`), one map attribute per code it
 //! holds (`c7`: `s` the subject — `alert:<key>` or `digest:<id>` —, `g` given, `t` sent, `x`
-//! closed). A code is given by a conditional `UpdateItem` on its own attribute, so two senders
+//! closed). A code is given (absent, closed a day ago, or given two days ago: lapsed a day ago) by a conditional `UpdateItem` on its own attribute, so two senders
 //! cannot both take it (DynamoDB serialises writes to an item); sent and closed are conditional
 //! on the code still being the subject's. Touches no other item.
 
@@ -15,7 +15,7 @@ use super::items::{Item, get_s, get_time, n, s, ts, unavailable};
 use crate::domain::PhoneNumber;
 use crate::domain::digest_id::DigestId;
 use crate::domain::key::IdempotencyKey;
-use crate::domain::reply::code::REUSE_AFTER;
+use crate::domain::reply::code::{OPEN_FOR, REUSE_AFTER};
 use crate::domain::reply::{AckSubject, HeldCode, ReplyCode};
 use crate::ports::{PortError, PortResult, ReplyCodes};
 
@@ -139,11 +139,12 @@ impl ReplyCodes for DynamoLedger {
             phone,
             code,
             "SET #c = :entry, expires_at = :expires",
-            "attribute_not_exists(#c) OR #c.x <= :reusable",
+            "attribute_not_exists(#c) OR #c.x <= :reusable OR #c.g <= :lapsed",
             vec![
                 (":entry", AttributeValue::M(entry)),
                 (":expires", n(expires_at.timestamp())),
                 (":reusable", s(ts(at - REUSE_AFTER))),
+                (":lapsed", s(ts(at - REUSE_AFTER - OPEN_FOR))),
             ],
         )
         .await

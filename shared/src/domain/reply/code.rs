@@ -31,6 +31,8 @@ pub struct ReplyCode(u16);
 
 impl ReplyCode {
     pub const MAX: u16 = 999;
+    /// The highest code (the longest prompt).
+    pub const HIGHEST: ReplyCode = ReplyCode(Self::MAX);
 
     pub fn new(n: u16) -> Option<Self> {
         (1..=Self::MAX).contains(&n).then_some(Self(n))
@@ -66,6 +68,11 @@ pub const COMMON_CODES: u16 = 99;
 /// How long a closed alert's code stays out of use.
 pub const REUSE_AFTER: Duration = Duration::hours(24);
 
+/// How long a code answers at most: a day after it was given it closes by itself (an alert a day
+/// old is no longer paging anyone, and a phone that is never answered must not run out of small
+/// codes), then stays out of use [`REUSE_AFTER`] like any closed code.
+pub const OPEN_FOR: Duration = Duration::hours(24);
+
 /// What a code acknowledges: one alert, or every member of the digest whose SMS showed it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,13 +95,27 @@ pub struct HeldCode {
 }
 
 impl HeldCode {
+    /// Not closed in the store (it may still have lapsed: see [`Self::answers_at`]).
     pub fn is_open(&self) -> bool {
         self.closed_at.is_none()
     }
 
-    /// Whether the code is still out of use at `now`: open, or closed less than [`REUSE_AFTER`] ago.
+    /// When the code stopped answering: when its alert closed, or [`OPEN_FOR`] after it was
+    /// given, whichever came first.
+    pub fn ended_at(&self) -> DateTime<Utc> {
+        let lapses = self.given_at + OPEN_FOR;
+        self.closed_at.map_or(lapses, |closed| closed.min(lapses))
+    }
+
+    /// Whether a reply arriving at `now` can still reach the code's alert.
+    pub fn answers_at(&self, now: DateTime<Utc>) -> bool {
+        now < self.ended_at()
+    }
+
+    /// Whether the code is still out of use at `now`: answering, or ended less than
+    /// [`REUSE_AFTER`] ago.
     fn blocks(&self, now: DateTime<Utc>) -> bool {
-        self.closed_at.is_none_or(|closed| now - closed < REUSE_AFTER)
+        now < self.ended_at() + REUSE_AFTER
     }
 }
 
@@ -102,16 +123,16 @@ impl HeldCode {
 /// 1–[`ReplyCode::MAX`] belongs to an open alert. A subject that already holds an open code keeps
 /// it (a retried send shows the same code).
 pub fn next_code(held: &[HeldCode], subject: &AckSubject, now: DateTime<Utc>) -> Option<ReplyCode> {
-    if let Some(mine) = held.iter().find(|h| h.is_open() && &h.subject == subject) {
+    if let Some(mine) = held.iter().find(|h| h.answers_at(now) && &h.subject == subject) {
         return Some(mine.code);
     }
     let blocked = |n: u16| held.iter().any(|h| h.code.get() == n && h.blocks(now));
-    let open = |n: u16| held.iter().any(|h| h.code.get() == n && h.is_open());
+    let open = |n: u16| held.iter().any(|h| h.code.get() == n && h.answers_at(now));
     if let Some(n) = (1..=ReplyCode::MAX).find(|&n| !blocked(n)) {
         return ReplyCode::new(n);
     }
     // Every code is open or recently closed: the longest-closed comes back first.
-    held.iter().filter(|h| !open(h.code.get())).min_by_key(|h| (h.closed_at, h.code)).map(|h| h.code)
+    held.iter().filter(|h| !open(h.code.get())).min_by_key(|h| (h.ended_at(), h.code)).map(|h| h.code)
 }
 
 /// What a reply reaches.
@@ -129,16 +150,17 @@ pub enum Resolution {
 
 /// Which of a phone's held codes a reply arriving at `received_at` reaches.
 pub fn resolve(target: AckTarget, held: &[HeldCode], received_at: DateTime<Utc>) -> Resolution {
-    let sent_before = |h: &&HeldCode| h.is_open() && h.sent_at.is_some_and(|sent| sent <= received_at);
+    let answering = |h: &&HeldCode| h.answers_at(received_at);
+    let sent_before = |h: &&HeldCode| answering(h) && h.sent_at.is_some_and(|sent| sent <= received_at);
     match target {
         AckTarget::Code(code) => {
             let given = |h: &&HeldCode| h.code == code && h.given_at <= received_at;
-            if let Some(open) = held.iter().filter(|h| h.is_open()).find(given) {
+            if let Some(open) = held.iter().filter(answering).find(given) {
                 return Resolution::Acknowledge(vec![open.subject.clone()]);
             }
             held.iter()
                 .filter(given)
-                .max_by_key(|h| h.closed_at)
+                .max_by_key(|h| h.ended_at())
                 .map_or(Resolution::UnknownCode(code), |closed| Resolution::AlreadyClosed(closed.subject.clone()))
         }
         AckTarget::Latest => held
@@ -260,6 +282,21 @@ mod tests {
         assert_eq!(resolve(AckTarget::All, &[], t(8)), Resolution::NothingOpen);
     }
 
+    #[test]
+    fn a_code_nobody_answered_lapses_a_day_after_it_was_given_and_is_reused_a_day_later() {
+        let h = [held(1, alert(1), 0, Some(0), None)];
+        let lapsed = t(0) + OPEN_FOR;
+        assert_eq!(
+            resolve(AckTarget::Code(code(1)), &h, lapsed - Duration::minutes(1)),
+            Resolution::Acknowledge(vec![alert(1)])
+        );
+        assert_eq!(resolve(AckTarget::Code(code(1)), &h, lapsed), Resolution::AlreadyClosed(alert(1)));
+        assert_eq!(resolve(AckTarget::Latest, &h, lapsed), Resolution::NothingOpen);
+        assert_eq!(next_code(&h, &alert(2), lapsed), Some(code(2)), "lapsed, not yet reusable");
+        assert_eq!(next_code(&h, &alert(2), lapsed + REUSE_AFTER), Some(code(1)));
+        assert_eq!(next_code(&h, &alert(1), lapsed), Some(code(2)), "a lapsed alert's retry gets a new code");
+    }
+
     proptest! {
         /// Whatever a phone holds, a new alert never gets a code an open alert of that phone holds.
         #[test]
@@ -277,7 +314,7 @@ mod tests {
             let h: Vec<HeldCode> = h.into_iter().filter(|e| !e.is_open() || seen.insert(e.code)).collect();
             let fresh = alert(200);
             let got = next_code(&h, &fresh, t(now)).expect("codes beyond 12 are free");
-            prop_assert!(!h.iter().any(|e| e.is_open() && e.code == got));
+            prop_assert!(!h.iter().any(|e| e.answers_at(t(now)) && e.code == got));
             prop_assert!(!h.iter().any(|e| e.code == got && e.blocks(t(now))), "a blocked code while free ones exist");
         }
     }

@@ -10,6 +10,11 @@ pub fn prompt(code: ReplyCode) -> String {
     format!(" - Reply {code} to ack")
 }
 
+/// The longest prompt of one alert's SMS: intake leaves room for it when the stack takes replies.
+pub fn longest_prompt() -> String {
+    prompt(ReplyCode::HIGHEST)
+}
+
 /// The prompt for a digest's SMS carrying `members` alerts.
 pub fn digest_prompt(code: ReplyCode, members: usize) -> String {
     format!(" - Reply {code} to ack all {members}")

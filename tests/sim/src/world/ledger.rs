@@ -17,7 +17,7 @@ use tocsin::domain::intent::{Escalation, IntentRecord, Status};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::producer::{ProducerName, RateWindow};
 use tocsin::domain::reconcile::ReconcileState;
-use tocsin::domain::reply::code::REUSE_AFTER;
+use tocsin::domain::reply::code::{OPEN_FOR, REUSE_AFTER};
 use tocsin::domain::reply::{AckSubject, HeldCode, ReplyCode};
 use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour_of};
 use tocsin::domain::storm::DigestId;
@@ -908,7 +908,9 @@ impl ReplyCodes for SimLedger {
             self.sim
                 .call("DynamoDB UpdateItem (give a reply code)", OpKind::Write, move |w| {
                     let codes = w.ledger.reply_codes.entry(p.clone()).or_default();
-                    let reusable = codes.get(&code).is_none_or(|h| h.closed_at.is_some_and(|x| x <= at - REUSE_AFTER));
+                    let reusable = codes.get(&code).is_none_or(|h| {
+                        h.closed_at.is_some_and(|x| x <= at - REUSE_AFTER) || h.given_at <= at - REUSE_AFTER - OPEN_FOR
+                    });
                     if reusable {
                         let held =
                             HeldCode { code, subject: subject.clone(), given_at: at, sent_at: None, closed_at: None };
