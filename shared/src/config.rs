@@ -516,6 +516,28 @@ impl StatusConfig {
     }
 }
 
+/// The replies function's configuration (issue 37): where the phones' reply codes, the alerts and
+/// the registry are.
+#[derive(Debug, Clone)]
+pub struct RepliesConfig {
+    /// The deployment (stack) name (`TOCSIN_STACK`), in its log lines.
+    pub stack: String,
+    pub ledger_table: String,
+    pub recipients_table: String,
+}
+
+impl RepliesConfig {
+    pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let c = RepliesConfig {
+            stack: env.required(STACK),
+            ledger_table: env.required(LEDGER_TABLE),
+            recipients_table: env.required(RECIPIENTS_TABLE),
+        };
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), Vec::new())?;
+        Ok(c)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct EscalationConfig {
     pub ledger_table: String,

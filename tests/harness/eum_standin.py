@@ -17,6 +17,12 @@ Sources (cited where used):
           (also https://docs.aws.amazon.com/end-user-messaging/latest/userguide/nx-features-messaging-events.html)
 - [STATUS] "View a phone number status and capabilities", same guide,
           https://docs.aws.amazon.com/sms-voice/latest/userguide/phone-numbers-status.html
+- [KEYWORDS] "Required opt-out keywords", same guide,
+          https://docs.aws.amazon.com/sms-voice/latest/userguide/keywords-required.html
+- [TWOWAY] "Two-way SMS messaging" and UpdatePhoneNumber ([API]): inbound messages published to
+          the number's TwoWayChannelArn (an SNS topic) as JSON with originationNumber,
+          destinationNumber, messageKeyword, messageBody, inboundMessageId,
+          previousPublishedMessageId.
 - [SAR]   Service Authorization Reference, "Actions, resources, and condition keys for AWS End User
           Messaging SMS and Voice V2" (the ARN formats below; the IAM side is in src/iam/request.rs).
 
@@ -385,6 +391,9 @@ class PhoneNumber:
     created: float
     status: str = "PENDING"  # [STATUS]: "When you first purchase a phone number, ... PENDING"
     two_way: bool = False
+    two_way_channel: str | None = None
+    two_way_role: str | None = None
+    self_managed_opt_outs: bool = False
     international: bool = False
     deletion_protection: bool = False
     pool_id: str | None = None
@@ -402,12 +411,16 @@ class PhoneNumber:
             "NumberType": self.number_type,
             "MonthlyLeasingPrice": "2.00" if self.number_type == "TOLL_FREE" else "1.00",
             "TwoWayEnabled": self.two_way,
-            "SelfManagedOptOutsEnabled": False,
+            "SelfManagedOptOutsEnabled": self.self_managed_opt_outs,
             "OptOutListName": self.opt_out_list,
             "InternationalSendingEnabled": self.international,
             "DeletionProtectionEnabled": self.deletion_protection,
             "CreatedTimestamp": self.created,
         }
+        if self.two_way_channel:
+            out["TwoWayChannelArn"] = self.two_way_channel
+        if self.two_way_role:
+            out["TwoWayChannelRole"] = self.two_way_role
         if self.pool_id:
             out["PoolId"] = self.pool_id
         if self.registration_id:
@@ -1011,6 +1024,45 @@ def describe_phone_numbers(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str
         numbers = list(r.phone_numbers.values())
     items = apply_filters([p.info() for p in numbers], q.get("Filters"))
     return paginate(items, q, "PhoneNumbers")
+
+
+@operation("UpdatePhoneNumber")
+def update_phone_number(s: StandIn, r: Region, q: dict[str, Any]) -> dict[str, Any]:
+    """Two-way messaging, self-managed opt-outs, the opt-out list, deletion protection. AWS refuses
+    a number that is not active, a number in a pool ([API]: "If the origination phone number is
+    associated with a pool, an error is returned"), two-way on without a channel, and a channel
+    that is not an SNS topic of the account that exists (or Amazon Connect)."""
+    p = r.phone_number(q["PhoneNumberId"])
+    if p is None:
+        raise not_found("phone-number", q["PhoneNumberId"])
+    if p.status != "ACTIVE":
+        raise conflict("RESOURCE_NOT_ACTIVE", f"phone number {p.id} is {p.status}", "phone-number", p.id)
+    if p.pool_id:
+        raise conflict("PHONE_NUMBER_ASSOCIATED_TO_POOL", f"phone number {p.id} is in pool {p.pool_id}", "phone-number", p.id)
+    channel = q.get("TwoWayChannelArn", p.two_way_channel)
+    enabled = q.get("TwoWayEnabled", p.two_way)
+    if enabled and not channel:
+        raise validation_error("TWO_WAY_CHANNEL_NOT_PRESENT", message="two-way messaging needs a TwoWayChannelArn")
+    if "TwoWayChannelArn" in q and not channel.startswith("connect.") and not _topic_exists(r, channel):
+        raise validation_error("TWO_WAY_TOPIC_NOT_PRESENT", message=f"no SNS topic {channel}")
+    if "OptOutListName" in q:
+        p.opt_out_list = r.opt_out_list(q["OptOutListName"]).name
+    p.two_way, p.two_way_channel = enabled, channel
+    p.two_way_role = q.get("TwoWayChannelRole", p.two_way_role)
+    p.self_managed_opt_outs = q.get("SelfManagedOptOutsEnabled", p.self_managed_opt_outs)
+    p.deletion_protection = q.get("DeletionProtectionEnabled", p.deletion_protection)
+    p.international = q.get("InternationalSendingEnabled", p.international)
+    members = OPERATIONS["UpdatePhoneNumber"]["output"]["shape"]
+    return {k: v for k, v in p.info().items() if k in SHAPES[members]["members"]}
+
+
+def _topic_exists(r: Region, arn: str) -> bool:
+    from moto.sns.models import sns_backends  # the backend of the very process serving the SDK
+
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sns":
+        return False
+    return arn in sns_backends[parts[4]][parts[3]].topics
 
 
 @operation("CreatePool")
@@ -1642,12 +1694,71 @@ def c_identities(s: StandIn, r: Region, b: dict[str, Any]) -> dict[str, Any]:
     return {"resolve": resolve}
 
 
+# The required opt-out keywords ([KEYWORDS]), matched on the message's first word ("a message that
+# begins with a keyword"). US toll-free numbers: opt-outs are the carrier's, STOP the only opt-out
+# keyword, and START or UNSTOP resubscribe.
+OPT_OUT_KEYWORDS = {"ARRET", "CANCEL", "END", "OPT-OUT", "OPTOUT", "QUIT", "REMOVE", "STOP", "TD", "UNSUBSCRIBE"}
+TOLL_FREE_OPT_OUT = {"STOP"}
+TOLL_FREE_OPT_IN = {"START", "UNSTOP"}
+HELP_KEYWORDS = {"HELP"}
+
+
+def c_reply(s: StandIn, r: Region, b: dict[str, Any]) -> dict[str, Any]:
+    """A person texts `text` from `from` to the origination number `to`. End User Messaging acts on
+    an opt-out or opt-in keyword first (the number's opt-out list, unless it self-manages
+    opt-outs), then publishes the inbound message to the number's two-way channel (an SNS topic
+    of moto's), `copies` times (SNS delivers at least once). Nothing is published when two-way is
+    off: AWS drops the reply."""
+    _only(b, {"from", "to", "text", "copies"})
+    p = next((n for n in r.phone_numbers.values() if n.number == b["to"]), None)
+    if p is None:
+        raise ControlError(f"no origination number {b['to']}")
+    text = str(b.get("text", ""))
+    words = text.strip().split()
+    first = words[0].upper() if words else ""
+    toll_free = p.number_type == "TOLL_FREE" and p.iso == "US"
+    opt_out = TOLL_FREE_OPT_OUT if toll_free else OPT_OUT_KEYWORDS
+    opt_in = TOLL_FREE_OPT_IN if toll_free else set()
+    keyword = first if first in opt_out | opt_in | HELP_KEYWORDS else None
+    lst = r.opt_out_lists.get(p.opt_out_list)
+    if lst is not None and (toll_free or not p.self_managed_opt_outs):
+        if first in opt_out:
+            lst.numbers[b["from"]] = (time.time(), True)
+        elif first in opt_in:
+            lst.numbers.pop(b["from"], None)
+    if not (p.two_way and p.two_way_channel):
+        return {"published": 0}
+    previous = next(
+        (m.message_id for m in reversed(r.messages) if m.origination == p.number and m.destination == b["from"]),
+        None,
+    )
+    payload: dict[str, Any] = {
+        "originationNumber": b["from"],
+        "destinationNumber": p.number,
+        "messageBody": text,
+        "inboundMessageId": str(uuid.uuid4()),
+    }
+    if keyword:
+        payload["messageKeyword"] = keyword
+    if previous:
+        payload["previousPublishedMessageId"] = previous
+    from moto.sns.models import sns_backends
+
+    parts = p.two_way_channel.split(":")
+    backend = sns_backends[parts[4]][parts[3]]
+    copies = int(b.get("copies", 1))
+    for _ in range(copies):
+        backend.publish(json.dumps(payload, separators=(",", ":")), arn=p.two_way_channel)
+    return {"published": copies, "inbound_message_id": payload["inboundMessageId"]}
+
+
 CONTROLS: dict[tuple[str, str], Control] = {
     ("POST", "carrier"): c_carrier,
     ("POST", "throttle"): c_throttle,
     ("POST", "rate"): c_rate,
     ("POST", "account"): c_account,
     ("POST", "phone-number-status"): c_phone_number_status,
+    ("POST", "reply"): c_reply,
     ("POST", "release"): c_release,
     ("POST", "give-up"): c_give_up,
     ("GET", "messages"): c_messages,

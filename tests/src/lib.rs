@@ -17,7 +17,7 @@ use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
 use tocsin::adapters::sms::{ProviderLogs, SmsProvider};
 use tocsin::adapters::sqs::{SqsEscalationQueue, SqsRejectSink, SqsSendQueue};
-use tocsin::config::{Env, EscalationConfig, IntakeConfig, SenderConfig, StatusConfig};
+use tocsin::config::{Env, EscalationConfig, IntakeConfig, RepliesConfig, SenderConfig, StatusConfig};
 use tocsin::domain::observation::Observation;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, IntentRecord};
@@ -111,6 +111,7 @@ pub fn function_timeout(stack: &Stack, logical_id: &str) -> std::time::Duration 
         .unwrap_or_else(|| panic!("template.yaml sets no Timeout for {logical_id}"));
     std::time::Duration::from_secs(seconds)
 }
+pub type RepliesFn = replies::Replies<DynamoLedger, DynamoRegistry, TestClock>;
 pub type EscalationFn =
     escalation::Escalator<DynamoLedger, SqsSendQueue, SqsEscalationQueue, ProviderLogs, DynamoRegistry, TestClock>;
 
@@ -126,6 +127,10 @@ pub struct Pipeline {
     pub sender: SenderFn,
     pub status: StatusFn,
     pub escalation: EscalationFn,
+    /// The replies function, when the stack takes replies (`Replies=on`).
+    pub replies: Option<RepliesFn>,
+    /// The replies queue's event source mapping (polls with the replies function's role).
+    replies_mapping_sqs: Option<aws_sdk_sqs::Client>,
     /// The harness's own ledger client (through the fault proxy when there is one): the test
     /// arranging state, or playing a function that crashed. Not checked by the IAM gate.
     pub ledger: DynamoLedger,
@@ -155,6 +160,38 @@ fn env_of(stack: &Stack, function: &str, overrides: &[(&str, &str)]) -> Env {
         vars.insert((*k).to_owned(), (*v).to_owned());
     }
     Env::from_map(vars)
+}
+
+/// The replies function and its queue's event source mapping, when the stack takes replies; and
+/// what the account owner does after the deploy: two-way on for the origination number, its
+/// channel the stack's replies topic.
+#[allow(clippy::too_many_arguments)]
+async fn replies_of(
+    emulator: &Emulator,
+    stack: &Stack,
+    origination: Option<&tocsin_harness::eum::PhoneNumber>,
+    direct: &aws_config::SdkConfig,
+    function_endpoint: &str,
+    overrides: &[(&str, &str)],
+    clock: &TestClock,
+    ledger_of: &dyn Fn(&aws_config::SdkConfig) -> DynamoLedger,
+    registry_of: &dyn Fn(&aws_config::SdkConfig) -> DynamoRegistry,
+) -> (Option<RepliesFn>, Option<aws_sdk_sqs::Client>) {
+    if !stack.condition("TakesReplies").unwrap_or(false) {
+        return (None, None);
+    }
+    let cfg =
+        RepliesConfig::from_env(&mut env_of(stack, "RepliesFunction", overrides)).unwrap_or_else(|e| panic!("{e}"));
+    let sdk = function_sdk(function_endpoint, "RepliesFunction").await;
+    let topic = stack.topic("RepliesTopic").unwrap_or_else(|| panic!("Replies=on and no RepliesTopic"));
+    if let Some(number) = origination {
+        emulator.eum().enable_two_way(direct, number, topic).await.unwrap_or_else(|e| panic!("two-way: {e}"));
+    }
+    let mapping =
+        Emulator::sdk_config_for(&emulator.endpoint(), &Principal::EventSourceMapping("RepliesFunction".into())).await;
+    let handler =
+        replies::Replies { store: ledger_of(&sdk), registry: registry_of(&sdk), clock: clock.clone(), config: cfg };
+    (Some(handler), Some(aws_sdk_sqs::Client::new(&mapping)))
 }
 
 /// Options for building a pipeline.
@@ -325,6 +362,21 @@ impl Pipeline {
         let mapping =
             Emulator::sdk_config_for(&emulator.endpoint(), &Principal::EventSourceMapping("SenderFunction".into()))
                 .await;
+        // Replies: the function, its queue's event source mapping, and what the account owner
+        // does after the deploy - two-way on for the origination number, its channel the topic.
+        // Boxed: the pipeline's start is a deep future already (a test thread's stack is small).
+        let (replies, replies_mapping_sqs) = Box::pin(replies_of(
+            &emulator,
+            &stack,
+            origination.as_ref(),
+            &direct,
+            &function_endpoint,
+            ov,
+            &clock,
+            &ledger_of,
+            &registry_of,
+        ))
+        .await;
         Pipeline {
             logs: aws_sdk_cloudwatchlogs::Client::new(&direct),
             inspect: DynamoLedger::new(direct_ddb, stack.table("LedgerTable"))
@@ -337,6 +389,8 @@ impl Pipeline {
             sender,
             status,
             escalation,
+            replies,
+            replies_mapping_sqs,
             ledger,
             sender_config: sender_cfg,
             failed_receipts: Mutex::new(Vec::new()),
@@ -596,6 +650,81 @@ impl Pipeline {
             out.push(summary.unwrap_or_else(|e| panic!("status failed: {e}")));
         }
         out
+    }
+
+    /// The replies queue's event source mapping: hands what the two-way topic delivered to the
+    /// replies function in batches of ten, deleting what it finished (with the function's role).
+    /// Returns every batch response.
+    pub async fn run_replies(&self) -> Vec<SqsBatchResponse> {
+        let (Some(handler), Some(sqs)) = (&self.replies, &self.replies_mapping_sqs) else {
+            panic!("the stack takes no replies (Replies=off)")
+        };
+        let q = self.stack.queue("RepliesQueue").clone();
+        let mut responses = Vec::new();
+        loop {
+            let msgs = receive_with(sqs, &q.url, 10).await;
+            self.assert_iam_allowed();
+            if msgs.is_empty() {
+                break;
+            }
+            let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
+            let resp = handler.handle(event).await;
+            self.assert_iam_allowed();
+            let failed: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+            for m in msgs.iter().filter(|m| !failed.contains(m.message_id.as_deref().unwrap_or_default())) {
+                let _ = sqs
+                    .delete_message()
+                    .queue_url(&q.url)
+                    .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                    .send()
+                    .await;
+            }
+            let stop = !failed.is_empty();
+            responses.push(resp);
+            if stop {
+                break;
+            }
+        }
+        responses
+    }
+
+    /// As [`Self::run_replies`], one record at a time, returning how each ended (what the
+    /// function's metrics count).
+    pub async fn reply_outcomes(&self) -> Vec<replies::Outcome> {
+        let (Some(handler), Some(sqs)) = (&self.replies, &self.replies_mapping_sqs) else {
+            panic!("the stack takes no replies (Replies=off)")
+        };
+        let q = self.stack.queue("RepliesQueue").clone();
+        let mut out = Vec::new();
+        loop {
+            let msgs = receive_with(sqs, &q.url, 10).await;
+            if msgs.is_empty() {
+                break;
+            }
+            let event = tocsin_harness::events::sqs_event(&q.arn, &msgs);
+            for (record, m) in event.records.iter().zip(&msgs) {
+                let outcome = handler.process(record).await;
+                self.assert_iam_allowed();
+                if !outcome.unfinished() {
+                    let handle = m.receipt_handle.clone().unwrap_or_default();
+                    let _ = sqs.delete_message().queue_url(&q.url).receipt_handle(handle).send().await;
+                }
+                out.push(outcome);
+            }
+        }
+        out
+    }
+
+    /// A person texts `text` from `from` to the stack's origination number (End User Messaging
+    /// publishes it to the replies topic). Returns its `inboundMessageId`.
+    pub async fn person_replies(&self, from: &str, text: &str) -> String {
+        let to = self.origination.as_ref().map(|n| n.number.clone()).unwrap_or_else(|| panic!("no origination number"));
+        self.emulator
+            .eum()
+            .reply(from, &to, text, 1)
+            .await
+            .unwrap_or_else(|e| panic!("reply: {e}"))
+            .unwrap_or_else(|| panic!("two-way is off: the reply was dropped"))
     }
 
     /// The schedule firing the escalation sweep (with a generous time budget).

@@ -1,11 +1,15 @@
 //! Acknowledgement by reply (issue 37), on the emulator through End User Messaging's stand-in:
 //! with `Replies=on` every SMS shows its reply code, a digest one code for all it carries, and a
-//! code is marked sent once the provider accepted its SMS.
+//! code is marked sent once the provider accepted its SMS. A person's reply goes the way AWS sends
+//! it — the stand-in publishes it to the number's two-way channel (the stack's replies topic in
+//! moto), SNS delivers it to the replies queue, the replies function reads it with its own role.
 
-use tocsin::domain::PhoneNumber;
+use tocsin::domain::acknowledgement::AckVia;
+use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reply::AckSubject;
 use tocsin::domain::storm::DigestId;
-use tocsin::ports::ReplyCodes;
+use tocsin::domain::{IdempotencyKey, PhoneNumber};
+use tocsin::ports::{RecipientRegistry, ReplyCodes};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 fn replies_on() -> Options {
@@ -85,4 +89,196 @@ async fn without_replies_no_code_is_given_and_the_sms_is_the_template_text() {
     let texts = p.emulator.eum().sent_texts().await.expect("texts");
     assert!(!texts[0].body.contains("Reply"), "{:?}", texts[0].body);
     assert!(p.inspect.held_codes(&phone(to)).await.expect("codes").is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replies in: the two-way topic -> the replies queue -> the replies function.
+// ---------------------------------------------------------------------------------------------
+
+async fn two_alerts(p: &Pipeline, to: &str, tag: &str) -> (IdempotencyKey, IdempotencyKey) {
+    let mut keys = Vec::new();
+    for i in 0..2 {
+        let (status, body) = p.submit(&alert(&format!("{tag}-{i}"), to)).await;
+        assert_eq!(status, 201, "{body}");
+        keys.push(key_of(&body));
+    }
+    p.run_sender().await;
+    (keys[0].clone(), keys[1].clone())
+}
+
+async fn code_of(p: &Pipeline, to: &str, key: &IdempotencyKey) -> u16 {
+    let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
+    held.iter().find(|h| h.subject == AckSubject::Alert(key.clone())).expect("a code").code.get()
+}
+
+fn acks(timeline: &[Observation]) -> Vec<(String, AckVia)> {
+    timeline
+        .iter()
+        .filter_map(|o| match &o.kind {
+            ObservationKind::Acknowledged { by, via } => Some((by.clone(), *via)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_acknowledges_by_replying_the_code_and_only_that_alert_is_spared_escalation() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550304";
+    let (first, second) = two_alerts(&p, to, "reply-ack").await;
+    let code = code_of(&p, to, &second).await;
+    p.person_replies(to, &format!("ack {code}")).await;
+    let outcomes = p.reply_outcomes().await;
+    assert_eq!(outcomes, vec![replies::Outcome::Acknowledged { alerts: 1 }]);
+
+    let acked = p.record(&second).await.status.acknowledgement.expect("acknowledged");
+    assert_eq!((acked.by.as_str(), acked.via), ("+1******0304", AckVia::Reply), "by the phone, masked; by reply");
+    assert!(p.record(&first).await.status.acknowledgement.is_none(), "the other alert is not");
+    let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
+    let closed: Vec<bool> = [&first, &second]
+        .iter()
+        .map(|k| held.iter().any(|h| h.subject == AckSubject::Alert((*k).clone()) && h.closed_at.is_some()))
+        .collect();
+    assert_eq!(closed, vec![false, true], "only the acknowledged alert's code closed");
+
+    p.clock.advance(chrono::Duration::minutes(16));
+    p.run_escalation().await;
+    let paged: Vec<String> = p.escalations().await.into_iter().map(|(m, _)| m.idempotency_key).collect();
+    assert_eq!(paged, vec![first.to_string()], "the acknowledged alert is not escalated; the other is");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_delivered_twice_acknowledges_once() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550305";
+    let (_, second) = two_alerts(&p, to, "reply-twice").await;
+    let code = code_of(&p, to, &second).await;
+    let origination = p.origination.as_ref().expect("a number").number.clone();
+    p.emulator.eum().reply(to, &origination, &code.to_string(), 2).await.expect("reply").expect("published");
+    let mut outcomes = p.reply_outcomes().await;
+    outcomes.sort_by_key(|o| o.name());
+    // The copy arrived when the first did (SNS's timestamp), before the code closed: it reaches the
+    // alert, which recognises the reply.
+    assert_eq!(outcomes, vec![replies::Outcome::Acknowledged { alerts: 1 }, replies::Outcome::AlreadyAcknowledged]);
+    assert_eq!(acks(&p.timeline(&second).await).len(), 1, "one acknowledgement in the timeline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_ack_reaches_the_latest_alert_sent_and_ack_all_the_rest() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550306";
+    let (first, _) = two_alerts(&p, to, "reply-latest").await;
+    let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
+    let latest = held.iter().max_by_key(|h| (h.sent_at, h.given_at, h.code)).expect("held").subject.clone();
+    p.person_replies(to, "OK").await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::Acknowledged { alerts: 1 }]);
+    let AckSubject::Alert(latest) = latest else { panic!("an alert's code") };
+    assert!(p.record(&latest).await.status.acknowledgement.is_some(), "the latest sent is acknowledged");
+    let other = if latest == first { two_alerts_other(&p, to, &latest).await } else { first };
+    assert!(p.record(&other).await.status.acknowledgement.is_none());
+    p.person_replies(to, "ack all").await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::Acknowledged { alerts: 1 }]);
+    assert!(p.record(&other).await.status.acknowledgement.is_some(), "ack all reaches the rest");
+    p.person_replies(to, "ack").await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::NothingOpen], "nothing left open");
+}
+
+/// The alert of `to` that is not `not`.
+async fn two_alerts_other(p: &Pipeline, to: &str, not: &IdempotencyKey) -> IdempotencyKey {
+    let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
+    held.iter()
+        .find_map(|h| match &h.subject {
+            AckSubject::Alert(k) if k != not => Some(k.clone()),
+            _ => None,
+        })
+        .expect("another alert")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digests_code_acknowledges_every_member() {
+    let mut o = replies_on();
+    o.env.retain(|(k, _)| *k != "TOCSIN_STORM_MODE");
+    o.env.push(("TOCSIN_STORM_MODE", "on"));
+    let p = Pipeline::start_with(o).await;
+    let to = "+14155550307";
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let (_, body) = p.submit(&alert(&format!("reply-digest-{i}"), to)).await;
+        keys.push(key_of(&body));
+    }
+    p.run_sender().await;
+    let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
+    p.person_replies(to, &format!("{}a", held[0].code)).await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::Acknowledged { alerts: 3 }]);
+    for k in &keys {
+        assert_eq!(acks(&p.timeline(k).await), vec![("+1******0307".to_owned(), AckVia::Reply)], "{k}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_suppresses_the_number_pages_on_call_and_acknowledges_nothing() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550308";
+    let (first, second) = two_alerts(&p, to, "reply-stop").await;
+    p.person_replies(to, "STOP 1").await;
+    let responses = p.run_replies().await;
+    assert!(responses.iter().all(|r| r.batch_item_failures.is_empty()), "{responses:?}");
+    let suppressed = p.registry.suppression(&phone(to)).await.expect("registry").expect("suppressed at once");
+    assert_eq!(suppressed.reason, replies::OPTED_OUT_BY_REPLY);
+    for k in [&first, &second] {
+        assert!(p.record(k).await.status.acknowledgement.is_none(), "STOP acknowledges nothing");
+    }
+    let paged: f64 = tocsin_tests::emitted_metrics()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|d| d["function"] == "replies")
+        .filter_map(|d| d["recipient_opted_out"].as_f64())
+        .sum();
+    assert!(paged >= 1.0, "the metric the RecipientOptedOutAlarm pages on");
+    // End User Messaging opted the number out too (the toll-free carrier's STOP).
+    let (status, body) = p.submit(&alert("reply-stop-after", to)).await;
+    assert_eq!(status, 201, "{body}");
+    let before = p.emulator.eum().sent_texts().await.expect("texts").len();
+    p.run_sender().await;
+    assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), before, "no SMS to a number that said STOP");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_from_a_number_tocsin_never_texted_changes_nothing() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550309";
+    let (first, second) = two_alerts(&p, to, "reply-stranger").await;
+    let stranger = "+14155550399";
+    p.person_replies(stranger, "1").await;
+    p.person_replies(stranger, "ack all").await;
+    p.person_replies(stranger, "STOP").await;
+    let mut outcomes = p.reply_outcomes().await;
+    outcomes.sort_by_key(|o| o.name());
+    assert_eq!(
+        outcomes,
+        vec![
+            replies::Outcome::NotARecipient,
+            replies::Outcome::NotARecipient,
+            replies::Outcome::OptedOut { paged: false }
+        ]
+    );
+    for k in [&first, &second] {
+        assert!(p.record(k).await.status.acknowledgement.is_none());
+    }
+    assert!(p.registry.suppression(&phone(to)).await.expect("registry").is_none(), "the recipient is untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_is_not_a_reply_fails_alone_and_the_good_one_beside_it_is_handled() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550310";
+    let (_, second) = two_alerts(&p, to, "reply-bad").await;
+    let code = code_of(&p, to, &second).await;
+    let q = p.stack.queue("RepliesQueue").url.clone();
+    p.sqs.send_message().queue_url(&q).message_body("{\"not\":\"a reply\"}").send().await.expect("send");
+    p.person_replies(to, &code.to_string()).await;
+    let responses = p.run_replies().await;
+    let failures: usize = responses.iter().map(|r| r.batch_item_failures.len()).sum();
+    assert_eq!(failures, 1, "the bad record alone is reported (it reaches the dead-letter queue)");
+    assert!(p.record(&second).await.status.acknowledgement.is_some(), "the good reply in the batch is handled");
 }

@@ -217,6 +217,79 @@ fn eventbridge_failures_dead_letter_into_the_stacks_own_encrypted_alarmed_queue(
 }
 
 #[test]
+fn replies_flow_from_the_two_way_topic_to_the_replies_function_and_nothing_else_can_feed_it() {
+    let t = translated();
+    let r = &t["Resources"];
+    for id in [
+        "RepliesTopic",
+        "RepliesTopicPolicy",
+        "RepliesQueue",
+        "RepliesDeadLetterQueue",
+        "RepliesQueuePolicy",
+        "RepliesSubscription",
+        "RepliesLogGroup",
+        "RepliesFunction",
+        "RecipientOptedOutAlarm",
+        "RepliesDeadLetterAlarm",
+    ] {
+        assert_eq!(r[id]["Condition"], "TakesReplies", "{id} exists only when the stack takes replies");
+    }
+    assert_eq!(
+        t["Conditions"]["TakesReplies"],
+        json!({"Fn::And": [{"Condition": "UsesEndUserMessaging"}, {"Fn::Equals": [reference("Replies"), "on"]}]})
+    );
+    // End User Messaging, for this account only, may publish to the topic; the topic is encrypted.
+    assert_eq!(r["RepliesTopic"]["Properties"]["KmsMasterKeyId"], reference("DataKey"));
+    let topic_statements =
+        r["RepliesTopicPolicy"]["Properties"]["PolicyDocument"]["Statement"].as_array().expect("statements");
+    assert_eq!(topic_statements.len(), 1);
+    let st = &topic_statements[0];
+    assert_eq!(
+        (&st["Principal"]["Service"], &st["Action"]),
+        (&json!("sms-voice.amazonaws.com"), &json!("sns:Publish"))
+    );
+    assert_eq!(st["Condition"]["StringEquals"]["aws:SourceAccount"], reference("AWS::AccountId"));
+    // Only the replies topic may send to the queue; the subscription ties them.
+    let queue_statements =
+        r["RepliesQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"].as_array().expect("statements");
+    assert_eq!(queue_statements.len(), 1);
+    assert_eq!(queue_statements[0]["Principal"]["Service"], "sns.amazonaws.com");
+    assert_eq!(queue_statements[0]["Condition"]["ArnEquals"]["aws:SourceArn"], reference("RepliesTopic"));
+    let sub = &r["RepliesSubscription"]["Properties"];
+    assert_eq!(
+        (&sub["TopicArn"], &sub["Protocol"], &sub["Endpoint"]),
+        (&reference("RepliesTopic"), &json!("sqs"), &get_att("RepliesQueue", "Arn"))
+    );
+    // The key lets both services use it on this account's behalf only.
+    let key = r["DataKey"]["Properties"]["KeyPolicy"]["Statement"].as_array().expect("key statements");
+    for service in ["sms-voice.amazonaws.com", "sns.amazonaws.com"] {
+        let s = key
+            .iter()
+            .find(|s| s["Principal"]["Service"] == service)
+            .unwrap_or_else(|| panic!("{service} in the key policy"));
+        assert_eq!(s["Condition"]["StringEquals"]["aws:SourceAccount"], reference("AWS::AccountId"), "{service}");
+    }
+    // The function reads the queue, a failed record alone; the queue dead-letters after 5 tries.
+    let mapping = resources_of(t, "AWS::Lambda::EventSourceMapping")
+        .into_iter()
+        .find(|(_, m)| m["Properties"]["EventSourceArn"] == get_att("RepliesQueue", "Arn"))
+        .expect("the replies queue's mapping")
+        .1;
+    assert_eq!(mapping["Properties"]["FunctionResponseTypes"], json!(["ReportBatchItemFailures"]));
+    assert_eq!(mapping["Condition"], "TakesReplies");
+    assert_eq!(
+        r["RepliesQueue"]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"],
+        get_att("RepliesDeadLetterQueue", "Arn")
+    );
+    // STOP pages: the metric the function emits, to the on-call topic.
+    let alarm = &r["RecipientOptedOutAlarm"]["Properties"];
+    assert_eq!((&alarm["Namespace"], &alarm["MetricName"]), (&json!("tocsin"), &json!("recipient_opted_out")));
+    assert_eq!(alarm["Dimensions"], json!([{"Name": "function", "Value": "replies"}]));
+    assert_eq!(alarm["AlarmActions"], json!([reference("AlarmTopic")]));
+    assert_eq!(t["Outputs"]["RepliesTopicArn"]["Value"], reference("RepliesTopic"));
+}
+
+#[test]
 fn every_log_group_has_retention_and_the_stack_key_and_every_function_logs_to_its_own() {
     let t = translated();
     let groups: BTreeMap<&str, &Value> = resources_of(t, "AWS::Logs::LogGroup").into_iter().collect();
@@ -225,7 +298,7 @@ fn every_log_group_has_retention_and_the_stack_key_and_every_function_logs_to_it
         assert_eq!(g["Properties"]["KmsKeyId"], get_att("DataKey", "Arn"), "{id} key");
     }
     let functions = resources_of(t, "AWS::Lambda::Function");
-    assert_eq!(functions.len(), 6, "intake, sender, status, escalation, sms-preferences, sms-country-rules");
+    assert_eq!(functions.len(), 7, "intake, sender, status, escalation, replies, sms-preferences, sms-country-rules");
     for (id, f) in functions {
         let group_id = f["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
             .as_str()

@@ -235,6 +235,29 @@ impl EumControl {
         serde_json::from_value(self.get("state").await?).map_err(stand_in)
     }
 
+    /// A person texts `text` from `from` to origination number `to`: End User Messaging applies an
+    /// opt-out (or toll-free opt-in) keyword, then publishes the inbound message to the number's
+    /// two-way channel `copies` times. Returns its `inboundMessageId`, or `None` when two-way is
+    /// off (AWS drops the reply).
+    pub async fn reply(&self, from: &str, to: &str, text: &str, copies: u32) -> Result<Option<String>> {
+        let v = self.post("reply", json!({"from": from, "to": to, "text": text, "copies": copies})).await?;
+        Ok(v["inbound_message_id"].as_str().map(str::to_owned))
+    }
+
+    /// What an account owner does to take replies: two-way on for `number`, its channel the
+    /// stack's replies topic (`UpdatePhoneNumber` through the SDK).
+    pub async fn enable_two_way(&self, sdk: &SdkConfig, number: &PhoneNumber, topic_arn: &str) -> Result<()> {
+        eum::Client::new(sdk)
+            .update_phone_number()
+            .phone_number_id(&number.id)
+            .two_way_enabled(true)
+            .two_way_channel_arn(topic_arn)
+            .send()
+            .await
+            .map_err(|e| aws_err("UpdatePhoneNumber", e))?;
+        Ok(())
+    }
+
     /// Requests an origination number through the SDK (as the account owner would) and activates
     /// it (its registration approved): a new number is `PENDING` until then.
     pub async fn active_phone_number(

@@ -67,8 +67,19 @@ pub async fn invoke_events_through_runtime(
     logical_id: &str,
     events_dir: &str,
 ) -> Result<Vec<(String, runtime_api::Invocation)>> {
-    let emulator = Emulator::start().await?;
-    let stack = Stack::provision(&emulator.sdk_config().await, "tocsin-local").await?;
+    invoke_events_through_runtime_with(binary, logical_id, events_dir, &[]).await
+}
+
+/// As [`invoke_events_through_runtime`], the stack deployed with template `parameters` (a
+/// function that exists only under some, e.g. `Replies=on`).
+pub async fn invoke_events_through_runtime_with(
+    binary: &str,
+    logical_id: &str,
+    events_dir: &str,
+    parameters: &[(&str, &str)],
+) -> Result<Vec<(String, runtime_api::Invocation)>> {
+    let emulator = Emulator::start_for(parameters).await?;
+    let stack = Stack::provision_with(&emulator.sdk_config().await, "tocsin-local", parameters).await?;
     let api = runtime_api::RuntimeApi::start().await?;
     let mut cmd = tokio::process::Command::new(binary);
     cmd.env_clear()

@@ -205,6 +205,20 @@ impl Stack {
             }
             pending = rest;
         }
+        // Topic subscriptions, once their topics and queues exist (moto delivers to SQS in-process).
+        for (id, r) in res.iter().filter(|(_, r)| resource_type(r) == "AWS::SNS::Subscription") {
+            let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+            let field = |name: &str| {
+                p.get(name).ok_or_else(|| tmpl_err(format!("{id}: no {name}"))).and_then(|v| stack.resolve(v))
+            };
+            let (topic, protocol, endpoint) = (field("TopicArn")?, field("Protocol")?, field("Endpoint")?);
+            let raw = p.get("RawMessageDelivery").map(|v| stack.resolve(v)).transpose()?;
+            let mut req = sns.subscribe().topic_arn(&topic).protocol(&protocol).endpoint(&endpoint);
+            if let Some(raw) = raw {
+                req = req.attributes("RawMessageDelivery", raw);
+            }
+            req.send().await.map_err(|e| aws_err("Subscribe", e))?;
+        }
         // End User Messaging protect configurations, before the configuration sets that name them.
         for (id, r) in res.iter().filter(|(_, r)| resource_type(r) == "AWS::SMSVOICE::ProtectConfiguration") {
             let p = r.get("Properties").cloned().unwrap_or(Value::Null);
@@ -441,6 +455,11 @@ impl Stack {
     /// The End User Messaging configuration set `logical_id` (its name; empty when not created).
     pub fn configuration_set(&self, logical_id: &str) -> &str {
         self.configuration_sets.get(logical_id).map(String::as_str).unwrap_or_default()
+    }
+
+    /// The ARN of topic `logical_id`, when this stack created it.
+    pub fn topic(&self, logical_id: &str) -> Option<&str> {
+        self.topics.get(logical_id).map(String::as_str)
     }
 
     pub fn log_group(&self, logical_id: &str) -> &str {
