@@ -517,23 +517,41 @@ impl StatusConfig {
 }
 
 /// The replies function's configuration (issue 37): where the phones' reply codes, the alerts and
-/// the registry are.
+/// the registry are, and how it answers a reply by SMS.
 #[derive(Debug, Clone)]
 pub struct RepliesConfig {
-    /// The deployment (stack) name (`TOCSIN_STACK`), in its log lines.
+    /// The deployment (stack) name (`TOCSIN_STACK`), in every confirmation's context.
     pub stack: String,
     pub ledger_table: String,
     pub recipients_table: String,
+    /// The End User Messaging settings confirmations are sent with (replies exist only there).
+    pub provider: SendingProvider,
+    /// Bound on one confirmation's send (`TOCSIN_PUBLISH_TIMEOUT`).
+    pub publish_timeout: Duration,
+    /// The stack's SMS parts per UTC hour (`TOCSIN_SMS_PARTS_PER_HOUR`): confirmations count
+    /// against the same breaker as alerts.
+    pub spend_ceiling: SpendCeiling,
+    /// Confirmations one phone may get per UTC hour (`TOCSIN_REPLY_CONFIRMATIONS_PER_HOUR`; 0:
+    /// none): what a reply loop with an auto-responder can cost.
+    pub confirmations_per_hour: u32,
 }
 
 impl RepliesConfig {
     pub fn from_env(env: &mut Env) -> Result<Self, ConfigError> {
+        let mut extra = Vec::new();
         let c = RepliesConfig {
             stack: env.required(STACK),
             ledger_table: env.required(LEDGER_TABLE),
             recipients_table: env.required(RECIPIENTS_TABLE),
+            provider: SendingProvider::from_env(env),
+            publish_timeout: env.duration("TOCSIN_PUBLISH_TIMEOUT"),
+            spend_ceiling: SpendCeiling { parts_per_hour: env.number("TOCSIN_SMS_PARTS_PER_HOUR", 1u32) },
+            confirmations_per_hour: env.number("TOCSIN_REPLY_CONFIRMATIONS_PER_HOUR", 0u32),
         };
-        finish(std::mem::replace(env, Env::from_map(HashMap::new())), Vec::new())?;
+        if c.provider == SendingProvider::Sns {
+            extra.push(format!("the replies function needs {SMS_PROVIDER}=end-user-messaging: SNS has no inbound SMS"));
+        }
+        finish(std::mem::replace(env, Env::from_map(HashMap::new())), extra)?;
         Ok(c)
     }
 }

@@ -494,6 +494,33 @@ pub trait ReplyCodes: Send + Sync {
     ) -> impl Future<Output = PortResult<bool>> + Send;
 }
 
+/// What became of claiming a reply's confirmation SMS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmationClaim {
+    /// This call took it: send the confirmation, once.
+    Claimed,
+    /// A copy of the same reply took it before: send nothing.
+    AlreadyClaimed,
+    /// The phone had its hour's confirmations already: send nothing (a reply loop stops here).
+    Capped,
+}
+
+/// The confirmations answering replies (issue 37): at most one per reply, at most a cap per phone
+/// per hour.
+pub trait ReplyConfirmations: Send + Sync {
+    /// Claims the confirmation of reply `inbound` from `phone`, counted in the UTC hour of
+    /// `arrived` (the reply's arrival: the same for every copy of it), unless the phone has `cap`
+    /// confirmations in that hour. Kept until `expires_at`.
+    fn claim_confirmation(
+        &self,
+        phone: &PhoneNumber,
+        inbound: &str,
+        arrived: DateTime<Utc>,
+        cap: u32,
+        expires_at: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<ConfirmationClaim>> + Send;
+}
+
 /// The store of storm-mode digests.
 pub trait DigestStore: Send + Sync {
     /// Records the digest before its SMS is published. Idempotent (the id is derived from the
@@ -820,6 +847,7 @@ impl SearchFor<'_> {
         match &context.subject {
             Subject::Alert { key, .. } => key == self.key,
             Subject::Digest { id } => self.digest == Some(id),
+            Subject::Reply { .. } => false,
         }
     }
 }

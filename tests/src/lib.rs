@@ -111,7 +111,7 @@ pub fn function_timeout(stack: &Stack, logical_id: &str) -> std::time::Duration 
         .unwrap_or_else(|| panic!("template.yaml sets no Timeout for {logical_id}"));
     std::time::Duration::from_secs(seconds)
 }
-pub type RepliesFn = replies::Replies<DynamoLedger, DynamoRegistry, TestClock>;
+pub type RepliesFn = replies::Replies<DynamoLedger, DynamoRegistry, SmsProvider, TestClock>;
 pub type EscalationFn =
     escalation::Escalator<DynamoLedger, SqsSendQueue, SqsEscalationQueue, ProviderLogs, DynamoRegistry, TestClock>;
 
@@ -189,8 +189,13 @@ async fn replies_of(
     }
     let mapping =
         Emulator::sdk_config_for(&emulator.endpoint(), &Principal::EventSourceMapping("RepliesFunction".into())).await;
-    let handler =
-        replies::Replies { store: ledger_of(&sdk), registry: registry_of(&sdk), clock: clock.clone(), config: cfg };
+    let handler = replies::Replies {
+        store: ledger_of(&sdk),
+        registry: registry_of(&sdk),
+        gateway: SmsProvider::new(&sdk, &cfg.provider, cfg.publish_timeout),
+        clock: clock.clone(),
+        config: cfg,
+    };
     (Some(handler), Some(aws_sdk_sqs::Client::new(&mapping)))
 }
 
@@ -688,9 +693,14 @@ impl Pipeline {
         responses
     }
 
-    /// As [`Self::run_replies`], one record at a time, returning how each ended (what the
-    /// function's metrics count).
+    /// As [`Self::replies_handled`], how each ended.
     pub async fn reply_outcomes(&self) -> Vec<replies::Outcome> {
+        self.replies_handled().await.into_iter().map(|h| h.outcome).collect()
+    }
+
+    /// As [`Self::run_replies`], one record at a time, returning how each ended and what became
+    /// of its confirmation (what the function's metrics count).
+    pub async fn replies_handled(&self) -> Vec<replies::Handled> {
         let (Some(handler), Some(sqs)) = (&self.replies, &self.replies_mapping_sqs) else {
             panic!("the stack takes no replies (Replies=off)")
         };
@@ -705,7 +715,7 @@ impl Pipeline {
             for (record, m) in event.records.iter().zip(&msgs) {
                 let outcome = handler.process(record).await;
                 self.assert_iam_allowed();
-                if !outcome.unfinished() {
+                if !outcome.outcome.unfinished() {
                     let handle = m.receipt_handle.clone().unwrap_or_default();
                     let _ = sqs.delete_message().queue_url(&q.url).receipt_handle(handle).send().await;
                 }

@@ -9,7 +9,7 @@ use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::reply::AckSubject;
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber};
-use tocsin::ports::{RecipientRegistry, ReplyCodes};
+use tocsin::ports::{Clock, RecipientRegistry, ReplyCodes};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 fn replies_on() -> Options {
@@ -281,4 +281,86 @@ async fn a_record_that_is_not_a_reply_fails_alone_and_the_good_one_beside_it_is_
     let failures: usize = responses.iter().map(|r| r.batch_item_failures.len()).sum();
     assert_eq!(failures, 1, "the bad record alone is reported (it reaches the dead-letter queue)");
     assert!(p.record(&second).await.status.acknowledgement.is_some(), "the good reply in the batch is handled");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The confirmation SMS: once per reply, from the number texted, rate-limited, never to a stranger.
+// ---------------------------------------------------------------------------------------------
+
+/// The confirmations sent to `to` so far (SMS whose context names a reply).
+async fn confirmations_to(p: &Pipeline, to: &str) -> Vec<tocsin_harness::eum::SentText> {
+    p.emulator
+        .eum()
+        .sent_texts()
+        .await
+        .expect("texts")
+        .into_iter()
+        .filter(|t| t.destination == to && t.context.as_ref().is_some_and(|c| c.contains_key("tocsin-reply")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_is_answered_once_from_the_number_they_texted_even_when_the_reply_comes_twice() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550311";
+    let (_, second) = two_alerts(&p, to, "reply-confirm").await;
+    let code = code_of(&p, to, &second).await;
+    let origination = p.origination.as_ref().expect("a number").number.clone();
+    let inbound =
+        p.emulator.eum().reply(to, &origination, &code.to_string(), 2).await.expect("reply").expect("published");
+    let handled = p.replies_handled().await;
+    let mut confirmed: Vec<&str> = handled.iter().filter_map(|h| h.confirmed.map(|c| c.name())).collect();
+    confirmed.sort_unstable();
+    assert_eq!(confirmed, vec!["confirmation_duplicate", "confirmation_sent"], "{handled:?}");
+    let sent = confirmations_to(&p, to).await;
+    assert_eq!(sent.len(), 1, "one confirmation for one reply");
+    let c = &sent[0];
+    assert_eq!(c.body, "[tocsin] Acked: disk_full - you have it");
+    assert_eq!(c.origination, origination, "from the number the person texted");
+    assert_eq!(c.context.as_ref().and_then(|m| m.get("tocsin-reply")), Some(&inbound));
+    assert_eq!((c.parts, c.encoding.as_str()), (1, "GSM"));
+
+    // Its delivery events name the reply, not an alert: counted, applied to nothing.
+    let summaries = p.run_status().await;
+    let confirmations: usize = summaries.iter().map(|s| s.confirmations).sum();
+    assert!(confirmations >= 1, "{summaries:?}");
+    assert!(p.record(&second).await.status.acknowledgement.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_to_an_alert_someone_else_acknowledged_is_told_who() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550312";
+    let (_, second) = two_alerts(&p, to, "reply-who").await;
+    let now = p.clock.now();
+    tocsin::services::acknowledging::acknowledge_alert(&p.ledger, &second, "dana", AckVia::Operator, "req-1", now)
+        .await
+        .expect("ack");
+    let code = code_of(&p, to, &second).await;
+    p.person_replies(to, &code.to_string()).await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::AlreadyAcknowledged]);
+    let sent = confirmations_to(&p, to).await;
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].body.starts_with("[tocsin] Already acked by dana at "), "{:?}", sent[0].body);
+    assert!(sent[0].body.ends_with(" UTC: disk_full"), "{:?}", sent[0].body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_loop_is_answered_at_most_six_times_an_hour_and_a_stranger_never() {
+    let p = Pipeline::start_with(replies_on()).await;
+    let to = "+14155550313";
+    two_alerts(&p, to, "reply-loop").await;
+    // An auto-responder answering every SMS it gets.
+    for i in 0..10 {
+        p.person_replies(to, &format!("I am out of office ({i})")).await;
+    }
+    let stranger = "+14155550398";
+    p.person_replies(stranger, "hello?").await;
+    let handled = p.replies_handled().await;
+    let count = |name: &str| handled.iter().filter(|h| h.confirmed.map(|c| c.name()) == Some(name)).count();
+    assert_eq!((count("confirmation_sent"), count("confirmation_rate_limited")), (6, 4), "{handled:?}");
+    let sent = confirmations_to(&p, to).await;
+    assert_eq!(sent.len(), 6);
+    assert!(sent.iter().all(|t| t.body.starts_with("[tocsin] Not understood. Reply the code an alert shows")));
+    assert!(confirmations_to(&p, stranger).await.is_empty(), "nobody answers a stranger");
 }

@@ -111,6 +111,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 // This attempt's SMS: the context names the alert and the attempt that sent it.
                 Subject::Alert { key: k, attempt } => k == key && record.status.attempt_id.as_deref() == Some(attempt),
                 Subject::Digest { id } => digest.as_ref().is_some_and(|d| &d.id == id),
+                Subject::Reply { .. } => false,
             };
             if own {
                 indexed_to_it.insert(f.record.message_id.clone());

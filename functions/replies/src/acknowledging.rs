@@ -1,6 +1,7 @@
 //! Acknowledging what a reply reaches (`domain::reply::code::resolve`): each alert once, in the
 //! ledger (`services::acknowledging`, its observation named after the reply's
-//! `inboundMessageId`, so a redelivered reply is recognised), then its code closed.
+//! `inboundMessageId`, so a redelivered reply is recognised), then its code closed; and what the
+//! confirmation will say.
 //!
 //! A digest's code reaches every member the digest record names, and only if the digest was sent
 //! to this phone. An alert the ledger no longer holds (its retention ended) is skipped. The code
@@ -9,43 +10,72 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::{Outcome, Replies, RepliesStore};
+use crate::{Answer, Outcome, Replies, RepliesStore};
 use tocsin::domain::IdempotencyKey;
-use tocsin::domain::acknowledgement::AckVia;
+use tocsin::domain::acknowledgement::{AckVia, Acknowledgement};
+use tocsin::domain::reply::confirmation::Confirmation;
 use tocsin::domain::reply::{AckSubject, AckTarget, HeldCode, InboundReply, Resolution, resolve};
-use tocsin::ports::{Clock, PortError, RecipientRegistry, RecipientRoster};
-use tocsin::services::acknowledging::{AlertAck, AlertAckError, acknowledge_alert};
+use tocsin::ports::{Clock, PortError, RecipientRegistry, RecipientRoster, SmsGateway};
+use tocsin::services::acknowledging::{AlertAck, AlertAckError, acknowledge_intent};
 
-impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, C: Clock> Replies<S, R, C> {
+/// One alert a reply reached: its template name, and whether this reply acknowledged it (else
+/// whose acknowledgement stands).
+enum Reached {
+    Now(String),
+    Before(String, Acknowledgement),
+}
+
+impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: Clock> Replies<S, R, G, C> {
     pub(crate) async fn acknowledge(
         &self,
         reply: &InboundReply,
         target: AckTarget,
         held: &[HeldCode],
         received_at: DateTime<Utc>,
-    ) -> Result<Outcome, PortError> {
+    ) -> Result<Answer, PortError> {
         let subjects = match resolve(target, held, received_at) {
             Resolution::Acknowledge(subjects) => subjects,
-            Resolution::AlreadyClosed(_) => return Ok(Outcome::AlreadyClosed),
-            Resolution::UnknownCode(_) => return Ok(Outcome::UnknownCode),
-            Resolution::NothingOpen => return Ok(Outcome::NothingOpen),
+            Resolution::AlreadyClosed(_) => {
+                let confirm = match target {
+                    AckTarget::Code(code) => Some(Confirmation::Closed { code }),
+                    AckTarget::Latest | AckTarget::All => Some(Confirmation::NothingOpen),
+                };
+                return Ok(Answer { outcome: Outcome::AlreadyClosed, confirm });
+            }
+            Resolution::UnknownCode(code) => {
+                return Ok(Answer { outcome: Outcome::UnknownCode, confirm: Some(Confirmation::UnknownCode { code }) });
+            }
+            Resolution::NothingOpen => {
+                return Ok(Answer { outcome: Outcome::NothingOpen, confirm: Some(Confirmation::NothingOpen) });
+            }
         };
         let now = self.clock.now();
-        let mut acknowledged = 0;
+        let mut reached = Vec::new();
         for subject in &subjects {
             for key in self.alerts_of(subject, reply).await? {
-                acknowledged += usize::from(self.acknowledge_one(&key, reply, now).await?);
+                reached.extend(self.acknowledge_one(&key, reply, now).await?);
             }
             let codes = held.iter().filter(|h| &h.subject == subject && h.is_open());
             for h in codes {
                 self.store.close_code(&reply.from, h.code, subject, now).await?;
             }
         }
-        Ok(if acknowledged == 0 {
-            Outcome::AlreadyAcknowledged
-        } else {
-            Outcome::Acknowledged { alerts: acknowledged }
-        })
+        let names: Vec<String> = reached
+            .iter()
+            .filter_map(|r| match r {
+                Reached::Now(name) => Some(name.clone()),
+                Reached::Before(..) => None,
+            })
+            .collect();
+        if !names.is_empty() {
+            let outcome = Outcome::Acknowledged { alerts: names.len() };
+            return Ok(Answer { outcome, confirm: Some(Confirmation::Acked { names }) });
+        }
+        let confirm = reached.into_iter().find_map(|r| match r {
+            Reached::Before(name, a) => Some(Confirmation::AlreadyAcked { name, by: a.by, at: a.at }),
+            Reached::Now(_) => None,
+        });
+        Ok(Answer { outcome: Outcome::AlreadyAcknowledged, confirm })
     }
 
     /// The alerts `subject` stands for on this phone.
@@ -69,26 +99,26 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, C: Clock> Replies<
         }
     }
 
-    /// True when this reply acknowledged `key` (now, or on an earlier delivery of the same reply).
+    /// Acknowledges `key` for this reply; `None` when the ledger no longer holds it.
     async fn acknowledge_one(
         &self,
         key: &IdempotencyKey,
         reply: &InboundReply,
         now: DateTime<Utc>,
-    ) -> Result<bool, PortError> {
+    ) -> Result<Option<Reached>, PortError> {
         let by = reply.from.masked();
-        match acknowledge_alert(&self.store, key, &by, AckVia::Reply, &reply.inbound_id, now).await {
-            Ok(AlertAck::Now(_)) => {
+        match acknowledge_intent(&self.store, key, &by, AckVia::Reply, &reply.inbound_id, now).await {
+            Ok((AlertAck::Now(_), record)) => {
                 tracing::info!(key = key.short(), by = %by, "alert acknowledged by reply");
-                Ok(true)
+                Ok(Some(Reached::Now(record.intent.template.name)))
             }
-            Ok(AlertAck::Before(a)) => {
+            Ok((AlertAck::Before(a), record)) => {
                 tracing::info!(key = key.short(), by = %a.by, via = a.via.as_str(), "alert was acknowledged before");
-                Ok(false)
+                Ok(Some(Reached::Before(record.intent.template.name, a)))
             }
             Err(AlertAckError::Missing(_)) => {
                 tracing::warn!(key = key.short(), "a reply reached an alert the ledger no longer holds");
-                Ok(false)
+                Ok(None)
             }
             Err(AlertAckError::Port { error, .. }) => Err(error),
         }

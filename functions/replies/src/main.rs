@@ -4,6 +4,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tocsin::adapters::ledger::DynamoLedger;
 use tocsin::adapters::registry::DynamoRegistry;
+use tocsin::adapters::sms::SmsProvider;
 use tocsin::config::{Env, RepliesConfig};
 use tocsin::ports::System;
 
@@ -16,6 +17,7 @@ async fn main() -> Result<(), Error> {
     let replies = replies::Replies {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table),
         registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
+        gateway: SmsProvider::new(&aws, &config.provider, config.publish_timeout),
         clock: System,
         config,
     };

@@ -16,12 +16,12 @@ use chrono::{DateTime, Utc};
 
 use crate::{Outcome, Replies, RepliesStore};
 use tocsin::domain::reply::{AckSubject, HeldCode, InboundReply};
-use tocsin::ports::{Clock, PortError, RecipientRegistry, RecipientRoster, SuppressionEvidence};
+use tocsin::ports::{Clock, PortError, RecipientRegistry, RecipientRoster, SmsGateway, SuppressionEvidence};
 
 /// The registry's reason for a number that replied with an opt-out word.
 pub const OPTED_OUT_BY_REPLY: &str = "opted_out_by_reply";
 
-impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, C: Clock> Replies<S, R, C> {
+impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: Clock> Replies<S, R, G, C> {
     pub(crate) async fn opt_out(
         &self,
         reply: &InboundReply,

@@ -105,6 +105,8 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 Ok(None) => (Ok(EventOutcome::NoSuchIntent), false),
                 Err(e) => (Err(e), false),
             },
+            // A confirmation answering a reply carries no alert: counted, nothing applied.
+            Subject::Reply { .. } => (Ok(EventOutcome::Confirmation), false),
         }
     }
 

@@ -215,6 +215,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                     Ok(EventOutcome::Progress) => summary.progress += 1,
                     Ok(EventOutcome::OtherStack) => summary.other_stack += 1,
                     Ok(EventOutcome::NoSuchIntent) => summary.no_such_intent += 1,
+                    Ok(EventOutcome::Confirmation) => summary.confirmations += 1,
                     Ok(EventOutcome::Duplicate) => summary.duplicates += 1,
                     Ok(EventOutcome::Orphaned) => summary.orphaned += 1,
                     Ok(EventOutcome::Unparseable) => summary.unparseable += 1,

@@ -24,6 +24,8 @@ pub enum EventOutcome {
     /// Its context names an intent (or a digest) by key that does not exist here, or is not that
     /// number's: nothing written.
     NoSuchIntent,
+    /// An event of a confirmation SMS (the answer to a person's reply): it carries no alert.
+    Confirmation,
 }
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -44,6 +46,8 @@ pub struct Summary {
     pub progress: usize,
     pub other_stack: usize,
     pub no_such_intent: usize,
+    /// Events of confirmation SMS (answers to replies): no alert's fate.
+    pub confirmations: usize,
     pub suppressed: usize,
     /// Records in the batch, tocsin's or other applications', saying the account's SMS spend limit
     /// is used up ([`tocsin::domain::provider::FailureClass::AccountLimit`]): no SMS leaves the account until it is raised.

@@ -24,6 +24,8 @@ pub const KEY: &str = "tocsin-key";
 pub const ATTEMPT: &str = "tocsin-attempt";
 /// The storm-mode digest an SMS covering several alerts is (its members are on the digest item).
 pub const DIGEST: &str = "tocsin-digest";
+/// The reply (its `inboundMessageId`) a confirmation SMS answers: it carries no alert.
+pub const REPLY: &str = "tocsin-reply";
 
 /// The provider's limits on a context map (End User Messaging's API model).
 pub const MAX_ENTRIES: usize = 5;
@@ -37,6 +39,8 @@ pub enum Subject {
     Alert { key: IdempotencyKey, attempt: String },
     /// A storm-mode digest: one SMS for every member the digest item lists.
     Digest { id: DigestId },
+    /// The confirmation answering a person's reply (its `inboundMessageId`): no alert's fate.
+    Reply { inbound: String },
 }
 
 /// The context of one SMS: which stack sent it and what it carries.
@@ -55,7 +59,7 @@ pub enum ContextError {
     NoSubject,
     #[error("the context's {0} is malformed")]
     Malformed(&'static str),
-    #[error("the context names both an alert and a digest")]
+    #[error("the context names more than one of an alert, a digest and a reply")]
     Both,
 }
 
@@ -68,6 +72,10 @@ impl SendContext {
         SendContext { stack: stack.into(), subject: Subject::Digest { id } }
     }
 
+    pub fn reply(stack: impl Into<String>, inbound: impl Into<String>) -> Self {
+        SendContext { stack: stack.into(), subject: Subject::Reply { inbound: inbound.into() } }
+    }
+
     /// The entries of the provider's context map (at most [`MAX_ENTRIES`], each within the limits).
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![(STACK, self.stack.clone())];
@@ -77,6 +85,7 @@ impl SendContext {
                 out.push((ATTEMPT, attempt.clone()));
             }
             Subject::Digest { id } => out.push((DIGEST, id.as_str().to_owned())),
+            Subject::Reply { inbound } => out.push((REPLY, inbound.clone())),
         }
         out
     }
@@ -87,7 +96,7 @@ impl SendContext {
     pub fn from_entries<'a>(
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Option<Self>, ContextError> {
-        let (mut stack, mut key, mut attempt, mut digest) = (None, None, None, None);
+        let (mut stack, mut key, mut attempt, mut digest, mut reply) = (None, None, None, None, None);
         let mut any = false;
         for (k, v) in entries {
             let slot = match k {
@@ -95,6 +104,7 @@ impl SendContext {
                 KEY => &mut key,
                 ATTEMPT => &mut attempt,
                 DIGEST => &mut digest,
+                REPLY => &mut reply,
                 _ => continue,
             };
             any = true;
@@ -104,6 +114,16 @@ impl SendContext {
             return Ok(None);
         }
         let stack = stack.filter(|s| !s.is_empty()).ok_or(ContextError::NoStack)?;
+        if let Some(inbound) = reply {
+            return match (key, digest) {
+                (None, None) if !inbound.is_empty() && inbound.len() <= MAX_VALUE_CHARS => Ok(Some(SendContext {
+                    stack: stack.to_owned(),
+                    subject: Subject::Reply { inbound: inbound.to_owned() },
+                })),
+                (None, None) => Err(ContextError::Malformed(REPLY)),
+                _ => Err(ContextError::Both),
+            };
+        }
         let subject = match (key, attempt, digest) {
             (Some(_), _, Some(_)) => return Err(ContextError::Both),
             (Some(key), Some(attempt), None) if !attempt.is_empty() => Subject::Alert {
@@ -122,6 +142,7 @@ impl SendContext {
         match &self.subject {
             Subject::Alert { key, .. } => key.as_str(),
             Subject::Digest { id } => id.as_str(),
+            Subject::Reply { inbound } => inbound,
         }
     }
 }
@@ -131,6 +152,7 @@ impl fmt::Display for SendContext {
         match &self.subject {
             Subject::Alert { key, attempt } => write!(f, "{}: alert {} attempt {attempt}", self.stack, key.short()),
             Subject::Digest { id } => write!(f, "{}: digest {}", self.stack, id.short()),
+            Subject::Reply { inbound } => write!(f, "{}: confirmation of reply {inbound}", self.stack),
         }
     }
 }
@@ -141,6 +163,21 @@ mod tests {
 
     fn key() -> IdempotencyKey {
         IdempotencyKey::parse(&"ab".repeat(32)).expect("key")
+    }
+
+    #[test]
+    fn a_confirmations_context_names_the_reply_it_answers_and_no_alert() {
+        let c = SendContext::reply("tocsin-dev", "cae173d2-66b9-564c-8309-21f858e9fb84");
+        let entries = c.entries();
+        let back = SendContext::from_entries(entries.iter().map(|(k, v)| (*k, v.as_str()))).expect("readable");
+        assert_eq!(back, Some(c));
+        let k = key();
+        let both = [(STACK, "tocsin-dev"), (REPLY, "in-1"), (KEY, k.as_str())];
+        assert_eq!(SendContext::from_entries(both), Err(ContextError::Both));
+        assert_eq!(
+            SendContext::from_entries([(STACK, "tocsin-dev"), (REPLY, "")]),
+            Err(ContextError::Malformed(REPLY))
+        );
     }
 
     #[test]

@@ -11,9 +11,9 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::IdempotencyKey;
 use crate::domain::acknowledgement::{AckVia, Acknowledgement};
 use crate::domain::observation::{Observation, ObservationKind};
+use crate::domain::{IdempotencyKey, IntentRecord};
 use crate::ports::{Commit, Expect, IntentStore, NextCheck, PortError, StatusPatch, Transition, TransitionOutcome};
 
 /// How an acknowledgement ended.
@@ -45,11 +45,23 @@ pub async fn acknowledge_alert<S: IntentStore>(
     request_id: &str,
     now: DateTime<Utc>,
 ) -> Result<AlertAck, AlertAckError> {
+    acknowledge_intent(store, key, by, via, request_id, now).await.map(|(ack, _)| ack)
+}
+
+/// [`acknowledge_alert`], with the intent as read before (what it was about: its template).
+pub async fn acknowledge_intent<S: IntentStore>(
+    store: &S,
+    key: &IdempotencyKey,
+    by: &str,
+    via: AckVia,
+    request_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(AlertAck, IntentRecord), AlertAckError> {
     let port = |what| move |error| AlertAckError::Port { what, error };
     let record =
         store.get(key).await.map_err(port("reading the intent"))?.ok_or_else(|| AlertAckError::Missing(key.clone()))?;
-    if let Some(before) = record.status.acknowledgement {
-        return Ok(AlertAck::Before(before));
+    if let Some(before) = record.status.acknowledgement.clone() {
+        return Ok((AlertAck::Before(before), record));
     }
     // To the millisecond, as the ledger keeps it: the caller's answer equals what is stored.
     let now = DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now);
@@ -72,11 +84,11 @@ pub async fn acknowledge_alert<S: IntentStore>(
         commit: Commit::Atomic,
     };
     match store.transition(t).await.map_err(port("recording the acknowledgement"))? {
-        TransitionOutcome::Applied => Ok(AlertAck::Now(ack)),
+        TransitionOutcome::Applied => Ok((AlertAck::Now(ack), record)),
         TransitionOutcome::AlreadyApplied | TransitionOutcome::Refused(_) => {
             let now_stored = store.get(key).await.map_err(port("reading the intent"))?;
             match now_stored.and_then(|r| r.status.acknowledgement) {
-                Some(stands) => Ok(AlertAck::Before(stands)),
+                Some(stands) => Ok((AlertAck::Before(stands), record)),
                 None => Err(AlertAckError::Missing(key.clone())),
             }
         }

@@ -27,8 +27,8 @@ use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentS
 use tocsin::ports::{
     Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, Expect,
     IntentStore, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry,
-    RecipientRoster, ReplyCodes, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence,
-    Transition, UrgentLane,
+    RecipientRoster, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch,
+    SuppressionEvidence, Transition, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -774,6 +774,49 @@ async fn the_simulated_ledger_records_an_acknowledgement_as_the_adapter_does() {
     assert!(
         emulator_acks[2].starts_with("ack again => Ok(Before(") && emulator_acks[2].contains("dana"),
         "{emulator_acks:#?}"
+    );
+}
+
+/// The confirmations contract (issue 37): one per reply (a copy finds it claimed), at most the
+/// cap per phone in the reply's hour, a new hour starting afresh, phones counted apart.
+async fn confirmations_contract<L: ReplyConfirmations>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    let p = PhoneNumber::parse("+12065550181").expect("number");
+    let other = PhoneNumber::parse("+12065550182").expect("number");
+    let hour = t0.date_naive().and_hms_opt(3, 0, 0).expect("time").and_utc();
+    let exp = hour + Duration::days(2);
+    let mut out = Vec::new();
+    let mut claim = async |phone: &PhoneNumber, id: &str, at: DateTime<Utc>, what: &str| {
+        out.push(line(what, l.claim_confirmation(phone, id, at, 2, exp).await));
+    };
+    claim(&p, "in-1", hour, "in-1").await;
+    claim(&p, "in-1", hour + Duration::minutes(1), "in-1 again").await;
+    claim(&p, "in-2", hour + Duration::minutes(2), "in-2").await;
+    claim(&p, "in-3", hour + Duration::minutes(3), "in-3, over the cap").await;
+    claim(&other, "in-4", hour + Duration::minutes(3), "in-4 on another phone").await;
+    claim(&p, "in-2", hour + Duration::minutes(59), "in-2 again, capped hour").await;
+    claim(&p, "in-5", hour + Duration::hours(1), "in-5, the next hour").await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_ledger_claims_confirmations_as_the_adapter_does() {
+    let t0 = base();
+    let p = tocsin_tests::Pipeline::start().await;
+    let emulator = confirmations_contract(&p.ledger, t0).await;
+    let ledger = SimLedger { sim: sim_world(), shards: 16 };
+    let sim = block_on(confirmations_contract(&ledger, t0));
+    assert_same("confirmations", &sim, &emulator);
+    assert_eq!(
+        emulator,
+        vec![
+            "in-1 => Ok(Claimed)",
+            "in-1 again => Ok(AlreadyClaimed)",
+            "in-2 => Ok(Claimed)",
+            "in-3, over the cap => Ok(Capped)",
+            "in-4 on another phone => Ok(Claimed)",
+            "in-2 again, capped hour => Ok(AlreadyClaimed)",
+            "in-5, the next hour => Ok(Claimed)",
+        ]
     );
 }
 

@@ -13,6 +13,7 @@
 //! | producer escalation counter | `PRODUCER#<name>` | `ESCALATIONS#<hour>` |
 //! | SMS spend meter (the breaker) and its resumes | `METER#sms-parts` | `STATE`, `EVENT#<at>` |
 //! | a phone's reply codes (issue 37) | `CODES#<e164>` | `CODES` |
+//! | a phone's confirmations of replies, per hour | `CONFIRMS#<e164>` | `HOUR#<yyyy-mm-ddThh>` |
 //!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
 //! `due_shard` is `due#<n>`, n < `TOCSIN_DUE_SHARDS`, chosen once at intake — round robin from a
@@ -23,11 +24,12 @@
 //!
 //! One file per port this adapter implements ([`crate::ports`]): [`intents`] (`IntentStore`),
 //! [`transitions`] (the writes of `commit::transition`), [`message_index`], [`due_index`],
-//! [`backlog`], [`send_budget`], [`digests`], [`escalations`], [`reply_codes`]; and the operator
+//! [`backlog`], [`send_budget`], [`digests`], [`escalations`], [`reply_codes`], [`confirmations`]; and the operator
 //! listings ([`listings`]). Shared once: item ↔ attribute mapping ([`items`]), update and
 //! condition expressions ([`expr`]), query pagination and batched reads and writes ([`pages`]).
 
 mod backlog;
+mod confirmations;
 mod digests;
 mod due_index;
 mod escalation_quota;

@@ -16,6 +16,7 @@
 
 pub mod code;
 pub mod command;
+pub mod confirmation;
 pub mod payload;
 pub mod prompt;
 

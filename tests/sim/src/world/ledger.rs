@@ -7,7 +7,7 @@
 //! `shared/src/adapters/ledger/`; the contract tests (`tests/contract.rs`) hold the two to
 //! the same answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, DurationRound, Utc};
 use tocsin::adapters::commit::{self, TransitionWrites};
@@ -23,9 +23,9 @@ use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, IndexEntries,
-    IndexEntry, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota, PutOutcome,
-    ReplyCodes, SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
+    Backlog, ClaimOutcome, ConfirmationClaim, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota,
+    IndexEntries, IndexEntry, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota,
+    PutOutcome, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -136,6 +136,8 @@ pub struct Ledger {
     pub digest_index: Gsi<(String, Millis, DigestId), DigestId>,
     /// Each phone's reply codes (`CODES#<e164>`): code → what it stands for.
     pub reply_codes: BTreeMap<String, BTreeMap<ReplyCode, HeldCode>>,
+    /// Confirmations of replies (`CONFIRMS#<e164>`/`HOUR#<hour>`): how many, and which replies.
+    pub confirmations: BTreeMap<(String, String), BTreeSet<String>>,
 }
 
 /// A transaction's cancellation reasons, as the adapter reads them.
@@ -969,6 +971,35 @@ impl SimLedger {
                             true
                         }
                         _ => false,
+                    }
+                })
+                .await,
+        )
+    }
+}
+
+impl ReplyConfirmations for SimLedger {
+    async fn claim_confirmation(
+        &self,
+        phone: &PhoneNumber,
+        inbound: &str,
+        arrived: DateTime<Utc>,
+        cap: u32,
+        _expires_at: DateTime<Utc>,
+    ) -> PortResult<ConfirmationClaim> {
+        let k = (phone.expose().to_owned(), arrived.format("%Y-%m-%dT%H").to_string());
+        let inbound = inbound.to_owned();
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (claim a reply's confirmation)", OpKind::Write, move |w| {
+                    let ids = w.ledger.confirmations.entry(k.clone()).or_default();
+                    if ids.contains(&inbound) {
+                        ConfirmationClaim::AlreadyClaimed
+                    } else if ids.len() >= cap as usize {
+                        ConfirmationClaim::Capped
+                    } else {
+                        ids.insert(inbound.clone());
+                        ConfirmationClaim::Claimed
                     }
                 })
                 .await,
