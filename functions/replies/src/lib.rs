@@ -108,7 +108,8 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: 
             }
         };
         let command = parse_command(reply.body.as_ref().map(|b| b.expose()), reply.keyword.as_deref());
-        let answer = match self.answer(&reply, command, received_at).await {
+        // Boxed: the SDK calls behind them make deep futures, and a batch runs ten at once.
+        let answer = match Box::pin(self.answer(&reply, command, received_at)).await {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(inbound = %reply.inbound_id, error = %e, "reply not handled; retried");
@@ -116,7 +117,7 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: 
             }
         };
         let confirmed = match &answer.confirm {
-            Some(c) => Some(self.confirm(&reply, c, received_at).await),
+            Some(c) => Some(Box::pin(self.confirm(&reply, c, received_at)).await),
             None => None,
         };
         tracing::info!(
