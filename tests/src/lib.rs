@@ -127,8 +127,9 @@ pub struct Pipeline {
     pub sender: SenderFn,
     pub status: StatusFn,
     pub escalation: EscalationFn,
-    /// The replies function, when the stack takes replies (`Replies=on`).
-    pub replies: Option<RepliesFn>,
+    /// The replies function, when the stack takes replies (`Replies=on`). Boxed: a pipeline is
+    /// held across every await of a test, whose future lives on a 2 MiB test thread.
+    pub replies: Option<Box<RepliesFn>>,
     /// The replies queue's event source mapping (polls with the replies function's role).
     replies_mapping_sqs: Option<aws_sdk_sqs::Client>,
     /// The harness's own ledger client (through the fault proxy when there is one): the test
@@ -176,7 +177,7 @@ async fn replies_of(
     clock: &TestClock,
     ledger_of: &dyn Fn(&aws_config::SdkConfig) -> DynamoLedger,
     registry_of: &dyn Fn(&aws_config::SdkConfig) -> DynamoRegistry,
-) -> (Option<RepliesFn>, Option<aws_sdk_sqs::Client>) {
+) -> (Option<Box<RepliesFn>>, Option<aws_sdk_sqs::Client>) {
     if !stack.condition("TakesReplies").unwrap_or(false) {
         return (None, None);
     }
@@ -196,7 +197,7 @@ async fn replies_of(
         clock: clock.clone(),
         config: cfg,
     };
-    (Some(handler), Some(aws_sdk_sqs::Client::new(&mapping)))
+    (Some(Box::new(handler)), Some(aws_sdk_sqs::Client::new(&mapping)))
 }
 
 /// Options for building a pipeline.

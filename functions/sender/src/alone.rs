@@ -45,7 +45,10 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         }
         let now = self.clock.now();
         let subject = AckSubject::Alert(intent.key.clone());
-        let text = match self.prompted(&intent.recipient, &subject, intent.body.expose(), prompt, parts, now).await {
+        // Boxed: its ledger calls would make every send's future deeper (a test thread has 2 MiB).
+        let text = match Box::pin(self.prompted(&intent.recipient, &subject, intent.body.expose(), prompt, parts, now))
+            .await
+        {
             Ok(text) => text,
             Err(e) => {
                 tracing::warn!(key = intent.key.short(), error = %e, "reply codes unavailable; releasing the claim");
@@ -75,7 +78,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
                 worth_until: intent.deadline,
             })
             .await;
-        self.code_went_out(&intent.recipient, &subject, text.code, &outcome).await;
+        Box::pin(self.code_went_out(&intent.recipient, &subject, text.code, &outcome)).await;
         self.record_publish(c, &outcome, None, deadline).await
     }
 }

@@ -53,7 +53,9 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         let subject = AckSubject::Digest(digest.id.clone());
         let count = members.len();
         let with_prompt = |code| digest_prompt(code, count);
-        let text = match self.prompted(recipient, &subject, digest.text.expose(), with_prompt, parts, now).await {
+        let text = match Box::pin(self.prompted(recipient, &subject, digest.text.expose(), with_prompt, parts, now))
+            .await
+        {
             Ok(text) => text,
             Err(e) => {
                 tracing::warn!(digest = digest.id.short(), error = %e, "reply codes unavailable; releasing the claims unsent");
@@ -88,7 +90,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             .gateway
             .publish(SmsMessage { to: recipient, body: &text.text, options: &options, context: &context, worth_until })
             .await;
-        self.code_went_out(recipient, &subject, text.code, &outcome).await;
+        Box::pin(self.code_went_out(recipient, &subject, text.code, &outcome)).await;
         // A provider whose events name the digest (its context) needs no index to find them.
         if let PublishOutcome::Accepted { message_id } = &outcome
             && !self.gateway.records_name_their_alert()

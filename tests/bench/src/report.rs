@@ -53,6 +53,8 @@ pub struct Report {
     pub storm_mode: Option<Result<crate::storm_mode::StormMode>>,
     /// What an idle stack costs a month (section 4e).
     pub idle: Option<Result<crate::idle::Idle>>,
+    /// Acknowledgement by reply (section 12).
+    pub replies: Option<Result<crate::replies::RepliesRun>>,
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
@@ -91,7 +93,7 @@ impl Report {
              starts the local AWS emulator (moto) as the tests do, and rewrites this file. Needs what `cargo test \
              --workspace` needs. Knobs: \
              `TOCSIN_BENCH_RUNS` (cold-start runs, default 10), `TOCSIN_BENCH_SIZES` (sweep table sizes, default \
-             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,idle,rss,sweep,sweeprate,statusrate,storm,stormmode`; all by default; \
+             `1000,10000,50000`), `TOCSIN_BENCH_SECTIONS` (comma-separated subset of `build,cpu,size,cold,calls,wru,idle,rss,sweep,sweeprate,statusrate,storm,stormmode,replies`; all by default; \
              sections not run keep their text from the previous BENCHMARKS.md; sections 10 and 11, which other commands write, are always kept), \
              `TOCSIN_STORM_INTENTS` (the storm's size, default 200), `TOCSIN_BENCH_STORM_SEED` (the storm-mode simulation's workload seed, default 2026), `TOCSIN_BENCH_SWEEP_CONCURRENCIES` (default `1,2,4,8`), `TOCSIN_BENCH_SWEEP_DUE` (due intents per sweep-throughput \
              run, default 120), `TOCSIN_BENCH_SWEEP_BUDGET_S` (its time budget, default 5), `TOCSIN_BENCH_SWEEP_LATENCY_MS` (latency the fault proxy adds to each of its requests, default 25), \
@@ -120,6 +122,7 @@ impl Report {
         self.cpu_section(&mut body, &mut rows);
         self.status_rate_section(&mut body, &mut rows);
         self.storm_mode_section(&mut body, &mut rows);
+        self.replies_section(&mut body, &mut rows);
         self.storm_section(&mut body);
         let _ = writeln!(out, "## Summary\n\n| measurement | target | result | verdict |\n|---|---|---|---|");
         for (m, t, r, v) in &rows {

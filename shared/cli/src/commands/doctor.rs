@@ -163,6 +163,7 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
                 opt_out_list: &eum.opt_out_list,
                 deployed: Some((&eum.configuration_set, &group)),
                 to: &canary,
+                replies_topic: ctx.outputs.get("RepliesTopicArn"),
             };
             checks.extend(super::eum::checks(&ctx.sdk, &settings).await);
             spinner.set_message(format!("the stack's event group… ({} checks done)", checks.len()));

@@ -128,6 +128,8 @@ pub struct Identity {
     pub iso: Option<String>,
     pub sms: bool,
     pub two_way: bool,
+    /// Where End User Messaging publishes the replies it receives (two-way on).
+    pub two_way_channel: Option<String>,
     pub international: bool,
     pub opt_out_list: Option<String>,
     pub registration: Option<String>,
@@ -666,6 +668,7 @@ pub async fn identities(client: &sms::Client) -> Result<Vec<Identity>, String> {
                 iso: Some(n.iso_country_code().to_owned()),
                 sms: n.number_capabilities().iter().any(|c| c.as_str() == "SMS"),
                 two_way: n.two_way_enabled(),
+                two_way_channel: n.two_way_channel_arn().map(str::to_owned),
                 international: n.international_sending_enabled(),
                 opt_out_list: Some(n.opt_out_list_name().to_owned()),
                 registration: n.registration_id().map(str::to_owned),
@@ -691,6 +694,7 @@ pub async fn identities(client: &sms::Client) -> Result<Vec<Identity>, String> {
                 iso: None,
                 sms: true,
                 two_way: p.two_way_enabled(),
+                two_way_channel: p.two_way_channel_arn().map(str::to_owned),
                 international: false,
                 opt_out_list: Some(p.opt_out_list_name().to_owned()),
                 registration: None,
@@ -718,6 +722,7 @@ pub async fn identities(client: &sms::Client) -> Result<Vec<Identity>, String> {
                 iso: Some(s.iso_country_code().to_owned()),
                 sms: true,
                 two_way: false,
+                two_way_channel: None,
                 international: false,
                 opt_out_list: None,
                 registration: s.registration_id().map(str::to_owned),
@@ -848,6 +853,52 @@ pub struct Settings<'a> {
     pub deployed: Option<(&'a str, &'a str)>,
     /// Destinations to check (and DryRun).
     pub to: &'a [PhoneNumber],
+    /// A deployed stack's replies topic (`Replies=on`): the identity's two-way channel must be it.
+    pub replies_topic: Option<&'a str>,
+}
+
+/// With `Replies=on`: the identity the stack sends from must hand the replies it receives to the
+/// stack's replies topic, or AWS drops every reply (and every SMS still shows its code).
+pub fn replies_check(identity: Option<&str>, ids: &[Identity], topic: &str) -> Check {
+    const CHECK: &str = "replies";
+    let Some(wanted) = identity else {
+        return problem(
+            CHECK,
+            "Replies=on, but SmsOriginationIdentity is empty: a reply goes back to the number End User Messaging chose, \
+             whose two-way channel is not the stack's. Name the two-way number the stack sends from",
+        );
+    };
+    let Some(id) = ids.iter().find(|i| i.is(wanted)) else {
+        return problem(CHECK, format!("{wanted} is not an identity of this account: it cannot take replies"));
+    };
+    if id.kind == Kind::SenderId {
+        return problem(
+            CHECK,
+            format!("{} is a sender ID: it cannot receive replies (use a two-way phone number)", id.id),
+        );
+    }
+    let command = match id.kind {
+        Kind::Pool => "update-pool --pool-id",
+        _ => "update-phone-number --phone-number-id",
+    };
+    match (id.two_way, id.two_way_channel.as_deref()) {
+        (true, Some(channel)) if channel == topic => {
+            ok(CHECK, format!("{}: two-way on, replies go to the stack's topic", id.id))
+        }
+        (two_way, channel) => problem(
+            CHECK,
+            format!(
+                "{}: {} - AWS drops every reply. Run: aws pinpoint-sms-voice-v2 {command} {} --two-way-enabled --two-way-channel-arn {topic}",
+                id.id,
+                match (two_way, channel) {
+                    (false, _) => "two-way is off".to_owned(),
+                    (true, None) => "two-way is on with no channel".to_owned(),
+                    (true, Some(other)) => format!("replies go to {other}, not the stack's topic"),
+                },
+                id.id
+            ),
+        ),
+    }
 }
 
 /// Every End User Messaging check, in the order a newcomer fixes them.
@@ -866,6 +917,9 @@ pub async fn checks(sdk: &aws_config::SdkConfig, s: &Settings<'_>) -> Vec<Check>
         Ok(ids) => {
             let (lines, sends) = identity_checks(s.identity, &ids, s.to, s.opt_out_list, s.region);
             can_send = sends;
+            if let Some(topic) = s.replies_topic {
+                out.push(replies_check(s.identity, &ids, topic));
+            }
             match verified_numbers(&client).await {
                 Ok(v) => out.push(tier_check(&tier, &v, s.to, sends)),
                 Err(e) => out.push(problem("SMS sandbox", format!("cannot read the verified numbers ({e})"))),
@@ -922,6 +976,7 @@ mod tests {
             iso: Some("US".into()),
             sms: true,
             two_way: false,
+            two_way_channel: None,
             international: false,
             opt_out_list: Some("Default".into()),
             registration: None,
@@ -984,6 +1039,43 @@ mod tests {
         let sim = [number("phone-s", "SIMULATOR", "ACTIVE")];
         let (lines, sends) = identity_checks(None, &sim, &to, "Default", "us-east-1");
         assert!(!sends && lines[0].verdict == Verdict::Problem, "a simulator texts no phone: {lines:?}");
+    }
+
+    #[test]
+    fn with_replies_on_the_identity_must_hand_its_replies_to_the_stacks_topic() {
+        let topic = "arn:aws:sns:us-east-1:123456789012:tocsin-dev-replies";
+        let off = [number("phone-1", "TOLL_FREE", "ACTIVE")];
+        let c = replies_check(Some("phone-1"), &off, topic);
+        assert_eq!(c.verdict, Verdict::Problem);
+        assert!(c.detail.contains("two-way is off - AWS drops every reply"), "{}", c.detail);
+        assert!(
+            c.detail.contains(&format!(
+                "update-phone-number --phone-number-id phone-1 --two-way-enabled --two-way-channel-arn {topic}"
+            )),
+            "{}",
+            c.detail
+        );
+        let elsewhere = [Identity {
+            two_way: true,
+            two_way_channel: Some("arn:aws:sns:us-east-1:123456789012:other".into()),
+            ..number("phone-1", "TOLL_FREE", "ACTIVE")
+        }];
+        let c = replies_check(Some("phone-1"), &elsewhere, topic);
+        assert!(
+            c.verdict == Verdict::Problem
+                && c.detail.contains("replies go to arn:aws:sns:us-east-1:123456789012:other"),
+            "{}",
+            c.detail
+        );
+        let right = [Identity {
+            two_way: true,
+            two_way_channel: Some(topic.into()),
+            ..number("phone-1", "TOLL_FREE", "ACTIVE")
+        }];
+        assert_eq!(replies_check(Some("phone-1"), &right, topic).verdict, Verdict::Ok);
+        assert_eq!(replies_check(None, &right, topic).verdict, Verdict::Problem, "no named identity");
+        let sender_id = [Identity { kind: Kind::SenderId, ..number("TOCSIN", "x", "ACTIVE") }];
+        assert!(replies_check(Some("TOCSIN"), &sender_id, topic).detail.contains("cannot receive replies"));
     }
 
     #[test]

@@ -381,6 +381,8 @@ pub async fn run(sdk: &SdkConfig, args: &PreflightArgs, stack: Option<&StackOutp
                 opt_out_list: &eum.opt_out_list,
                 deployed,
                 to: &to,
+                // Before the deploy there is no topic yet; doctor checks it on the deployed stack.
+                replies_topic: stack.and_then(|o| o.get("RepliesTopicArn")),
             };
             checks.extend(super::eum::checks(sdk, &settings).await);
             let allowed = stack

@@ -69,12 +69,15 @@ fn listed(names: &[String]) -> String {
     out
 }
 
-/// Cut to one part (160 GSM-7 characters), on a character boundary.
+/// Cut to one part (160 GSM-7 septets: `[` and `]` cost two each), on a character boundary.
 fn fit(text: String) -> String {
     if measure(&text).segments <= 1 {
         return text;
     }
     let mut cut: String = text.chars().take(157).collect();
+    while measure(&format!("{cut}...")).segments > 1 {
+        cut.pop();
+    }
     cut.push_str("...");
     cut
 }

@@ -22,7 +22,7 @@ fn sizes() -> Vec<usize> {
 }
 
 /// `TOCSIN_BENCH_SECTIONS` (comma-separated: build, cpu, size, cold, calls, wru, idle, rss, sweep,
-/// sweeprate, statusrate, storm, stormmode) selects sections; all by default.
+/// sweeprate, statusrate, storm, stormmode, replies) selects sections; all by default.
 fn enabled(section: &str) -> bool {
     std::env::var("TOCSIN_BENCH_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == section)).unwrap_or(true)
 }
@@ -175,6 +175,11 @@ async fn run() -> std::io::Result<()> {
             eprintln!("bench: the storm was not measured: {e}");
         }
         report.storm = Some(storm);
+        write(&report)?;
+    }
+    if enabled("replies") {
+        eprintln!("bench: acknowledgement by reply ({} replies)", tocsin_bench::replies::REPLIES);
+        report.replies = Some(tocsin_bench::replies::measure().await);
         write(&report)?;
     }
     if enabled("stormmode") {
