@@ -959,9 +959,14 @@ fn the_sms_breaker_takes_its_ceiling_from_a_parameter_and_what_it_withholds_page
     assert_eq!((a["MetricName"].as_str(), a["Statistic"].as_str()), (Some("breaker_withheld"), Some("Sum")));
     assert_eq!((a["Period"].as_u64(), a["Threshold"].as_u64()), (Some(60), Some(1)), "{a}");
     assert_eq!(a["Dimensions"][0]["Value"], "sender");
+    // The functions that send SMS count against it: the sender, and the replies function's
+    // confirmations; no other function reads it.
     for (id, f) in resources_of(t, "AWS::Lambda::Function") {
-        if id != "SenderFunction" {
-            assert!(f["Properties"]["Environment"]["Variables"].get("TOCSIN_SMS_PARTS_PER_HOUR").is_none(), "{id}");
+        let ceiling = f["Properties"]["Environment"]["Variables"].get("TOCSIN_SMS_PARTS_PER_HOUR");
+        if id == "SenderFunction" || id == "RepliesFunction" {
+            assert_eq!(ceiling, Some(&reference("SmsPartsPerHour")), "{id}");
+        } else {
+            assert!(ceiling.is_none(), "{id}");
         }
     }
 }
