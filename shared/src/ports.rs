@@ -249,6 +249,9 @@ pub struct Expect {
     pub not_escalated: bool,
     /// Nobody has acknowledged the intent yet.
     pub not_acknowledged: bool,
+    /// The intent is no level of an escalation chain (a presumed record assumes so: a chained
+    /// intent's delivery keeps it due for its wait, which only a read record tells).
+    pub unchained: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -519,6 +522,33 @@ pub trait ReplyConfirmations: Send + Sync {
         cap: u32,
         expires_at: DateTime<Utc>,
     ) -> impl Future<Output = PortResult<ConfirmationClaim>> + Send;
+}
+
+/// How starting a chain's level ended (`ChainLedger::start_level`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LevelStart {
+    /// This call started the level: text its person (or page on-call), once.
+    Started,
+    /// A run before this one started it (and may have died before finishing): finish it — every
+    /// step after the start is idempotent.
+    StartedBefore,
+    /// Someone acknowledged the chain first: start nothing, at this level or any later.
+    Acknowledged(crate::domain::acknowledgement::Acknowledgement),
+    /// The root is gone (past its retention): nothing arbitrates any more.
+    Missing,
+}
+
+/// Escalation chains (issue 37, `domain::chain`): the root intent's item arbitrates between an
+/// acknowledgement and the start of the next level.
+pub trait ChainLedger: Send + Sync {
+    /// Starts `level` of the chain whose root is `root`: one conditional write on the root that
+    /// an acknowledgement refuses, so of the two exactly one comes first.
+    fn start_level(
+        &self,
+        root: &IdempotencyKey,
+        level: u8,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = PortResult<LevelStart>> + Send;
 }
 
 /// The store of storm-mode digests.

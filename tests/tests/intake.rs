@@ -405,7 +405,7 @@ async fn the_documented_examples_are_accepted() {
         p.intake.handle(event).await.expect("accepted");
     }
     assert_eq!(p.queue_depth("IntakeRejectsQueue").await, 0);
-    assert_eq!(p.queue_depth("SendQueue").await, 5);
+    assert_eq!(p.queue_depth("SendQueue").await, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ mod aws_is_harsher;
 mod canary;
 mod carrier_traffic;
 mod carriers;
+mod chains;
 mod deploy;
 mod end_user_messaging;
 mod escalation;

@@ -366,7 +366,7 @@ async fn an_operator_lists_the_candidates_and_links_one_with_an_audited_reason()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operators_resend_to_the_same_number_is_never_taken_for_an_alert_never_sent() {
     use tocsin::services::operator::{ResendRequest, operator_attempt_id, resend};
-    let (p, proxy, b, _) = unknown_outcome("recon-11-b", "+14155550180").await;
+    let (p, proxy, b, _) = Box::pin(unknown_outcome("recon-11-b", "+14155550180")).await;
     let number = "+14155550180";
     // Three quarters of an hour on: B's deadline (15 min) and first claim are before any window
     // of now.
@@ -388,7 +388,7 @@ async fn an_operators_resend_to_the_same_number_is_never_taken_for_an_alert_neve
         defaults: &Default::default(),
         stack: tocsin_tests::tocsin_harness::iam::LOCAL_STACK,
     };
-    let resent = resend(&p.ledger, &p.registry, &p.sender.gateway, &p.clock, req).await.expect("resent");
+    let resent = Box::pin(resend(&p.ledger, &p.registry, &p.sender.gateway, &p.clock, req)).await.expect("resent");
     assert!(resent.recorded.is_ok(), "{resent:?}");
     assert_eq!(p.record(&b).await.status.state, State::SendUnknown, "the resend's answer was lost");
     let sms = p.emulator.sent_sms().await.expect("sms");

@@ -43,6 +43,26 @@ async fn a_number_no_roster_entry_covers_is_refused_and_nothing_is_written() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_person_an_escalation_chain_names_must_be_on_the_roster_too() {
+    let p = Pipeline::start().await;
+    let mut body = alert("chain-stranger", "+14155550151");
+    body["chain"] = json!({"wait": "5m", "then": [{"to": "+14155550152", "wait": "5m"}, {"to": FRENCH, "wait": "5m"}]});
+    let (status, answer) = p.submit(&body).await;
+    assert_eq!(status, 422, "{answer}");
+    let fields: Vec<(&str, &str)> = answer["error"]["fields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["field"].as_str()?, e["code"].as_str()?)))
+        .collect();
+    assert_eq!(fields, vec![("chain.then[1].to", "not_allowed")], "{answer}");
+    assert!(!answer.to_string().contains(FRENCH), "the number is not echoed: {answer}");
+    assert_eq!(p.ledger_item_count().await, 0, "nothing written");
+    body["chain"]["then"][1]["to"] = json!("+447700900124");
+    assert_eq!(p.submit(&body).await.0, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_roster_change_reaches_intake_within_a_minute_both_ways() {
     let p = Pipeline::start().await;
     let french = RosterEntry::parse(FRENCH).expect("entry");

@@ -14,12 +14,15 @@ use tocsin::ports::{
     Transition,
 };
 
+use crate::chaining::ChainStep;
 use crate::{Escalator, SweepClock, SweepRegistry, SweepStore};
 
 /// How an escalation attempt ended.
 pub(crate) enum Escalated {
     /// Sent to on-call: the intent as the lease found it, and the fact recorded.
     Now(Box<IntentRecord>, Escalation),
+    /// Handed to the next level of its chain (`chaining`): texted, not paged.
+    NextLevel(Box<IntentRecord>, Escalation),
     /// The intent, read at lease time, needs no escalation (it changed since the index was read).
     NotNeeded(Box<IntentRecord>),
     /// Another run holds the lease, or the intent is delivered or escalated already.
@@ -64,8 +67,16 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             }),
         };
         let Some(reason) = reason else { return Ok(Escalated::NotNeeded(Box::new(record))) };
-        let reason = reason.as_str();
         let record = &record;
+        // A chain's next level, or the end of the chain: on-call (`chaining`).
+        let reason = match &record.intent.chain {
+            Some(chain) => match Box::pin(self.walk_chain(record, chain, run_id, now, &reason)).await? {
+                ChainStep::Done(escalated) => return Ok(escalated),
+                ChainStep::PageOnCall(reason) => reason,
+            },
+            None => reason,
+        };
+        let reason = reason.as_str();
         // One producer's flood must not bury the rest: its escalations past its cap for the hour
         // are folded, once on-call was told (domain::escalation_cap).
         let producer = record.intent.producer.as_ref();
@@ -80,7 +91,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         };
         if let (Paging::Fold, Some(p)) = (&paging, &producer_name) {
             let reason = self.config.escalation_cap.folded(reason, p);
-            let escalation = Escalation { at: now, reason, folded: true };
+            let escalation = Escalation { at: now, reason, folded: true, to_level: None };
             self.mark_escalated(record, run_id, &escalation).await?;
             tracing::warn!(key = key.short(), producer = %p, state = %record.status.state, "escalated, folded: the producer is over its escalation cap this hour");
             return Ok(Escalated::Now(Box::new(record.clone()), escalation));
@@ -119,14 +130,14 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 tracing::warn!(producer = %p, error = %e, "escalation cap notice sent but not recorded; the next escalation carries it again");
             }
         }
-        let escalation = Escalation { at: now, reason: reason.to_owned(), folded: false };
+        let escalation = Escalation { at: now, reason: reason.to_owned(), folded: false, to_level: None };
         self.mark_escalated(record, run_id, &escalation).await?;
         tracing::warn!(key = key.short(), recipient = %record.intent.recipient, state = %record.status.state, reason, "escalated to on-call");
         Ok(Escalated::Now(Box::new(record.clone()), escalation))
     }
 
     /// Marks the intent escalated (the fact and its observation), with the lease's run.
-    async fn mark_escalated(
+    pub(crate) async fn mark_escalated(
         &self,
         record: &IntentRecord,
         run_id: &str,

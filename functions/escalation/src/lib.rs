@@ -10,12 +10,14 @@
 //!
 //! The story of a run, one module a chapter: each due intent is swept ([`sweeping`]) — a digest's
 //! recorded fate and an orphaned record applied first ([`digest_members`], [`orphans`]), then what
-//! its state and deadline call for, escalating on-call as [`escalating`] says; then the
+//! its state and deadline call for, escalating on-call as [`escalating`] says, or to the next
+//! level of the alert's escalation chain ([`chaining`]); then the
 //! [`carrier_view`]; then the unknown outcomes searched for in the delivery-status logs
 //! ([`reconciling`]: only a record tied to the alert is its own) and what was found written
 //! ([`settling`]). [`summary`] is what the run did.
 
 mod carrier_view;
+mod chaining;
 mod digest_members;
 mod escalating;
 mod orphans;
@@ -32,8 +34,8 @@ use tocsin::domain::IdempotencyKey;
 use tocsin::domain::intent::IntentRecord;
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
-    Clock, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationQueue, EscalationQuota,
-    IntentStore, MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
+    ChainLedger, Clock, DeliveryLogSearch, DigestStore, DueIndex, Entropy, EscalationBacklog, EscalationQueue,
+    EscalationQuota, IntentStore, MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
 };
 
 use reconciling::shuffle;
@@ -42,11 +44,18 @@ pub use summary::RunSummary;
 /// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations and
 /// their per-producer cap, digests and recent sends (one `DynamoLedger` in Lambda).
 pub trait SweepStore:
-    IntentStore + DueIndex + MessageIndex + EscalationBacklog + EscalationQuota + DigestStore + RecentSends
+    IntentStore + DueIndex + MessageIndex + EscalationBacklog + EscalationQuota + DigestStore + RecentSends + ChainLedger
 {
 }
 impl<T> SweepStore for T where
-    T: IntentStore + DueIndex + MessageIndex + EscalationBacklog + EscalationQuota + DigestStore + RecentSends
+    T: IntentStore
+        + DueIndex
+        + MessageIndex
+        + EscalationBacklog
+        + EscalationQuota
+        + DigestStore
+        + RecentSends
+        + ChainLedger
 {
 }
 

@@ -9,6 +9,8 @@ pub struct RunSummary {
     pub run_id: String,
     pub read: usize,
     pub escalated: usize,
+    /// Levels of escalation chains started: their person texted (not paged; not in `escalated`).
+    pub chain_levels_started: usize,
     pub escalation_lease_held_elsewhere: usize,
     /// Due in the (lagging) index, but not escalatable when the lease read the intent.
     pub escalation_not_needed: usize,
@@ -46,6 +48,7 @@ impl RunSummary {
     /// Adds the counts of one intent's sweep.
     pub(crate) fn absorb(&mut self, o: &RunSummary) {
         self.escalated += o.escalated;
+        self.chain_levels_started += o.chain_levels_started;
         self.escalation_lease_held_elsewhere += o.escalation_lease_held_elsewhere;
         self.escalation_not_needed += o.escalation_not_needed;
         self.delay_suspected += o.delay_suspected;
@@ -73,6 +76,7 @@ impl RunSummary {
         m.count("reconcile_deferred", self.reconcile_deferred as u64);
         m.count("escalated", self.escalated as u64);
         m.count("escalated_early", self.escalated_early as u64);
+        m.count("chain_levels_started", self.chain_levels_started as u64);
         m.count("delay_suspected", self.delay_suspected as u64);
         m.count("expired_unknown", self.expired_unknown as u64);
         m.count("lease_expired_unknown", self.lease_expired_unknown as u64);

@@ -121,6 +121,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                         record.status.escalation = Some(e);
                         summary.escalated += 1;
                     }
+                    Escalated::NextLevel(current, e) => {
+                        record = *current;
+                        record.status.escalation = Some(e);
+                        summary.chain_levels_started += 1;
+                    }
                     Escalated::NotNeeded(current) => {
                         tracing::info!(key = key.short(), state = %current.status.state, "the intent changed since the index was read; no escalation");
                         record = *current;

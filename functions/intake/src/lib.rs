@@ -199,13 +199,20 @@ impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: R
         }
         if self.config.recipient_policy == RecipientPolicy::Roster {
             match self.roster.roster(now).await {
-                Ok(roster) if roster.entry_for(&req.recipient).is_some() => {}
-                Ok(_) => {
-                    return Submitted::Invalid(vec![FieldError {
-                        field: "recipient".into(),
-                        code: tocsin::domain::request::ErrorCode::NotAllowed,
-                        message: "the recipient is not on the deployment's roster (tocsin recipients allow)".into(),
-                    }]);
+                Ok(roster) => {
+                    // The recipient, and every person its escalation chain would text.
+                    let refused: Vec<FieldError> = chain_people(&req)
+                        .into_iter()
+                        .filter(|(_, number)| roster.entry_for(number).is_none())
+                        .map(|(field, _)| FieldError {
+                            message: format!("'{field}' is not on the deployment's roster (tocsin recipients allow)"),
+                            field,
+                            code: tocsin::domain::request::ErrorCode::NotAllowed,
+                        })
+                        .collect();
+                    if !refused.is_empty() {
+                        return Submitted::Invalid(refused);
+                    }
                 }
                 Err(e) => return Submitted::Unavailable(e),
             }
@@ -345,4 +352,19 @@ fn count(m: &mut Metrics, outcome: &Submitted) {
         Submitted::Unavailable(_) => "dependency_error",
     };
     m.count(name, 1);
+}
+
+/// Everyone a request would text, each with the field that names them: the recipient, then each
+/// person of its escalation chain (`chain.then[i].to`).
+fn chain_people(req: &tocsin::domain::request::ValidatedRequest) -> Vec<(String, tocsin::domain::PhoneNumber)> {
+    let mut people = vec![("recipient".to_owned(), req.recipient.clone())];
+    let then = req.chain.as_ref().and_then(|c| c.spec.get("then")).and_then(|t| t.as_array());
+    for (i, level) in then.into_iter().flatten().enumerate() {
+        if let Some(number) =
+            level.get("to").and_then(|t| t.as_str()).and_then(|t| tocsin::domain::PhoneNumber::parse(t).ok())
+        {
+            people.push((format!("chain.then[{i}].to"), number));
+        }
+    }
+    people
 }

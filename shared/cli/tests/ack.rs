@@ -48,3 +48,42 @@ async fn an_operator_acknowledges_an_alert_once_it_shows_who_and_the_sweep_never
     let missing = tocsin(&p, &["ack", &"ab".repeat(32)]).await;
     assert_ne!(missing.code, 0, "{missing:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_of_a_chained_alert_shows_every_level_who_acknowledged_it_how_and_when() {
+    let p = Pipeline::start().await;
+    let mut body = alert("cli-chain-1", "+14155550192");
+    body["chain"] = serde_json::json!({"wait": "5m", "then": [{"to": "+14155550193", "wait": "5m"}]});
+    let (status, answer) = p.submit(&body).await;
+    assert_eq!(status, 201, "{answer}");
+    let root = key_of(&answer);
+    p.run_sender().await;
+    // Accepted, no receipt (SNS): the wait counts from the acceptance.
+    p.clock.advance(Duration::minutes(6));
+    assert_eq!(p.run_escalation().await.chain_levels_started, 1);
+    p.run_sender().await;
+    let level = tocsin::domain::chain::level_key(&root, 1);
+
+    let acked = tocsin(&p, &["ack", level.short()]).await;
+    assert_eq!(acked.code, 0, "{acked:?}");
+    let doc = tocsin(&p, &["--json", "show", root.as_str()]).await.json();
+    let chain = doc["chain"].as_array().expect("the chain's levels");
+    assert_eq!(chain.len(), 2, "{doc}");
+    assert_eq!((chain[0]["to"].as_str(), chain[1]["to"].as_str()), (Some("+1******0192"), Some("+1******0193")));
+    assert_eq!(chain[0]["moved_on"]["to_level"], 1, "{doc}");
+    assert_eq!(chain[1]["key"], level.as_str());
+    assert_eq!(chain[1]["state"], "accepted");
+    for l in chain {
+        assert_eq!(l["acknowledgement"]["via"], "operator", "the whole chain is acknowledged: {doc}");
+    }
+    let table = tocsin(&p, &["show", root.short()]).await;
+    assert_eq!(table.code, 0, "{table:?}");
+    for expected in ["Escalation chain (2 levels, then on-call)", "→ level 1", "+1******0193", "(operator)"] {
+        assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
+    }
+    assert!(!table.stdout.contains("+14155550193"), "the number leaked:\n{}", table.stdout);
+
+    p.clock.advance(Duration::minutes(30));
+    let run = p.run_escalation().await;
+    assert_eq!((run.chain_levels_started, run.escalated), (0, 0), "an acknowledged chain goes no further: {run:?}");
+}

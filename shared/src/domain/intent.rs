@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::acknowledgement::Acknowledgement;
+use super::chain::{Chain, level_key};
 use super::digest_id::DigestId;
 use super::key::IdempotencyKey;
 use super::phone::PhoneNumber;
@@ -83,6 +84,10 @@ pub struct Intent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub producer: Option<ProducerName>,
     pub created_at: DateTime<Utc>,
+    /// The escalation chain this intent is a level of (docs/acknowledgement.md, "Chains");
+    /// `None`: the default chain (on-call when not delivered by the deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Chain>,
 }
 
 /// How long the ledger keeps an intent after its deadline: well past the 73-hour receipt window,
@@ -99,6 +104,7 @@ impl Intent {
 
     pub fn from_request(req: ValidatedRequest, origin: Origin, producer: ProducerName, now: DateTime<Utc>) -> Self {
         let key = IdempotencyKey::derive(&producer, &req.event_id, &req.template);
+        let chain = req.chain.map(|c| Chain { root: key.clone(), level: 0, levels: c.levels, spec: c.spec });
         Intent {
             key,
             event_id: req.event_id,
@@ -113,7 +119,34 @@ impl Intent {
             origin,
             producer: Some(producer),
             created_at: now,
+            chain,
         }
+    }
+
+    /// The intent of this chain's next level, started at `now`: the same alert (template, text,
+    /// SMS settings, producer) to the level's phone, its key derived from the root's, its
+    /// deadline the level's wait (an SMS that has not reached them by then is no use: the chain
+    /// moves on). `None` when on-call's queue comes next, or the intent names no chain.
+    pub fn next_level(&self, now: DateTime<Utc>) -> Option<Intent> {
+        let chain = self.chain.as_ref()?;
+        let (level, next) = chain.next()?;
+        let wait = chrono::Duration::from_std(next.wait()).ok()?;
+        Some(Intent {
+            key: level_key(&chain.root, level),
+            event_id: self.event_id.clone(),
+            template: self.template.clone(),
+            variables: self.variables.clone(),
+            recipient: next.to.clone(),
+            body: self.body.clone(),
+            segments: self.segments,
+            deadline: now.checked_add_signed(wait)?,
+            deadline_spec: None,
+            sms: self.sms.clone(),
+            origin: self.origin,
+            producer: self.producer.clone(),
+            created_at: now,
+            chain: Some(Chain { level, ..chain.clone() }),
+        })
     }
 
     /// The payload fields in which `other` (same key) differs from this stored intent. Empty means
@@ -144,6 +177,9 @@ impl Intent {
         if self.template != other.template {
             d.push("template");
         }
+        if self.chain.as_ref().map(|c| &c.spec) != other.chain.as_ref().map(|c| &c.spec) {
+            d.push("chain");
+        }
         d
     }
 }
@@ -157,6 +193,10 @@ pub struct Escalation {
     /// (`domain::escalation_cap`), and on-call had been told so.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub folded: bool,
+    /// Handed to this level of the alert's escalation chain (a tracked SMS to its person), not
+    /// paged: on-call's open-escalations list never holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_level: Option<u8>,
 }
 
 /// The derived, mutable side of an intent: a cache of its observations, kept for queries.
@@ -199,6 +239,10 @@ pub struct Status {
     /// Who took the alert, how and when; `None` while nobody has.
     #[serde(default)]
     pub acknowledgement: Option<Acknowledgement>,
+    /// On a chain's root: the highest level started (the arbiter's record, written only by
+    /// `ChainLedger::start_level`); `None` before any and on every other intent.
+    #[serde(default)]
+    pub chain_level: Option<u8>,
 }
 
 impl Status {
@@ -223,6 +267,7 @@ impl Status {
             digest_id: None,
             late_expected: None,
             acknowledgement: None,
+            chain_level: None,
         }
     }
 }

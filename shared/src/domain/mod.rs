@@ -6,6 +6,7 @@
 pub mod acknowledgement;
 pub mod carrier;
 pub mod carrier_traffic;
+pub mod chain;
 pub mod delivery;
 pub mod digest_id;
 pub mod escalation_cap;

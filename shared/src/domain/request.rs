@@ -8,6 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::chain::{ChainErrorKind, ChainSpec, parse_chain};
 use super::phone::PhoneNumber;
 use super::reply::prompt::longest_prompt;
 use super::segments::{SegmentCount, measure};
@@ -81,9 +82,11 @@ pub struct ValidatedRequest {
     pub deadline: DateTime<Utc>,
     pub deadline_spec: Option<String>,
     pub sms: SmsOptions,
+    /// The escalation chain the request names (`None`: the default chain).
+    pub chain: Option<ChainSpec>,
 }
 
-const TOP_FIELDS: [&str; 6] = ["event_id", "template", "variables", "recipient", "deadline", "sms"];
+const TOP_FIELDS: [&str; 7] = ["event_id", "template", "variables", "recipient", "deadline", "sms", "chain"];
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -346,6 +349,32 @@ pub fn validate(
         }
     };
 
+    // chain (docs/acknowledgement.md, "Chains")
+    let chain = match obj.get("chain") {
+        None | Some(Value::Null) => Some(None),
+        Some(v) => match parse_chain(v, recipient.as_ref()) {
+            Ok(spec) => Some(Some(spec)),
+            Err(errors) => {
+                for e in errors {
+                    let code = match e.kind {
+                        ChainErrorKind::Required => ErrorCode::Required,
+                        ChainErrorKind::InvalidType => ErrorCode::InvalidType,
+                        ChainErrorKind::InvalidFormat => ErrorCode::InvalidFormat,
+                        ChainErrorKind::OutOfRange => ErrorCode::OutOfRange,
+                        ChainErrorKind::UnknownField => ErrorCode::UnknownField,
+                        ChainErrorKind::InvalidPhoneNumber => ErrorCode::InvalidPhoneNumber,
+                        ChainErrorKind::TooLong => ErrorCode::TooLong,
+                    };
+                    // The recipient's own error is reported once, under `recipient`.
+                    if e.field != "recipient" {
+                        c.err(e.field, code, e.message);
+                    }
+                }
+                None
+            }
+        },
+    };
+
     // template variables and rendering, once both are known
     let mut rendered = None;
     if let Some(t) = template
@@ -401,7 +430,7 @@ pub fn validate(
     if !c.errors.is_empty() {
         return Err(c.errors);
     }
-    match (event_id, template, recipient, deadline, sms, rendered) {
+    match (event_id, template, recipient, deadline, sms, rendered, chain) {
         (
             Some(event_id),
             Some(t),
@@ -409,6 +438,7 @@ pub fn validate(
             Some((deadline, deadline_spec)),
             Some(sms),
             Some((body, segments)),
+            Some(chain),
         ) => Ok(ValidatedRequest {
             event_id,
             template: t.reference(),
@@ -419,6 +449,7 @@ pub fn validate(
             deadline,
             deadline_spec,
             sms,
+            chain,
         }),
         _ => Err(vec![FieldError::new("", ErrorCode::InvalidFormat, "the request is incomplete")]),
     }
@@ -660,6 +691,30 @@ mod tests {
         assert!(!codes_under(with_host(n - room + 1), one_part(true)).is_empty(), "one character more does not");
         let v = validate(&with_host(n - room), Catalog::builtin(), &one_part(true), now()).expect("valid");
         assert_eq!(v.segments.units, 160, "the parts counted are the SMS's with its prompt");
+    }
+
+    #[test]
+    fn a_chain_is_read_with_the_recipient_first_and_its_errors_reported_by_field() {
+        let mut v = good();
+        v["chain"] = json!({"wait": "5m", "then": [{"to": "+14155550101", "wait": "10m"}]});
+        let r = validate(&v, Catalog::builtin(), &limits(), now()).expect("valid");
+        let levels: Vec<&str> = r.chain.as_ref().expect("a chain").levels.iter().map(|l| l.to.expose()).collect();
+        assert_eq!(levels, vec!["+14155550100", "+14155550101"]);
+        v["chain"] = json!({"then": [{"to": "+1", "wait": "10m", "why": 1}]});
+        assert_eq!(
+            codes(v.clone()),
+            vec![
+                ("chain.wait".into(), ErrorCode::Required),
+                ("chain.then[0].why".into(), ErrorCode::UnknownField),
+                ("chain.then[0].to".into(), ErrorCode::InvalidPhoneNumber),
+            ]
+        );
+        v["chain"] = json!([]);
+        assert_eq!(codes(v.clone()), vec![("chain".into(), ErrorCode::InvalidType)]);
+        // A bad recipient is reported once, under its own name.
+        v["chain"] = json!({"wait": "5m"});
+        v["recipient"] = json!("555");
+        assert_eq!(codes(v), vec![("recipient".into(), ErrorCode::InvalidPhoneNumber)]);
     }
 
     #[test]

@@ -100,6 +100,44 @@ pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>)
     }
 }
 
+/// When a level of an escalation chain that nobody acknowledged moves on (`domain::chain`): its
+/// wait after the SMS was delivered; after it was accepted while no receipt came, or at its
+/// deadline if that is sooner; at the deadline while it is not with the provider yet. (A failed,
+/// suppressed or stale level moves on at once: `escalates_at_once`.) `None`: not a chain.
+pub fn moves_on_at(record: &IntentRecord, state: State) -> Option<DateTime<Utc>> {
+    let chain = record.intent.chain.as_ref()?;
+    let (i, s) = (&record.intent, &record.status);
+    let wait = chrono(chain.wait());
+    Some(match state {
+        State::Delivered => s.final_at.unwrap_or(i.created_at) + wait,
+        // An acceptance learnt from its delivery record (the sender's own write late or lost)
+        // has no time of its own: its claim's is the closest before it.
+        State::Accepted | State::DelaySuspected => {
+            (s.accepted_at.or(s.claimed_at).unwrap_or(i.created_at) + wait).min(i.deadline)
+        }
+        _ => i.deadline,
+    })
+}
+
+/// The reason a level of a chain moves on, for the next level's person and for on-call.
+pub fn unanswered_reason(record: &IntentRecord, state: State) -> String {
+    let (i, s) = (&record.intent, &record.status);
+    let wait =
+        record.intent.chain.as_ref().map(|c| humantime::format_duration(c.wait()).to_string()).unwrap_or_default();
+    let to = i.recipient.masked();
+    match state {
+        State::Delivered => format!(
+            "delivered to {to} at {} UTC, not acknowledged within {wait}",
+            s.final_at.unwrap_or(i.created_at).format("%H:%M")
+        ),
+        State::Accepted | State::DelaySuspected => format!(
+            "accepted for {to} at {} UTC, no delivery receipt and not acknowledged within {wait}",
+            s.accepted_at.unwrap_or(i.created_at).format("%H:%M")
+        ),
+        _ => escalation_reason(state, s, i.deadline),
+    }
+}
+
 /// Intake expected the SMS after the deadline (`Status::late_expected`) and the intent is still
 /// waiting to be sent: "late is said early", once.
 pub fn said_late(record: &IntentRecord, state: State) -> Option<crate::domain::storm::LateReason> {
@@ -145,8 +183,17 @@ pub fn decide(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolicy) -
     }
     // An acknowledged alert is never escalated: someone has it.
     let unanswered = s.escalation.is_none() && s.acknowledgement.is_none();
-    if unanswered && state != State::Delivered && (now >= i.deadline || escalates_at_once(state)) {
-        actions.push(Action::Escalate { reason: escalation_reason(state, s, i.deadline) });
+    let due = match moves_on_at(record, state) {
+        // A level of a chain: nobody acknowledged within its wait.
+        Some(at) => now >= at,
+        None => state != State::Delivered && now >= i.deadline,
+    };
+    if unanswered && (due || escalates_at_once(state)) {
+        let reason = match &i.chain {
+            Some(_) if !escalates_at_once(state) => unanswered_reason(record, state),
+            _ => escalation_reason(state, s, i.deadline),
+        };
+        actions.push(Action::Escalate { reason });
     } else if unanswered && let Some(late) = said_late(record, state) {
         actions.push(Action::Escalate {
             reason: format!("{late}: escalated before the deadline; still queued, it may yet be sent"),
@@ -163,9 +210,10 @@ pub fn next_check(record: &IntentRecord, now: DateTime<Utc>, policy: &SweepPolic
     let s = &record.status;
     let i = &record.intent;
     let mut times: Vec<DateTime<Utc>> = Vec::new();
-    if s.escalation.is_none() && s.acknowledgement.is_none() && s.state != State::Delivered {
+    let chained = i.chain.is_some();
+    if s.escalation.is_none() && s.acknowledgement.is_none() && (s.state != State::Delivered || chained) {
         let at_once = escalates_at_once(s.state) || said_late(record, s.state).is_some();
-        times.push(if at_once { now } else { i.deadline });
+        times.push(if at_once { now } else { moves_on_at(record, s.state).unwrap_or(i.deadline) });
     }
     // Re-enqueueing ends at the deadline (`decide`): a requeue time at or past it is no reason to
     // look again, and an escalated intent still waiting on the queue leaves the index.
@@ -276,7 +324,7 @@ mod tests {
             .expect("escalated before the deadline");
         assert!(reason.starts_with("SMS backlog: expected 12:41, deadline 12:30 (UTC)"), "{reason}");
         // Once escalated, neither the estimate nor the deadline escalates it again.
-        r.status.escalation = Some(Escalation { at: t0() + mins(1), reason, folded: false });
+        r.status.escalation = Some(Escalation { at: t0() + mins(1), reason, folded: false, to_level: None });
         for at in [t0() + mins(2), t0() + mins(31)] {
             assert!(!decide(&r, at, &policy()).iter().any(|a| matches!(a, Action::Escalate { .. })));
         }
@@ -292,7 +340,7 @@ mod tests {
     #[test]
     fn an_escalated_intent_is_not_escalated_again() {
         let mut r = record(State::Failed);
-        r.status.escalation = Some(Escalation { at: t0(), reason: "x".into(), folded: false });
+        r.status.escalation = Some(Escalation { at: t0(), reason: "x".into(), folded: false, to_level: None });
         assert_eq!(decide(&r, t0() + mins(60), &policy()), vec![]);
         assert_eq!(next_check(&r, t0(), &policy()), None);
     }
@@ -370,9 +418,74 @@ mod tests {
         for s in [State::Queued, State::Received] {
             let mut r = record(s);
             r.status.enqueued_at = Some(t0());
-            r.status.escalation = Some(Escalation { at: t0() + mins(31), reason: "never sent".into(), folded: false });
+            r.status.escalation =
+                Some(Escalation { at: t0() + mins(31), reason: "never sent".into(), folded: false, to_level: None });
             assert_eq!(next_check(&r, t0() + mins(45), &policy()), None, "{s}");
         }
+    }
+
+    fn chained(state: State, wait: &str) -> IntentRecord {
+        let mut r = record(state);
+        let spec = crate::domain::chain::parse_chain(
+            &json!({"wait": wait, "then": [{"to": "+14155550101", "wait": "10m"}]}),
+            Some(&r.intent.recipient),
+        )
+        .expect("chain");
+        r.intent.chain = Some(crate::domain::chain::Chain {
+            root: r.intent.key.clone(),
+            level: 0,
+            levels: spec.levels,
+            spec: spec.spec,
+        });
+        r
+    }
+
+    fn escalates(r: &IntentRecord, at: DateTime<Utc>) -> bool {
+        decide(r, at, &policy()).iter().any(|a| matches!(a, Action::Escalate { .. }))
+    }
+
+    #[test]
+    fn a_delivered_level_of_a_chain_nobody_acknowledged_moves_on_after_its_wait_from_the_delivery() {
+        let mut r = chained(State::Delivered, "5m");
+        r.status.final_at = Some(t0() + mins(2));
+        assert_eq!(next_check(&r, t0() + mins(2), &policy()), Some(t0() + mins(7)), "stays due for its wait");
+        assert!(!escalates(&r, t0() + mins(6)));
+        let reason = decide(&r, t0() + mins(7), &policy())
+            .into_iter()
+            .find_map(|a| match a {
+                Action::Escalate { reason } => Some(reason),
+                _ => None,
+            })
+            .expect("moves on");
+        assert_eq!(reason, "delivered to +1******0100 at 12:02 UTC, not acknowledged within 5m");
+        // The default chain: delivered is the end.
+        let mut plain = record(State::Delivered);
+        plain.status.final_at = Some(t0() + mins(2));
+        assert!(!escalates(&plain, t0() + mins(600)));
+    }
+
+    #[test]
+    fn an_accepted_level_with_no_receipt_moves_on_after_its_wait_from_acceptance_or_at_its_deadline() {
+        let r = chained(State::Accepted, "5m");
+        assert!(!escalates(&r, t0() + mins(4)));
+        assert!(escalates(&r, t0() + mins(5)), "five minutes after the acceptance");
+        let long = chained(State::Accepted, "2h");
+        assert!(!escalates(&long, t0() + mins(29)));
+        assert!(escalates(&long, t0() + mins(30)), "the deadline comes first");
+        assert_eq!(next_check(&long, t0(), &policy()), Some(t0() + mins(10)), "delay suspected still comes first");
+        for s in [State::Failed, State::Suppressed, State::Stale] {
+            assert!(escalates(&chained(s, "5m"), t0() + mins(1)), "{s} moves on at once");
+        }
+    }
+
+    #[test]
+    fn an_acknowledged_level_of_a_chain_never_moves_on() {
+        use crate::domain::acknowledgement::{AckVia, Acknowledgement};
+        let mut r = chained(State::Delivered, "5m");
+        r.status.final_at = Some(t0());
+        r.status.acknowledgement = Some(Acknowledgement { at: t0(), by: "dana".into(), via: AckVia::Reply });
+        assert!(!escalates(&r, t0() + mins(600)));
+        assert_eq!(next_check(&r, t0(), &policy()), None, "it leaves the index");
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub async fn acknowledge_alert<S: IntentStore>(
 }
 
 /// [`acknowledge_alert`], with the intent as read before (what it was about: its template).
+///
+/// A level of an escalation chain (`domain::chain`) is acknowledged on the chain's root first:
+/// the root's item arbitrates between an acknowledgement and the next level's start, so what is
+/// recorded there first stands — for every level — and then on the level itself. Someone at
+/// another level who acknowledged first is the answer (`Before`).
 pub async fn acknowledge_intent<S: IntentStore>(
     store: &S,
     key: &IdempotencyKey,
@@ -65,7 +70,21 @@ pub async fn acknowledge_intent<S: IntentStore>(
     }
     // To the millisecond, as the ledger keeps it: the caller's answer equals what is stored.
     let now = DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now);
-    let ack = Acknowledgement { at: now, by: by.to_owned(), via };
+    let mine = Acknowledgement { at: now, by: by.to_owned(), via };
+    let root = record.intent.chain.as_ref().map(|c| &c.root).filter(|root| *root != key);
+    let chain_ack = match root {
+        Some(root) => match Box::pin(acknowledge_intent(store, root, by, via, request_id, now)).await {
+            Ok((answer, _)) => Some(answer),
+            // The root is past its retention: nothing arbitrates; this level alone.
+            Err(AlertAckError::Missing(_)) => None,
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let ack = match &chain_ack {
+        Some(AlertAck::Now(a) | AlertAck::Before(a)) => a.clone(),
+        None => mine,
+    };
     let t = Transition {
         key: key.clone(),
         from: Vec::new(),
@@ -83,7 +102,12 @@ pub async fn acknowledge_intent<S: IntentStore>(
         retain_until: Some(record.intent.expires_at()),
         commit: Commit::Atomic,
     };
-    match store.transition(t).await.map_err(port("recording the acknowledgement"))? {
+    let written = store.transition(t).await.map_err(port("recording the acknowledgement"))?;
+    if let Some(answer) = chain_ack {
+        // The chain's answer stands, whatever this level's own write found.
+        return Ok((answer, record));
+    }
+    match written {
         TransitionOutcome::Applied => Ok((AlertAck::Now(ack), record)),
         TransitionOutcome::AlreadyApplied | TransitionOutcome::Refused(_) => {
             let now_stored = store.get(key).await.map_err(port("reading the intent"))?;

@@ -152,6 +152,9 @@ struct Basis {
     attempt_id: Option<String>,
     /// The intent's recipient (read intents only).
     recipient: Option<PhoneNumber>,
+    /// How long the intent's level of an escalation chain has to acknowledge once delivered
+    /// (read intents only; a presumed one is expected unchained).
+    chain_wait: Option<std::time::Duration>,
 }
 
 /// Whose attempt a keyed record is, as the intent's basis tells it.
@@ -177,6 +180,7 @@ impl Basis {
             claimed_at: record.status.claimed_at,
             attempt_id: record.status.attempt_id.clone(),
             recipient: Some(record.intent.recipient.clone()),
+            chain_wait: record.intent.chain.as_ref().map(|c| c.wait()),
         }
     }
 
@@ -214,6 +218,7 @@ impl Basis {
             claimed_at: None,
             attempt_id: None,
             recipient: None,
+            chain_wait: None,
         }
     }
 }
@@ -303,6 +308,13 @@ async fn apply_observation<S: IntentStore>(
                 if to == State::Failed {
                     patch.last_error = Some(failure_text(record.provider_response.as_deref(), class));
                     next = if basis.escalated { NextCheck::Remove } else { NextCheck::At(now) };
+                } else if let Some(wait) = basis.chain_wait {
+                    // A level of a chain nobody acknowledged yet: the sweep moves on after its
+                    // wait from the delivery (`sweep::moves_on_at`).
+                    next = match (to, chrono::Duration::from_std(wait)) {
+                        (State::Delivered, Ok(wait)) if !basis.escalated => NextCheck::At(at + wait),
+                        _ => NextCheck::Keep,
+                    };
                 } else {
                     next = NextCheck::Remove;
                 }
@@ -350,6 +362,7 @@ async fn apply_observation<S: IntentStore>(
                 Expect {
                     sns_message_id: basis.sns_message_id.clone(),
                     not_escalated: !basis.escalated,
+                    unchained: true,
                     ..Default::default()
                 }
             } else {

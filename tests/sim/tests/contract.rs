@@ -25,10 +25,10 @@ use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota, Expect,
-    IntentStore, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult, ProducerQuota, RecipientRegistry,
-    RecipientRoster, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch,
-    SuppressionEvidence, Transition, UrgentLane,
+    Backlog, ChainLedger, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog,
+    EscalationQuota, Expect, IntentStore, LevelStart, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult,
+    ProducerQuota, RecipientRegistry, RecipientRoster, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SendQueue,
+    SpendMeter, StatusPatch, SuppressionEvidence, Transition, TransitionOutcome, UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -289,7 +289,7 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         &key(2),
         vec![],
         StatusPatch {
-            escalation: Some(Escalation { at: m(210), reason: "late".into(), folded: true }),
+            escalation: Some(Escalation { at: m(210), reason: "late".into(), folded: true, to_level: None }),
             ..Default::default()
         },
         obs("escalation", m(210), ObservationKind::Escalated { reason: "late".into(), run_id: "run-3".into() }, None),
@@ -700,34 +700,34 @@ fn assert_same(what: &str, sim: &[String], emulator: &[String]) {
 async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let t0 = base();
     let p = tocsin_tests::Pipeline::start().await;
-    let emulator_ledger = ledger_contract(&p.ledger, t0).await;
-    let emulator_registry = registry_contract(&p.registry, t0).await;
-    let emulator_carriers = carrier_contract(&p.registry, t0).await;
-    let emulator_traffic = traffic_contract(&p.registry, t0).await;
+    let emulator_ledger = Box::pin(ledger_contract(&p.ledger, t0)).await;
+    let emulator_registry = Box::pin(registry_contract(&p.registry, t0)).await;
+    let emulator_carriers = Box::pin(carrier_contract(&p.registry, t0)).await;
+    let emulator_traffic = Box::pin(traffic_contract(&p.registry, t0)).await;
     let k = IdempotencyKey::derive(
         &tocsin::domain::producer::ProducerName::parse("monitoring").expect("producer"),
         "contract:queue",
         &intent(0, "+12065550101", t0, 10).intent.template,
     );
-    let emulator_queue = queue_contract(&p.sender.queue, &k).await;
-    let emulator_roster = roster_contract(&p.registry).await;
-    let emulator_codes = reply_codes_contract(&p.ledger, t0).await;
+    let emulator_queue = Box::pin(queue_contract(&p.sender.queue, &k)).await;
+    let emulator_roster = Box::pin(roster_contract(&p.registry)).await;
+    let emulator_codes = Box::pin(reply_codes_contract(&p.ledger, t0)).await;
 
     let sim = sim_world();
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
-    let sim_ledger = block_on(ledger_contract(&ledger, t0));
-    let sim_codes = block_on(reply_codes_contract(&ledger, t0));
-    let sim_registry = block_on(registry_contract(&SimRegistry { sim: sim.clone() }, t0));
-    let sim_carriers = block_on(carrier_contract(&SimRegistry { sim: sim.clone() }, t0));
-    let sim_traffic = block_on(traffic_contract(&SimRegistry { sim: sim.clone() }, t0));
-    let sim_queue = block_on(queue_contract(&SimSqs::new(sim.clone()), &k));
+    let sim_ledger = block_on(Box::pin(ledger_contract(&ledger, t0)));
+    let sim_codes = block_on(Box::pin(reply_codes_contract(&ledger, t0)));
+    let sim_registry = block_on(Box::pin(registry_contract(&SimRegistry { sim: sim.clone() }, t0)));
+    let sim_carriers = block_on(Box::pin(carrier_contract(&SimRegistry { sim: sim.clone() }, t0)));
+    let sim_traffic = block_on(Box::pin(traffic_contract(&SimRegistry { sim: sim.clone() }, t0)));
+    let sim_queue = block_on(Box::pin(queue_contract(&SimSqs::new(sim.clone()), &k)));
     // The local stack's roster, as the harness's deploy leaves it (written in another order).
     sim.lock().world.registry.roster = tocsin_harness::stack::LOCAL_ROSTER
         .iter()
         .rev()
         .map(|e| tocsin::domain::roster::RosterEntry::parse(e).expect("entry"))
         .collect();
-    let sim_roster = block_on(roster_contract(&SimRegistry { sim: sim.clone() }));
+    let sim_roster = block_on(Box::pin(roster_contract(&SimRegistry { sim: sim.clone() })));
 
     assert_same("ledger", &sim_ledger, &emulator_ledger);
     assert_same("registry", &sim_registry, &emulator_registry);
@@ -952,4 +952,86 @@ async fn a_log_event_is_found_by_a_search_only_once_ingested_in_the_world_and_on
 
     assert_eq!(emulator[1], "search once ingested => Ok(1)", "the emulator's search finds it: {emulator:?}");
     assert_same("log search", &simulated, &emulator);
+}
+
+/// The chain contract (issue 37): a level starts once and never moves back; an acknowledgement of
+/// the root refuses every later start and tells who has it; a missing root says so; a delivered
+/// level of a chain can be leased (nobody acknowledged it), a delivered plain alert cannot; a
+/// change presumed on a plain alert is refused on a chained one.
+async fn chain_contract<L: Ledger + ChainLedger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    use tocsin::domain::acknowledgement::AckVia;
+    use tocsin::services::acknowledging::acknowledge_alert;
+    let mut out = Vec::new();
+    let mut chained = intent(70, "+12065550190", t0, 10);
+    let root = chained.intent.key.clone();
+    let spec = tocsin::domain::chain::parse_chain(
+        &serde_json::json!({"wait": "5m", "then": [{"to": "+12065550191", "wait": "5m"}]}),
+        Some(&chained.intent.recipient),
+    )
+    .expect("chain");
+    chained.intent.chain =
+        Some(tocsin::domain::chain::Chain { root: root.clone(), level: 0, levels: spec.levels, spec: spec.spec });
+    out.push(line("start a missing root's level", l.start_level(&root, 1, t0).await));
+    l.put_new(&chained, t0).await.expect("put");
+    out.push(line("start level 1", l.start_level(&root, 1, t0).await));
+    out.push(line("start level 1 again", l.start_level(&root, 1, t0).await));
+    out.push(line("start level 0 (back)", l.start_level(&root, 0, t0).await));
+    // Delivered, nobody acknowledged: the sweep may lease it; a plain delivered alert not.
+    let plain = intent(71, "+12065550192", t0, 10);
+    l.put_new(&plain, t0).await.expect("put");
+    for (what, key) in [("chained", &root), ("plain", &plain.intent.key)] {
+        let mut t = transition(
+            key,
+            vec![State::Received],
+            StatusPatch { state: Some(State::Delivered), ..Default::default() },
+            obs(&format!("log:{what}"), t0, ObservationKind::DelaySuspected, Some(State::Delivered)),
+            Commit::Atomic,
+        );
+        t.expect = Expect { unchained: true, ..Default::default() };
+        out.push(line(
+            &format!("{what}: delivered, presumed unchained"),
+            l.transition(t.clone()).await.map(|o| matches!(o, TransitionOutcome::Applied)),
+        ));
+        t.expect = Expect::default();
+        let _ = l.transition(t).await;
+        let leased = l.lease_escalation(key, "run", t0, t0 + Duration::minutes(1)).await;
+        out.push(line(&format!("{what}: lease when delivered"), leased.map(|r| r.map(|r| r.status.state))));
+    }
+    let ack = acknowledge_alert(l, &root, "dana", AckVia::Operator, "r1", t0).await.map_err(|e| e.to_string());
+    out.push(line("ack the root", ack.is_ok()));
+    out.push(line(
+        "start level 2 after the ack",
+        l.start_level(&root, 2, t0).await.map(|s| match s {
+            LevelStart::Acknowledged(a) => format!("acknowledged by {}", a.by),
+            other => format!("{other:?}"),
+        }),
+    ));
+    out.push(line("root's level", l.get(&root).await.map(|r| r.and_then(|r| r.status.chain_level))));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_ledger_arbitrates_a_chain_as_the_adapter_does() {
+    let t0 = base();
+    let p = tocsin_tests::Pipeline::start().await;
+    let emulator = Box::pin(chain_contract(&p.ledger, t0)).await;
+    let ledger = SimLedger { sim: sim_world(), shards: 16 };
+    let sim = block_on(Box::pin(chain_contract(&ledger, t0)));
+    assert_same("chains", &sim, &emulator);
+    assert_eq!(
+        emulator,
+        vec![
+            "start a missing root's level => Ok(Missing)",
+            "start level 1 => Ok(Started)",
+            "start level 1 again => Ok(StartedBefore)",
+            "start level 0 (back) => Ok(StartedBefore)",
+            "chained: delivered, presumed unchained => Ok(false)",
+            "chained: lease when delivered => Ok(Some(Delivered))",
+            "plain: delivered, presumed unchained => Ok(true)",
+            "plain: lease when delivered => Ok(None)",
+            "ack the root => true",
+            "start level 2 after the ack => Ok(\"acknowledged by dana\")",
+            "root's level => Ok(Some(1))",
+        ]
+    );
 }

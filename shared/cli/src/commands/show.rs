@@ -1,7 +1,12 @@
-//! `tocsin show <key>`: one intent and its timeline.
+//! `tocsin show <key>`: one intent and its timeline; for a level of an escalation chain, every
+//! level of the chain — who was texted, what the carrier said, who acknowledged, how and when.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tocsin::domain::State;
+use tocsin::domain::acknowledgement::Acknowledgement;
+use tocsin::domain::chain::{Chain, level_key};
+use tocsin::domain::intent::Escalation;
 use tocsin::domain::observation::Observation;
 use tocsin::ports::{DigestStore, IntentStore};
 
@@ -28,12 +33,76 @@ struct DigestView {
     members: Vec<String>,
 }
 
+/// One level of the alert's escalation chain, as the ledger has it now.
+#[derive(Debug, Serialize)]
+struct LevelView {
+    level: u8,
+    key: String,
+    /// The level's phone, masked.
+    to: String,
+    wait_s: u64,
+    /// `None`: not started (nobody needed it, or not yet).
+    state: Option<State>,
+    delivered_at: Option<DateTime<Utc>>,
+    acknowledgement: Option<Acknowledgement>,
+    /// When the chain moved on from this level, and why (the next level texted, or on-call paged).
+    moved_on: Option<Escalation>,
+}
+
 #[derive(Debug, Serialize)]
 struct ShowDocument<'a> {
     intent: IntentView,
     #[serde(skip_serializing_if = "Option::is_none")]
     digest: Option<DigestView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain: Option<Vec<LevelView>>,
     timeline: Vec<TimelineEntry<'a>>,
+}
+
+/// Every level of `chain`, read from the ledger (the root's, and each started level's own item).
+async fn chain_levels(ctx: &Context, chain: &Chain) -> CliResult<Vec<LevelView>> {
+    let mut out = Vec::new();
+    for (i, level) in chain.levels.iter().enumerate() {
+        let n = u8::try_from(i).unwrap_or(u8::MAX);
+        let key = if n == 0 { chain.root.clone() } else { level_key(&chain.root, n) };
+        let stored = ctx.ledger.get(&key).await.map_err(CliError::port(format!("reading chain level {n}")))?;
+        let status = stored.map(|r| r.status);
+        out.push(LevelView {
+            level: n,
+            key: key.to_string(),
+            to: level.to.masked(),
+            wait_s: level.wait_s,
+            state: status.as_ref().map(|s| s.state),
+            delivered_at: status.as_ref().filter(|s| s.state == State::Delivered).and_then(|s| s.final_at),
+            acknowledgement: status.as_ref().and_then(|s| s.acknowledgement.clone()),
+            moved_on: status.and_then(|s| s.escalation),
+        });
+    }
+    Ok(out)
+}
+
+fn chain_table(levels: &[LevelView]) -> comfy_table::Table {
+    let mut t = output::table(["level", "to", "wait", "state", "delivered", "acknowledged", "moved on"]);
+    for l in levels {
+        t.add_row([
+            l.level.to_string(),
+            l.to.clone(),
+            humantime::format_duration(std::time::Duration::from_secs(l.wait_s)).to_string(),
+            l.state.map_or_else(|| "not started".to_owned(), |s| s.to_string()),
+            l.delivered_at.map_or_else(|| "—".to_owned(), output::time),
+            l.acknowledgement
+                .as_ref()
+                .map_or_else(|| "—".to_owned(), |a| format!("{} by {} ({})", output::time(a.at), a.by, a.via.as_str())),
+            l.moved_on.as_ref().map_or_else(
+                || "—".to_owned(),
+                |e| match e.to_level {
+                    Some(n) => format!("{} → level {n}", output::time(e.at)),
+                    None => format!("{} → on-call paged", output::time(e.at)),
+                },
+            ),
+        ]);
+    }
+    t
 }
 
 pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
@@ -54,11 +123,15 @@ pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
         }
         None => None,
     };
+    let chain = match &record.intent.chain {
+        Some(c) => Some(chain_levels(ctx, c).await?),
+        None => None,
+    };
     let view = IntentView::from(&record);
     let entries: Vec<TimelineEntry<'_>> =
         timeline.iter().map(|o| TimelineEntry { observation: o, summary: o.summary() }).collect();
     if ctx.json {
-        return output::json(&ShowDocument { intent: view, digest, timeline: entries });
+        return output::json(&ShowDocument { intent: view, digest, chain, timeline: entries });
     }
     output::line(intent_table(&view))?;
     if let Some(d) = &digest {
@@ -71,6 +144,10 @@ pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
             d.segments,
             if siblings.is_empty() { "(digest record expired)".to_owned() } else { siblings.join(", ") }
         ))?;
+    }
+    if let Some(levels) = &chain {
+        output::line(format!("Escalation chain ({} levels, then on-call):", levels.len()))?;
+        output::line(chain_table(levels))?;
     }
     let mut t = output::table(["time", "state after", "what happened"]);
     for e in &entries {

@@ -97,7 +97,8 @@ impl DueIndex for DynamoLedger {
     ) -> PortResult<Option<IntentRecord>> {
         // The due-index is a GSI, updated eventually: the record the sweep read there may be older
         // than the intent. The lease is taken on the base item, on its current state, and returns
-        // the item as it is now, so the caller decides on the truth.
+        // the item as it is now, so the caller decides on the truth. A delivered intent is leased
+        // only as a level of a chain (nobody acknowledged it within its wait).
         let res = self
             .client
             .update_item()
@@ -106,7 +107,8 @@ impl DueIndex for DynamoLedger {
             .key("sk", s("INTENT"))
             .update_expression("SET esc_lease = :until, esc_run = :run")
             .condition_expression(
-                "attribute_exists(pk) AND attribute_not_exists(escalated_at) AND #state <> :delivered \
+                "attribute_exists(pk) AND attribute_not_exists(escalated_at) \
+                 AND (#state <> :delivered OR attribute_exists(chain_root)) \
                  AND (attribute_not_exists(esc_lease) OR esc_lease < :now)",
             )
             .expression_attribute_names("#state", "state")

@@ -130,6 +130,9 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
         if e.folded {
             x.set("escalation_folded", AttributeValue::Bool(true));
         }
+        if let Some(level) = e.to_level {
+            x.set("escalation_level", n(level));
+        }
         x.remove("esc_lease");
     }
     if p.add_conflict {
@@ -195,6 +198,10 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
         x.names.insert("#cack".into(), "ack_at".into());
         condition.push_str(" AND attribute_not_exists(#cack)");
     }
+    if t.expect.unchained {
+        x.names.insert("#cchain".into(), "chain_root".into());
+        condition.push_str(" AND attribute_not_exists(#cchain)");
+    }
     (x, condition)
 }
 
@@ -242,7 +249,7 @@ mod tests {
             StatusPatch { accepted_at: Some(at), ..Default::default() },
             StatusPatch { final_at: Some(at), ..Default::default() },
             StatusPatch {
-                escalation: Some(Escalation { at, reason: "r".into(), folded: false }),
+                escalation: Some(Escalation { at, reason: "r".into(), folded: false, to_level: None }),
                 ..Default::default()
             },
             StatusPatch { add_conflict: true, ..Default::default() },

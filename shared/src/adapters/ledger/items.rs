@@ -70,6 +70,11 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
             at,
             reason: reason.unwrap_or_default().to_owned(),
             folded: matches!(item.get("escalation_folded"), Some(AttributeValue::Bool(true))),
+            to_level: item
+                .get("escalation_level")
+                .and_then(|v| v.as_n().ok())
+                .map(|v| v.parse::<u8>().map_err(|e| corrupt(format!("escalation_level: {e}"))))
+                .transpose()?,
         }),
         _ => None,
     };
@@ -112,6 +117,11 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
                 }),
                 None => None,
             },
+            chain_level: item
+                .get("chain_level")
+                .and_then(|v| v.as_n().ok())
+                .map(|v| v.parse::<u8>().map_err(|e| corrupt(format!("chain_level: {e}"))))
+                .transpose()?,
         },
     })
 }
@@ -148,6 +158,12 @@ pub(super) fn record_to_item(r: &IntentRecord, next_check: DateTime<Utc>, shard:
     }
     if let Some(expected) = r.status.late_expected {
         item.insert("late_expected".into(), s(ts(expected)));
+    }
+    // A level of an escalation chain: its root, where the chain's levels are started and its
+    // acknowledgement arbitrated (`chains`). Also what lets the sweep lease a delivered level
+    // nobody acknowledged.
+    if let Some(chain) = &i.chain {
+        item.insert("chain_root".into(), s(chain.root.as_str()));
     }
     Ok(item)
 }

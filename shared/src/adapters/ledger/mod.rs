@@ -15,6 +15,9 @@
 //! | a phone's reply codes (issue 37) | `CODES#<e164>` | `CODES` |
 //! | a phone's confirmations of replies, per hour | `CONFIRMS#<e164>` | `HOUR#<yyyy-mm-ddThh>` |
 //!
+//! A level of an escalation chain is an intent item like any other, with `chain_root`; the root's
+//! item carries `chain_level`, the highest level started ([`chains`]).
+//!
 //! Intents that need the sweep carry `due_shard`/`due_at`, the keys of the sparse `due-index`.
 //! `due_shard` is `due#<n>`, n < `TOCSIN_DUE_SHARDS`, chosen once at intake — round robin from a
 //! random start per instance, which spreads intents more evenly than a hash (a hash leaves some
@@ -24,11 +27,12 @@
 //!
 //! One file per port this adapter implements ([`crate::ports`]): [`intents`] (`IntentStore`),
 //! [`transitions`] (the writes of `commit::transition`), [`message_index`], [`due_index`],
-//! [`backlog`], [`send_budget`], [`digests`], [`escalations`], [`reply_codes`], [`confirmations`]; and the operator
+//! [`backlog`], [`send_budget`], [`digests`], [`escalations`], [`reply_codes`], [`confirmations`], [`chains`]; and the operator
 //! listings ([`listings`]). Shared once: item ↔ attribute mapping ([`items`]), update and
 //! condition expressions ([`expr`]), query pagination and batched reads and writes ([`pages`]).
 
 mod backlog;
+mod chains;
 mod confirmations;
 mod digests;
 mod due_index;

@@ -190,8 +190,9 @@ impl DynamoLedger {
         if let Some(put) = self.message_index_put(t)? {
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        if let Some(e) = &t.patch.escalation {
-            // On the open-escalations list until an operator acknowledges it.
+        if let Some(e) = t.patch.escalation.as_ref().filter(|e| e.to_level.is_none()) {
+            // On the open-escalations list until an operator acknowledges it (a page: a chain's
+            // next level is a tracked SMS of its own, not on-call's).
             let put = Put::builder()
                 .table_name(&self.table)
                 .item("pk", s(escalation_pk(&t.key)))

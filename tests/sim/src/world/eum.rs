@@ -101,7 +101,7 @@ impl World {
         }
         let draw = self.draw();
         let message_id = self.sms.next_message_id("eum", draw);
-        let covered = self.covered(body);
+        let covered = self.covered(body, &number);
         self.sms.sent.push(Sent {
             at: now,
             to: number.clone(),

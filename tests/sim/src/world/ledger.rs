@@ -23,9 +23,10 @@ use tocsin::domain::spend::{MeterReading, OpenBreaker, Spend, SpendCeiling, hour
 use tocsin::domain::storm::DigestId;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{
-    Backlog, ClaimOutcome, ConfirmationClaim, DigestRecord, DigestStore, DueIndex, EscalationBacklog, EscalationQuota,
-    IndexEntries, IndexEntry, IntentStore, MessageIndex, NextCheck, OrphanRecord, PortError, PortResult, ProducerQuota,
-    PutOutcome, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SpendMeter, Transition, TransitionOutcome,
+    Backlog, ChainLedger, ClaimOutcome, ConfirmationClaim, DigestRecord, DigestStore, DueIndex, EscalationBacklog,
+    EscalationQuota, IndexEntries, IndexEntry, IntentStore, LevelStart, MessageIndex, NextCheck, OrphanRecord,
+    PortError, PortResult, ProducerQuota, PutOutcome, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SpendMeter,
+    Transition, TransitionOutcome,
 };
 
 use super::gsi::Gsi;
@@ -193,7 +194,8 @@ impl World {
             && t.attempt_id.as_ref().is_none_or(|a| s.attempt_id.as_ref() == Some(a))
             && t.expect.sns_message_id.as_ref().is_none_or(|m| s.sns_message_id.as_ref() == Some(m))
             && (!t.expect.not_escalated || s.escalation.is_none())
-            && (!t.expect.not_acknowledged || s.acknowledgement.is_none());
+            && (!t.expect.not_acknowledged || s.acknowledgement.is_none())
+            && (!t.expect.unchained || item.record.intent.chain.is_none());
         if ok { Ok(item) } else { Err(()) }
     }
 
@@ -226,7 +228,8 @@ impl World {
             s.final_at = Some(ms(f));
         }
         if let Some(e) = &p.escalation {
-            s.escalation = Some(Escalation { at: ms(e.at), reason: e.reason.clone(), folded: e.folded });
+            s.escalation =
+                Some(Escalation { at: ms(e.at), reason: e.reason.clone(), folded: e.folded, to_level: e.to_level });
             item.esc_lease = None;
         }
         if p.add_conflict {
@@ -402,7 +405,7 @@ impl World {
         }
         self.write_observation(t);
         self.write_message_index(t);
-        if let Some(e) = &t.patch.escalation {
+        if let Some(e) = t.patch.escalation.as_ref().filter(|e| e.to_level.is_none()) {
             let lag = self.gsi_lag();
             let now = self.now;
             self.ledger.list_index.write(&t.key, Some((to_ms(ms(e.at)), t.key.clone())), now, lag);
@@ -414,6 +417,9 @@ impl World {
                 self.oracle.escalation_folded(now, &t.key, producer.as_ref().map(ToString::to_string), to_ms(e.at));
             }
             self.oracle.escalation_marked(now, &t.key);
+        }
+        if t.patch.escalation.as_ref().is_some_and(|e| e.to_level.is_some()) {
+            self.oracle.escalation_handed_on(self.now, &t.key);
         }
         TransactResult::Applied
     }
@@ -450,7 +456,9 @@ impl World {
         let item = self.ledger.intents.get(key)?;
         let s = &item.record.status;
         let free = item.esc_lease.is_none_or(|l| l < ms(now));
-        if s.escalation.is_some() || s.state == State::Delivered || !free {
+        // A delivered intent is leased only as a level of a chain (`chain_root` in the adapter).
+        let delivered = s.state == State::Delivered && item.record.intent.chain.is_none();
+        if s.escalation.is_some() || delivered || !free {
             return None;
         }
         let mut item = item.clone();
@@ -1001,6 +1009,32 @@ impl ReplyConfirmations for SimLedger {
                         ids.insert(inbound.clone());
                         ConfirmationClaim::Claimed
                     }
+                })
+                .await,
+        )
+    }
+}
+
+impl ChainLedger for SimLedger {
+    async fn start_level(&self, root: &IdempotencyKey, level: u8, _now: DateTime<Utc>) -> PortResult<LevelStart> {
+        let root = root.clone();
+        port(
+            self.sim
+                .call("DynamoDB UpdateItem (start a chain's level)", OpKind::Write, move |w| {
+                    // The adapter's condition: the root exists, nobody acknowledged it, the level
+                    // never moves back.
+                    let Some(item) = w.ledger.intents.get_mut(&root) else { return LevelStart::Missing };
+                    let s = &mut item.record.status;
+                    if let Some(ack) = &s.acknowledgement {
+                        return LevelStart::Acknowledged(ack.clone());
+                    }
+                    if s.chain_level.is_some_and(|l| l >= level) {
+                        return LevelStart::StartedBefore;
+                    }
+                    s.chain_level = Some(level);
+                    let now = w.now;
+                    w.oracle.chain_level_started(now, &root, level);
+                    LevelStart::Started
                 })
                 .await,
         )

@@ -180,7 +180,7 @@ impl World {
         }
         let draw = self.draw();
         let message_id = self.sms.next_message_id("sns", draw);
-        let covered = self.covered(body);
+        let covered = self.covered(body, to.expose());
         self.sms.sent.push(Sent {
             at: now,
             to: to.expose().to_owned(),
@@ -200,9 +200,13 @@ impl World {
 
     /// The alerts an SMS with `body` carries, as the oracle knows them, with whether an operator's
     /// resend holds each one's claim and when it was claimed.
-    pub(super) fn covered(&mut self, body: &str) -> Vec<(tocsin::domain::IdempotencyKey, bool, Option<Millis>)> {
+    pub(super) fn covered(
+        &mut self,
+        body: &str,
+        to: &str,
+    ) -> Vec<(tocsin::domain::IdempotencyKey, bool, Option<Millis>)> {
         self.oracle
-            .covered_by(body)
+            .covered_by(body, to)
             .into_iter()
             .map(|key| {
                 let status = self.ledger.intents.get(&key).map(|i| &i.record.status);
