@@ -15,9 +15,9 @@ use tocsin::domain::observation::{Observation, ObservationKind};
 use tocsin::domain::storm::Lane;
 use tocsin::domain::sweep::next_check;
 use tocsin::ports::{
-    Commit, DeliveryLogSearch, EscalationQueue, Expect, LevelStart, NextCheck, PortError, PutOutcome, SendQueue,
-    StatusPatch, Transition, TransitionOutcome,
+    DeliveryLogSearch, EscalationQueue, LevelStart, NextCheck, PortError, PutOutcome, SendQueue, TransitionOutcome,
 };
+use tocsin::services::acknowledging::acknowledgement_transition;
 
 use crate::escalating::Escalated;
 use crate::{Escalator, SweepClock, SweepRegistry, SweepStore};
@@ -102,23 +102,12 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         now: DateTime<Utc>,
     ) -> Result<IntentRecord, PortError> {
         let key = &record.intent.key;
-        let t = Transition {
-            key: key.clone(),
-            from: Vec::new(),
-            attempt_id: None,
-            patch: StatusPatch { acknowledgement: Some(ack.clone()), ..Default::default() },
-            observation: Observation::new(
-                format!("ack:chain:{}", ack.at.timestamp_millis()),
-                now,
-                ObservationKind::Acknowledged { by: ack.by.clone(), via: ack.via },
-            )
-            .with_state(record.status.state),
-            next_check: NextCheck::Remove,
-            index_message: None,
-            expect: Expect { not_acknowledged: true, ..Default::default() },
-            retain_until: Some(record.intent.expires_at()),
-            commit: Commit::Atomic,
-        };
+        let observation = Observation::new(
+            format!("ack:chain:{}", ack.at.timestamp_millis()),
+            now,
+            ObservationKind::Acknowledged { by: ack.by.clone(), via: ack.via },
+        );
+        let t = acknowledgement_transition(record, ack, observation, NextCheck::Remove);
         match self.store.transition(t).await? {
             TransitionOutcome::Applied => {
                 let mut taken = record.clone();

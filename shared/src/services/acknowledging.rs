@@ -16,6 +16,28 @@ use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::{IdempotencyKey, IntentRecord};
 use crate::ports::{Commit, Expect, IntentStore, NextCheck, PortError, StatusPatch, Transition, TransitionOutcome};
 
+/// The one write of an acknowledgement: `ack` on the intent with `observation`, together, only if
+/// nobody acknowledged it before (`Expect::not_acknowledged`).
+pub fn acknowledgement_transition(
+    record: &IntentRecord,
+    ack: &Acknowledgement,
+    observation: Observation,
+    next_check: NextCheck,
+) -> Transition {
+    Transition {
+        key: record.intent.key.clone(),
+        from: Vec::new(),
+        attempt_id: None,
+        patch: StatusPatch { acknowledgement: Some(ack.clone()), ..Default::default() },
+        observation: observation.with_state(record.status.state),
+        next_check,
+        index_message: None,
+        expect: Expect { not_acknowledged: true, ..Default::default() },
+        retain_until: Some(record.intent.expires_at()),
+        commit: Commit::Atomic,
+    }
+}
+
 /// How an acknowledgement ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlertAck {
@@ -85,23 +107,12 @@ pub async fn acknowledge_intent<S: IntentStore>(
         Some(AlertAck::Now(a) | AlertAck::Before(a)) => a.clone(),
         None => mine,
     };
-    let t = Transition {
-        key: key.clone(),
-        from: Vec::new(),
-        attempt_id: None,
-        patch: StatusPatch { acknowledgement: Some(ack.clone()), ..Default::default() },
-        observation: Observation::new(
-            format!("ack:{}:{request_id}", via.as_str()),
-            now,
-            ObservationKind::Acknowledged { by: by.to_owned(), via },
-        )
-        .with_state(record.status.state),
-        next_check: NextCheck::Keep,
-        index_message: None,
-        expect: Expect { not_acknowledged: true, ..Default::default() },
-        retain_until: Some(record.intent.expires_at()),
-        commit: Commit::Atomic,
-    };
+    let observation = Observation::new(
+        format!("ack:{}:{request_id}", via.as_str()),
+        now,
+        ObservationKind::Acknowledged { by: by.to_owned(), via },
+    );
+    let t = acknowledgement_transition(&record, &ack, observation, NextCheck::Keep);
     let written = store.transition(t).await.map_err(port("recording the acknowledgement"))?;
     if let Some(answer) = chain_ack {
         // The chain's answer stands, whatever this level's own write found.
