@@ -530,8 +530,9 @@ pub enum LevelStart {
     /// This call started the level: text its person (or page on-call), once.
     Started,
     /// A run before this one started it (and may have died before finishing): finish it — every
-    /// step after the start is idempotent.
-    StartedBefore,
+    /// step after the start is idempotent — with the reason that run started it for (`None`
+    /// when it never started, only a later level did): the level moved on then, for that reason.
+    StartedBefore { reason: Option<String> },
     /// Someone acknowledged the chain first: start nothing, at this level or any later.
     Acknowledged(crate::domain::acknowledgement::Acknowledgement),
     /// The root is gone (past its retention): nothing arbitrates any more.
@@ -541,13 +542,15 @@ pub enum LevelStart {
 /// Escalation chains (issue 37, `domain::chain`): the root intent's item arbitrates between an
 /// acknowledgement and the start of the next level.
 pub trait ChainLedger: Send + Sync {
-    /// Starts `level` of the chain whose root is `root`: one conditional write on the root that
-    /// an acknowledgement refuses, so of the two exactly one comes first.
+    /// Starts `level` of the chain whose root is `root` for `reason` (kept with it): one
+    /// conditional write on the root that an acknowledgement refuses, so of the two exactly one
+    /// comes first.
     fn start_level(
         &self,
         root: &IdempotencyKey,
         level: u8,
         now: DateTime<Utc>,
+        reason: &str,
     ) -> impl Future<Output = PortResult<LevelStart>> + Send;
 }
 

@@ -9,7 +9,7 @@ use tocsin::domain::acknowledgement::AckVia;
 use tocsin::domain::chain::level_key;
 use tocsin::domain::reply::AckSubject;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::ReplyCodes;
+use tocsin::ports::{ChainLedger, LevelStart, ReplyCodes};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 const PRIMARY: &str = "+14155550401";
@@ -201,4 +201,25 @@ async fn a_replayed_request_with_another_chain_is_a_conflict_and_a_bad_chain_is_
     let fields: Vec<&str> =
         body["error"]["fields"].as_array().into_iter().flatten().filter_map(|e| e["field"].as_str()).collect();
     assert_eq!(fields, vec!["chain.wait", "chain.then[0].to"], "{body}");
+}
+
+/// A run that started the next level and died before marking this one (its carrier degraded:
+/// moved on early) is finished by the next run, which tells the reason the level started for —
+/// kept on the root — not its own ("not acknowledged within 5m"), so the chain's story is true.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_a_dead_run_started_is_finished_by_the_next_run_with_the_reason_it_started_for() {
+    let p = Pipeline::start_with(options(false)).await;
+    let root = submitted(&p, &chained("chain-reason", PRIMARY, SECONDARY)).await;
+    deliver(&p).await;
+    let why = "carrier Simulated Carrier (310-001) degraded: moved on before the wait ended";
+    let started = p.ledger.start_level(&root, 1, p.clock.now_utc(), why).await.expect("the start");
+    assert_eq!(started, LevelStart::Started, "the run that died got this far");
+
+    p.clock.advance(Duration::minutes(6));
+    p.run_escalation().await;
+    let reason = p.record(&root).await.status.escalation.expect("the level marked").reason;
+    assert!(reason.starts_with(why), "told as it started: {reason}");
+    assert_eq!(p.record(&level_key(&root, 1)).await.intent.recipient.expose(), SECONDARY, "the level written");
+    deliver(&p).await;
+    assert_eq!(texted(&p).await, vec![PRIMARY.to_owned(), SECONDARY.to_owned()], "each level once");
 }

@@ -164,12 +164,28 @@ async fn a_reply_delivered_twice_acknowledges_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bare_ack_reaches_the_latest_alert_sent_and_ack_all_the_rest() {
+async fn a_bare_ack_reaches_the_latest_alert_known_delivered_and_ack_all_the_rest() {
     let p = Pipeline::start_with(replies_on()).await;
     let to = "+14155550306";
     let (first, _) = two_alerts(&p, to, "reply-latest").await;
     let held = p.inspect.held_codes(&phone(to)).await.expect("codes");
     let latest = held.iter().max_by_key(|h| (h.sent_at, h.given_at, h.code)).expect("held").subject.clone();
+    // Sent, but no delivery receipt read yet: which alert the person read is not guessed.
+    p.person_replies(to, "ack").await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::AskedForCode]);
+    let mut codes: Vec<u16> = held.iter().map(|h| h.code.get()).collect();
+    codes.sort_unstable();
+    let asked = confirmations_to(&p, to).await.pop().expect("an answer").body;
+    assert_eq!(asked, format!("[tocsin] Which alert? Reply the code it shows: {}, {}", codes[0], codes[1]));
+    assert!(p.record(&first).await.status.acknowledgement.is_none(), "nothing acknowledged");
+    // The receipts say both reached the phone; a person reads and answers — tocsin counts an SMS
+    // delivered in the seconds before a reply arrived as not the one answered (`READ_AND_REPLY`):
+    // the receipts' times are the stand-in's real ones, so the test waits that long for real.
+    p.run_status().await;
+    p.person_replies(to, "ack").await;
+    assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::AskedForCode], "delivered a moment ago: not yet");
+    let read = tocsin::domain::reply::code::READ_AND_REPLY.to_std().expect("positive");
+    tokio::time::sleep(read + std::time::Duration::from_secs(1)).await;
     p.person_replies(to, "OK").await;
     assert_eq!(p.reply_outcomes().await, vec![replies::Outcome::Acknowledged { alerts: 1 }]);
     let AckSubject::Alert(latest) = latest else { panic!("an alert's code") };

@@ -44,17 +44,22 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
     ) -> Result<ChainStep, PortError> {
         let key = &record.intent.key;
         let next = chain.level.saturating_add(1);
-        match self.store.start_level(&chain.root, next, now).await? {
+        let reason = match self.store.start_level(&chain.root, next, now, reason).await? {
             LevelStart::Acknowledged(ack) => {
                 tracing::info!(key = key.short(), level = chain.level, "chain acknowledged: no further level");
                 return Ok(ChainStep::Done(Escalated::NotNeeded(Box::new(
                     self.take_chain_ack(record, &ack, now).await?,
                 ))));
             }
-            // Started here, or by a run that died before finishing; or the root expired (nothing
-            // left to arbitrate: an acknowledgement of this level would be on this level's item).
-            LevelStart::Started | LevelStart::StartedBefore | LevelStart::Missing => {}
-        }
+            // Started by a run that died before finishing: finished here, told as it started (a
+            // degraded carrier's early move stays one, whatever this run would decide now).
+            LevelStart::StartedBefore { reason: Some(started) } => started,
+            // Started here; or before, by a run whose reason the root no longer holds; or the
+            // root expired (nothing left to arbitrate: an acknowledgement of this level would be
+            // on this level's item).
+            LevelStart::Started | LevelStart::StartedBefore { reason: None } | LevelStart::Missing => reason.to_owned(),
+        };
+        let reason = reason.as_str();
         let levels = chain.levels.len();
         let Some(intent) = record.intent.next_level(now) else {
             return Ok(ChainStep::PageOnCall(format!(

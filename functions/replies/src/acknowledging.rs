@@ -3,6 +3,12 @@
 //! `inboundMessageId`, so a redelivered reply is recognised), then its code closed; and what the
 //! confirmation will say.
 //!
+//! A bare "ack" or "ack all" reaches only what is known to have reached the phone before the
+//! reply arrived: each open alert sent before it is looked up ([`Replies::arrived`]) — delivered,
+//! by the carrier's time, at least `READ_AND_REPLY` before the reply's arrival (a digest: its
+//! members' delivery). If the latest is not known to have arrived, the person is asked for the
+//! code: no guess.
+//!
 //! A digest's code reaches every member the digest record names, and only if the digest was sent
 //! to this phone. An alert the ledger no longer holds (its retention ended) is skipped. The code
 //! is closed last: a reply retried after a failure finds it still open and acknowledges again —
@@ -12,9 +18,13 @@ use chrono::{DateTime, Utc};
 
 use crate::{Answer, Outcome, Replies, RepliesStore};
 use tocsin::domain::IdempotencyKey;
+use tocsin::domain::State;
 use tocsin::domain::acknowledgement::{AckVia, Acknowledgement};
+use tocsin::domain::delivery::{DeliveryStatus, parse_record};
 use tocsin::domain::reply::confirmation::Confirmation;
-use tocsin::domain::reply::{AckSubject, AckTarget, HeldCode, InboundReply, Resolution, resolve};
+use tocsin::domain::reply::{
+    AckSubject, AckTarget, HeldCode, InboundReply, Resolution, awaiting_arrival, read_before, resolve,
+};
 use tocsin::ports::{Clock, PortError, RecipientRegistry, RecipientRoster, SmsGateway};
 use tocsin::services::acknowledging::{AlertAck, AlertAckError, acknowledge_intent};
 
@@ -33,7 +43,13 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: 
         held: &[HeldCode],
         received_at: DateTime<Utc>,
     ) -> Result<Answer, PortError> {
-        let subjects = match resolve(target, held, received_at) {
+        let arrived = match target {
+            AckTarget::Code(_) => Vec::new(),
+            AckTarget::Latest | AckTarget::All => {
+                self.arrived(awaiting_arrival(held, received_at), reply, received_at).await?
+            }
+        };
+        let subjects = match resolve(target, held, received_at, |s| arrived.contains(s)) {
             Resolution::Acknowledge(subjects) => subjects,
             Resolution::AlreadyClosed(_) => {
                 let confirm = match target {
@@ -47,6 +63,12 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: 
             }
             Resolution::NothingOpen => {
                 return Ok(Answer { outcome: Outcome::NothingOpen, confirm: Some(Confirmation::NothingOpen) });
+            }
+            Resolution::AskForCode(codes) => {
+                return Ok(Answer {
+                    outcome: Outcome::AskedForCode,
+                    confirm: Some(Confirmation::AskForCode { codes }),
+                });
             }
         };
         let now = self.clock.now();
@@ -76,6 +98,43 @@ impl<S: RepliesStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, C: 
             Reached::Now(_) => None,
         });
         Ok(Answer { outcome: Outcome::AlreadyAcknowledged, confirm })
+    }
+
+    /// Which of `subjects` are known to have reached this phone, readable, before a reply that
+    /// arrived at `received_at` was written: an alert delivered by then (the carrier's time, with
+    /// `READ_AND_REPLY` to spare); a digest whose own SMS's delivery record says so (recorded on
+    /// the digest by the status function) — never a member's state, which another SMS may have
+    /// set (a member handed back from the digest and sent since).
+    async fn arrived(
+        &self,
+        subjects: Vec<&AckSubject>,
+        reply: &InboundReply,
+        received_at: DateTime<Utc>,
+    ) -> Result<Vec<AckSubject>, PortError> {
+        let mut arrived = Vec::new();
+        for subject in subjects {
+            let delivered_at = match subject {
+                AckSubject::Alert(key) => self
+                    .store
+                    .get(key)
+                    .await?
+                    .filter(|r| r.status.state == State::Delivered)
+                    .and_then(|r| r.status.final_at),
+                AckSubject::Digest(id) => {
+                    self.store.get_digest(id).await?.filter(|d| d.recipient == reply.from).and_then(|d| {
+                        let outcome = d.outcome?;
+                        let record = parse_record(&outcome.message).ok()?;
+                        (record.status == DeliveryStatus::Success).then(|| {
+                            record.reported_at.or_else(|| DateTime::from_timestamp_millis(outcome.timestamp_ms))
+                        })?
+                    })
+                }
+            };
+            if delivered_at.is_some_and(|at| read_before(at, received_at)) {
+                arrived.push(subject.clone());
+            }
+        }
+        Ok(arrived)
     }
 
     /// The alerts `subject` stands for on this phone.

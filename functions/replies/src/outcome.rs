@@ -13,6 +13,9 @@ pub enum Outcome {
     UnknownCode,
     /// A bare "ack" or "ack all" with no open alert this phone was sent.
     NothingOpen,
+    /// A bare "ack" or "ack all" while its open alerts are not known to have reached the phone:
+    /// the person is asked for the code (no guess).
+    AskedForCode,
     /// The number holds no reply code of this stack: not a recipient; nothing changes.
     NotARecipient,
     /// STOP and its kin: the number is suppressed; `paged` when it is someone tocsin pages (it
@@ -38,6 +41,7 @@ impl Outcome {
             Outcome::AlreadyClosed => "reply_already_closed",
             Outcome::UnknownCode => "reply_unknown_code",
             Outcome::NothingOpen => "reply_nothing_open",
+            Outcome::AskedForCode => "reply_asked_for_code",
             Outcome::NotARecipient => "reply_not_a_recipient",
             Outcome::OptedOut { paged: true } => "reply_opted_out",
             Outcome::OptedOut { paged: false } => "reply_opted_out_not_a_recipient",

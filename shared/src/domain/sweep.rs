@@ -102,8 +102,10 @@ pub fn escalation_reason(state: State, status: &Status, deadline: DateTime<Utc>)
 
 /// When a level of an escalation chain that nobody acknowledged moves on (`domain::chain`): its
 /// wait after the SMS was delivered; after it was accepted while no receipt came, or at its
-/// deadline if that is sooner; at the deadline while it is not with the provider yet. (A failed,
-/// suppressed or stale level moves on at once: `escalates_at_once`.) `None`: not a chain.
+/// deadline if that is sooner; after its claim (or at its deadline, if sooner) while the send's
+/// outcome is not known — the SMS may have reached the person then, and no later; at the
+/// deadline while it is not with the provider yet. (A failed, suppressed or stale level moves on
+/// at once: `escalates_at_once`.) `None`: not a chain.
 pub fn moves_on_at(record: &IntentRecord, state: State) -> Option<DateTime<Utc>> {
     let chain = record.intent.chain.as_ref()?;
     let (i, s) = (&record.intent, &record.status);
@@ -112,9 +114,11 @@ pub fn moves_on_at(record: &IntentRecord, state: State) -> Option<DateTime<Utc>>
         State::Delivered => s.final_at.unwrap_or(i.created_at) + wait,
         // An acceptance learnt from its delivery record (the sender's own write late or lost)
         // has no time of its own: its claim's is the closest before it.
-        State::Accepted | State::DelaySuspected => {
+        State::Accepted | State::DelaySuspected | State::ExpiredUnknown => {
             (s.accepted_at.or(s.claimed_at).unwrap_or(i.created_at) + wait).min(i.deadline)
         }
+        // Sent or not, nobody can tell yet: if it left, it left just after its claim.
+        State::Sending | State::SendUnknown => (s.claimed_at.unwrap_or(i.created_at) + wait).min(i.deadline),
         _ => i.deadline,
     })
 }
@@ -133,6 +137,11 @@ pub fn unanswered_reason(record: &IntentRecord, state: State) -> String {
         State::Accepted | State::DelaySuspected => format!(
             "accepted for {to} at {} UTC, no delivery receipt and not acknowledged within {wait}",
             s.accepted_at.unwrap_or(i.created_at).format("%H:%M")
+        ),
+        State::Sending | State::SendUnknown => format!(
+            "sent to {to} at {} UTC with its outcome unknown (no answer from the SMS provider), not acknowledged \
+             within {wait}",
+            s.claimed_at.unwrap_or(i.created_at).format("%H:%M")
         ),
         _ => escalation_reason(state, s, i.deadline),
     }
@@ -476,6 +485,34 @@ mod tests {
         for s in [State::Failed, State::Suppressed, State::Stale] {
             assert!(escalates(&chained(s, "5m"), t0() + mins(1)), "{s} moves on at once");
         }
+    }
+
+    #[test]
+    fn a_level_whose_send_outcome_is_unknown_moves_on_after_its_wait_from_the_claim_not_at_the_deadline() {
+        for state in [State::SendUnknown, State::Sending] {
+            let mut r = chained(state, "5m");
+            r.status.claimed_at = Some(t0() + mins(1));
+            // A live claim is not lapsed by the sweep: only its wait is looked at here.
+            r.status.lease_until = Some(t0() + mins(60));
+            assert!(!escalates(&r, t0() + mins(5)), "{state}");
+            assert!(escalates(&r, t0() + mins(6)), "{state}: five minutes after the claim, not the 30 min deadline");
+            let next = next_check(&r, t0() + mins(1), &policy());
+            assert!(next.is_some_and(|t| t <= t0() + mins(6)), "{state}: looked at again by then: {next:?}");
+        }
+        let mut r = chained(State::SendUnknown, "5m");
+        r.status.claimed_at = Some(t0() + mins(1));
+        let reason = decide(&r, t0() + mins(6), &policy())
+            .into_iter()
+            .find_map(|a| match a {
+                Action::Escalate { reason } => Some(reason),
+                _ => None,
+            })
+            .expect("moves on");
+        assert!(reason.starts_with("sent to +1******0100 at 12:01 UTC with its outcome unknown"), "{reason}");
+        // Not a chain: an unknown outcome waits for its deadline, as always.
+        let mut plain = record(State::SendUnknown);
+        plain.status.claimed_at = Some(t0() + mins(1));
+        assert!(!escalates(&plain, t0() + mins(29)));
     }
 
     #[test]

@@ -19,8 +19,12 @@ impl Report {
              alert, closes its code, claims and sends the confirmation. Measured per reply: the handler's wall time \
              (the queue message to the acknowledgement recorded and the confirmation accepted), this process's CPU \
              time, every AWS call (moto's request recorder; the confirmation's `SendTextMessage` from the stand-in's \
-             log). Not in the figures: on AWS, End User Messaging → SNS → SQS and the event source mapping's poll \
-             come before the handler.\n",
+             log); every other reply is watched instead, the ledger read in a loop beside the handler until the \
+             acknowledgement shows (the first figure; those reads would count as the handler's calls). Not in the figures: on AWS, End User Messaging → SNS → SQS and the event source mapping's poll \
+             come before the handler. The acknowledgement is written before the confirmation is sent; a \
+             confirmation the origination number's parts per second refuse (a toll-free number's are 3, and \
+             these replies come one after another) waits 1, 2, 4 s before it is sent again: the handler's wall \
+             time holds that wait, the acknowledgement does not.\n",
             n = REPLIES
         );
         let r: &RepliesRun = match run {
@@ -34,7 +38,13 @@ impl Report {
         let _ = writeln!(out, "| replies measured | {} |", r.replies);
         let _ = writeln!(
             out,
-            "| handler wall time per reply, median / p90 | {} / {} ms |",
+            "| reply → acknowledgement recorded, median / p90 | {} / {} ms |",
+            ms(r.to_acknowledged.median),
+            ms(r.to_acknowledged.p90)
+        );
+        let _ = writeln!(
+            out,
+            "| handler wall time per reply (the confirmation's send included), median / p90 | {} / {} ms |",
             ms(r.wall.median),
             ms(r.wall.p90)
         );
@@ -58,10 +68,10 @@ impl Report {
              code closed, the confirmation claimed, the SMS spend meter counted.\n"
         );
         rows.push((
-            "Reply → acknowledgement, handler time p90 (emulator)".into(),
+            "Reply → acknowledgement recorded, p90 (emulator)".into(),
             format!("≤ {} ms", TARGET_P90.as_millis()),
-            format!("{} ms", ms(r.wall.p90)),
-            verdict(r.wall.p90 <= TARGET_P90).into(),
+            format!("{} ms", ms(r.to_acknowledged.p90)),
+            verdict(r.to_acknowledged.p90 <= TARGET_P90).into(),
         ));
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
-use tocsin::config::{ConfigError, Env, EscalationConfig, IntakeConfig, SenderConfig, StatusConfig};
+use tocsin::config::{ConfigError, Env, EscalationConfig, IntakeConfig, RepliesConfig, SenderConfig, StatusConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
@@ -35,6 +35,8 @@ pub struct Deployment {
     pub sender: SenderConfig,
     pub status: StatusConfig,
     pub escalation: EscalationConfig,
+    /// The replies function (issue 37; deployed when the stack takes replies).
+    pub replies: RepliesConfig,
     pub timeouts: Timeouts,
     pub esm: EventSourceMapping,
     /// The send queues' visibility timeout and redrive (`maxReceiveCount`).
@@ -42,6 +44,9 @@ pub struct Deployment {
     pub send_max_receives: u32,
     pub urgent_visibility: Duration,
     pub urgent_max_receives: u32,
+    /// The replies queue's visibility timeout and redrive.
+    pub replies_visibility: Duration,
+    pub replies_max_receives: u32,
     /// Lambda's retries of a failed status invocation (asynchronous), before the on-failure
     /// destination.
     pub status_retries: u32,
@@ -58,6 +63,7 @@ pub struct Timeouts {
     pub sender: Duration,
     pub status: Duration,
     pub escalation: Duration,
+    pub replies: Duration,
 }
 
 struct Template {
@@ -204,22 +210,27 @@ impl Deployment {
         let sweep_max_event_age = t.invoke_config("EscalationFunction", "MaximumEventAgeInSeconds")?;
         let (send_visibility, send_max_receives) = t.queue("SendQueue")?;
         let (urgent_visibility, urgent_max_receives) = t.queue("UrgentSendQueue")?;
+        let (replies_visibility, replies_max_receives) = t.queue("RepliesQueue")?;
         Ok(Deployment {
             intake: IntakeConfig::from_env(&mut config("IntakeFunction")?).map_err(wrap("intake"))?,
             sender: SenderConfig::from_env(&mut config("SenderFunction")?).map_err(wrap("sender"))?,
             status: StatusConfig::from_env(&mut config("StatusFunction")?).map_err(wrap("status"))?,
             escalation: EscalationConfig::from_env(&mut config("EscalationFunction")?).map_err(wrap("escalation"))?,
+            replies: RepliesConfig::from_env(&mut config("RepliesFunction")?).map_err(wrap("replies"))?,
             timeouts: Timeouts {
                 intake: t.timeout("IntakeFunction")?,
                 sender: t.timeout("SenderFunction")?,
                 status: t.timeout("StatusFunction")?,
                 escalation: t.timeout("EscalationFunction")?,
+                replies: t.timeout("RepliesFunction")?,
             },
             esm,
             send_visibility,
             send_max_receives,
             urgent_visibility,
             urgent_max_receives,
+            replies_visibility,
+            replies_max_receives,
             status_retries: u32::try_from(status_retries).unwrap_or(2),
             sweep_every,
             sweep_max_event_age: Duration::from_secs(sweep_max_event_age),

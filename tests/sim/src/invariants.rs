@@ -260,10 +260,20 @@ fn stopped_waiting(truth: &Truth, status: Option<&tocsin::domain::intent::Status
     let first = |wanted: &[State]| truth.states.iter().find(|(_, s)| wanted.contains(s)).map(|(at, _)| *at);
     // The first acceptance: an operator's resend since records its own in the ledger.
     let recorded = status.and_then(|s| s.accepted_at).map(crate::exec::to_ms);
-    // An acceptance learnt from its delivery record has no time of its own: the claim before it
-    // is the earliest the wait may count from.
-    let claimed = truth.states.iter().find(|(_, s)| *s == State::Sending).map(|(at, _)| *at);
-    let accepted = [recorded, first(&[State::Accepted]), claimed].into_iter().flatten().min();
+    // An acceptance learnt from its delivery record has no time of its own, and an unknown
+    // outcome none at all: the claim an SMS may have left under is the earliest the wait may
+    // count from (not one handed back unsent).
+    let handed_back =
+        |i: usize| truth.states.get(i + 1).is_some_and(|(_, s)| matches!(s, State::Queued | State::Received));
+    let claimed = truth
+        .states
+        .iter()
+        .enumerate()
+        .find(|(i, (_, s))| *s == State::Sending && !handed_back(*i))
+        .map(|(_, (at, _))| *at);
+    // The claim as the sender timed it (a moment before its write reached the ledger).
+    let claim_recorded = claimed.and(status.and_then(|s| s.claimed_at).map(crate::exec::to_ms));
+    let accepted = [recorded, first(&[State::Accepted]), claimed, claim_recorded].into_iter().flatten().min();
     let undelivered = accepted.map_or(truth.deadline, |a| (a + wait_ms).min(truth.deadline));
     let delivered = status.filter(|s| s.state == State::Delivered).and_then(|s| s.final_at).map(crate::exec::to_ms);
     let waiting = match (truth.delivered_at, delivered) {
@@ -302,9 +312,13 @@ fn chains_walked(world: &World) -> Vec<Violation> {
         let acked = levels.iter().filter_map(|(_, t)| t.and_then(|t| t.acknowledged_written)).min();
         // Whatever the root's record says: no level's intent is written, and on-call is not paged,
         // after the chain was acknowledged (but by a sweep that leased the level before).
+        // A level started on the root before the acknowledgement (the ledger's arbitration: it
+        // came first) is written and texted even when the write lands after it.
         for (n, (_, t)) in levels.iter().enumerate().skip(1) {
+            let started_before = |a: Millis| starts.iter().any(|&(l, at)| usize::from(l) == n && at < a);
             if let (Some(a), Some(t)) = (acked, t)
                 && a <= t.created
+                && !started_before(a)
             {
                 v(format!("level {n} written at {} ms, after the chain was acknowledged at {a} ms", t.created));
             }
@@ -331,14 +345,21 @@ fn chains_walked(world: &World) -> Vec<Violation> {
             let moment = stopped_waiting(previous, previous_status, wait);
             // Moving on early is said, and only for two reasons: late is said early (the level's
             // SMS cannot make its deadline), or its carrier is degraded or held.
+            // Why it started: as the root keeps it (`chain_reason_<level>`), else as the level
+            // before was marked.
             let previous_key = &levels[usize::from(level).saturating_sub(1)].0;
-            let early =
-                world.ledger.intents.get(previous_key).and_then(|i| i.record.status.escalation.as_ref()).is_some_and(
-                    |e| {
-                        let why = e.reason.rsplit_once("the last): ").map_or(e.reason.as_str(), |(_, why)| why);
-                        why.starts_with("carrier ") || why.contains("escalated before the deadline")
-                    },
-                );
+            let started_for = world.ledger.intents.get(root).and_then(|i| i.chain_reasons.get(&level)).or_else(|| {
+                world
+                    .ledger
+                    .intents
+                    .get(previous_key)
+                    .and_then(|i| i.record.status.escalation.as_ref())
+                    .map(|e| &e.reason)
+            });
+            let early = started_for.is_some_and(|reason| {
+                let why = reason.rsplit_once("the last): ").map_or(reason.as_str(), |(_, why)| why);
+                why.starts_with("carrier ") || why.contains("escalated before the deadline")
+            });
             if at < moment && !early {
                 let was = previous_status
                     .map(|s| format!("{} {:?} {:?}", s.state, s.accepted_at, s.escalation.as_ref().map(|e| &e.reason)));
@@ -353,7 +374,13 @@ fn chains_walked(world: &World) -> Vec<Violation> {
             if at > owed {
                 v(format!("level {level} started at {at} ms, {} s after the bound ({owed} ms)", (at - owed) / 1000));
             }
-            if usize::from(level) < place.levels && levels.get(usize::from(level)).is_none_or(|(_, t)| t.is_none()) {
+            // A run that started a level and died holds the level before until its lease ends;
+            // a chain acknowledged by the time the start had to be finished needs it no more.
+            let unwritten = levels.get(usize::from(level)).is_none_or(|(_, t)| t.is_none());
+            if usize::from(level) < place.levels
+                && unwritten
+                && acked.is_none_or(|a| a > escalation_owed_by(world, previous, at))
+            {
                 v(format!("level {level} started at {at} ms, but its intent was never written"));
             }
         }
@@ -367,6 +394,27 @@ fn chains_walked(world: &World) -> Vec<Violation> {
             if quiet && last.is_some_and(|t| t.escalations.is_empty()) {
                 v("nobody acknowledged it; its last level was never paged".into());
             }
+        }
+    }
+    out
+}
+
+/// Each chain level's start minus the moment the level before it stopped waiting (what its wait
+/// promised): the chain's timing error, for the long mode's summary.
+pub fn chain_lateness(world: &World) -> Vec<Millis> {
+    let mut out = Vec::new();
+    for (root, truth) in &world.oracle.intents {
+        let Some(place) = truth.chain.as_ref().filter(|c| c.level == 0 && &c.root == root) else { continue };
+        for &(level, at) in &truth.chain_starts {
+            let n = level.saturating_sub(1);
+            if usize::from(n) >= place.levels {
+                continue;
+            }
+            let key = if n == 0 { root.clone() } else { tocsin::domain::chain::level_key(root, n) };
+            let Some(previous) = world.oracle.intents.get(&key) else { continue };
+            let wait = previous.chain.as_ref().map_or(0, |c| c.wait_ms);
+            let status = world.ledger.intents.get(&key).map(|i| &i.record.status);
+            out.push(at - stopped_waiting(previous, status, wait));
         }
     }
     out

@@ -154,7 +154,15 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         .ops
         .keys()
         .map(|(l, _)| *l)
-        .filter(|l| ![world::second_stack::COVERAGE, world::THROTTLE_COVERAGE, world::ACK_COVERAGE].contains(l))
+        .filter(|l| {
+            ![
+                world::second_stack::COVERAGE,
+                world::THROTTLE_COVERAGE,
+                world::ACK_COVERAGE,
+                world::people::REPLY_COVERAGE,
+            ]
+            .contains(l)
+        })
         .collect();
     for label in labels {
         out.push_str(&format!("| {label} |"));
@@ -170,6 +178,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         ("A second tocsin stack paging the same phones", world::second_stack::COVERAGE),
         ("Lambda throttling tocsin's functions (the account's unreserved concurrency taken)", world::THROTTLE_COVERAGE),
         ("Acknowledgements (someone takes an open alert, racing the automation)", world::ACK_COVERAGE),
+        ("People who reply (End User Messaging's two-way numbers)", world::people::REPLY_COVERAGE),
     ] {
         out.push_str(&format!("\n### {title}\n\n| what | times |\n|---|---:|\n"));
         for (what, n) in c.section(label) {

@@ -76,6 +76,11 @@ pub enum Invariant {
     /// of the moment its level stopped waiting; none starts after the chain was acknowledged;
     /// one nobody acknowledged ends with on-call paged.
     ChainWalked,
+    /// A reply acknowledges only what its phone received before it was sent: an alert whose SMS
+    /// (alone or in a digest) reached that handset, or the chain such an alert is a level of.
+    RepliesReachOnlyWhatArrived,
+    /// A reply is answered at most once, however often SNS and SQS deliver it.
+    ConfirmedOnce,
 }
 
 impl fmt::Display for Violation {
@@ -138,6 +143,8 @@ pub struct ChainPlace {
 #[derive(Default)]
 pub struct Oracle {
     pub intents: BTreeMap<IdempotencyKey, Truth>,
+    /// Confirmation SMS per reply (`inboundMessageId`).
+    pub confirmations: BTreeMap<String, u32>,
     /// The alerts by their text: a chain's levels share their root's text, each to its own phone.
     bodies: HashMap<String, Vec<IdempotencyKey>>,
     digests: BTreeMap<String, Vec<IdempotencyKey>>,
@@ -328,6 +335,16 @@ impl Oracle {
                 let n = t.sms.len();
                 self.violate(now, Invariant::AtMostOneSms, Some(key), format!("SMS number {n} for this alert"));
             }
+        }
+    }
+
+    /// A confirmation SMS answering reply `inbound` left.
+    pub fn confirmation_sent(&mut self, now: Millis, inbound: &str) {
+        let sent = self.confirmations.entry(inbound.to_owned()).or_default();
+        *sent += 1;
+        if *sent > 1 {
+            let detail = format!("reply {inbound} answered {sent} times");
+            self.violate(now, Invariant::ConfirmedOnce, None, detail);
         }
     }
 

@@ -40,6 +40,7 @@ const FOREIGN_TO_RECIPIENTS: f64 = 0.25;
 
 pub type StatusFn = status::StatusHandler<SimLedger, SimRegistry, SimClock>;
 pub type EscalationFn = escalation::Escalator<SimLedger, SimSqs, SimSqs, SimSearch, SimRegistry, SimClock>;
+pub type RepliesFn = replies::Replies<SimLedger, SimRegistry, SimGateway, SimClock>;
 
 /// Where every run's clock starts: a fixed instant, so runs are the same whatever the day.
 pub const EPOCH_MS: Millis = 1_795_000_000_000;
@@ -107,6 +108,9 @@ pub struct Report {
     pub ops: u64,
     pub simulated_ms: Millis,
     pub coverage: Coverage,
+    /// Each chain level's start after the moment its level before stopped waiting (ms; negative
+    /// when it moved on early, for a reason it says): the chain's timing error.
+    pub chain_lateness: Vec<Millis>,
     /// The last steps before the end (or before the first violation), for the failure report.
     pub trace: Vec<String>,
     /// The story of the first violation's alert: its states, observations and record.
@@ -154,6 +158,7 @@ enum Done {
     /// Whether the run was clean: complete, with no intent's work failed.
     Escalation(bool),
     Operator,
+    Replies(SqsBatchResponse),
 }
 
 /// A batch the event source mapping received and has not yet handed to an invocation.
@@ -172,6 +177,7 @@ enum Meta {
     Status { batch: u64, started: Millis },
     Escalation { started: Millis },
     Operator,
+    Replies { reply: usize, receives: u32 },
 }
 
 impl Meta {
@@ -183,19 +189,21 @@ impl Meta {
             Meta::Status { .. } => "status",
             Meta::Escalation { .. } => "escalation",
             Meta::Operator => "operator",
+            Meta::Replies { .. } => "replies",
         }
     }
 }
 
-/// A deployment's variations a workload chooses: storm mode, the SMS rate, `SmsPartsPerHour`.
-type Variant = (bool, u32, Option<u32>);
+/// A deployment's variations a workload chooses: storm mode, the SMS rate, `SmsPartsPerHour`,
+/// whether it takes replies.
+type Variant = (bool, u32, Option<u32>, bool);
 
-fn deployment(storm: bool, sms_rate: u32, parts_per_hour: Option<u32>) -> Deployment {
+fn deployment(storm: bool, sms_rate: u32, parts_per_hour: Option<u32>, replies: bool) -> Deployment {
     static CACHE: OnceLock<Mutex<BTreeMap<Variant, Deployment>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
     let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     cache
-        .entry((storm, sms_rate, parts_per_hour))
+        .entry((storm, sms_rate, parts_per_hour, replies))
         .or_insert_with(|| {
             let rate = sms_rate.to_string();
             let parts = parts_per_hour.map(|p| p.to_string());
@@ -203,6 +211,9 @@ fn deployment(storm: bool, sms_rate: u32, parts_per_hour: Option<u32>) -> Deploy
                 vec![("StormMode", if storm { "on" } else { "off" }), ("SmsRatePerSecond", rate.as_str())];
             if let Some(p) = &parts {
                 overrides.push(("SmsPartsPerHour", p.as_str()));
+            }
+            if replies {
+                overrides.push(("Replies", "on"));
             }
             Deployment::workspace(&overrides).unwrap_or_else(|e| panic!("the simulation needs template.yaml: {e}"))
         })
@@ -224,6 +235,7 @@ struct Driver {
     held: Vec<Option<HeldBatch>>,
     status: Arc<StatusFn>,
     escalation: Arc<EscalationFn>,
+    replies: Arc<RepliesFn>,
     poll_at: Option<Millis>,
     tries: BTreeMap<usize, u32>,
     /// Times Lambda throttled each request's intake call.
@@ -248,13 +260,16 @@ fn trace_keep() -> usize {
 impl Driver {
     fn new(s: &Scenario) -> Driver {
         let workload = Workload::generate(s.kind, s.alerts, s.seed);
-        let deployment = deployment(s.storm, workload.sms_rate, workload.parts_per_hour);
+        // People answer only where the stack can hear them: End User Messaging's two-way numbers.
+        let answer = s.provider == Provider::EndUserMessaging && crate::workload::replies_in_the_world();
+        let deployment = deployment(s.storm, workload.sms_rate, workload.parts_per_hour, answer);
         let mut sms = Sms::new(workload.sms_rate);
         sms.carriers = workload.carriers.clone();
         sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);
         sms.breaker = Some(deployment.sender.spend_ceiling.parts_per_hour);
         let mut world = World::new(s.seed, s.faults.clone(), sms);
         world.now = EPOCH_MS;
+        world.people.answer = answer;
         // The operator's roster: the workload's people (+1206555…).
         world.registry.roster = ["+1206555"].iter().filter_map(|e| RosterEntry::parse(e).ok()).collect();
         let vis = |d: std::time::Duration| d.as_millis() as Millis;
@@ -293,6 +308,13 @@ impl Driver {
             clock: clock.clone(),
             config: d.status.clone(),
         });
+        let replies = Arc::new(replies::Replies {
+            store: ledger(d.intake.due_shards),
+            registry: registry.clone(),
+            gateway: SimGateway::of(Provider::EndUserMessaging, sim.clone()),
+            clock: clock.clone(),
+            config: d.replies.clone(),
+        });
         let escalation = Arc::new(escalation::Escalator {
             store: ledger(d.escalation.due_shards),
             send_queue: sqs.clone(),
@@ -318,6 +340,7 @@ impl Driver {
             held,
             status,
             escalation,
+            replies,
             poll_at: None,
             tries: BTreeMap::new(),
             throttled_requests: BTreeMap::new(),
@@ -549,6 +572,7 @@ impl Driver {
                     self.invoke_sender(slot, batch);
                 }
             }
+            WorldEvent::Reply { n, receives } => self.invoke_replies(n, receives),
             WorldEvent::SecondStack(n) => {
                 let body = &self.workload.requests[n].body;
                 let Some((to, key)) = business_event(body) else { return };
@@ -670,6 +694,47 @@ impl Driver {
             self.deployment.timeouts.sender,
             Meta::Sender { slot, receipts },
             format!("sender[{slot}] batch of {n}"),
+        );
+    }
+
+    /// The replies queue's event source mapping hands reply `n` to the replies function (a
+    /// batch of one). SQS may hand a copy to a second invocation at once; Lambda may throttle it
+    /// (the mapping tries again in a moment). A reply not finished — reported failed, or its
+    /// invocation crashed or timed out — turns visible again after the queue's visibility
+    /// timeout, and after `maxReceiveCount` receives rests in the dead-letter queue.
+    fn invoke_replies(&mut self, n: usize, receives: u32) {
+        let now = self.sim.now();
+        let body = {
+            let mut st = self.sim.lock();
+            if st.world.lambda_throttles() {
+                let at = now + st.world.between(1_000, 10_000);
+                st.world.coverage.count(THROTTLED, "replies: throttled, the event source mapping retries", 1);
+                st.world.schedule(at, WorldEvent::Reply { n, receives });
+                return;
+            }
+            let p = st.world.faults.sqs_duplicate;
+            if receives == 0 && st.world.chance(p) {
+                let at = now + st.world.between(0, 5_000);
+                st.world.schedule(at, WorldEvent::Reply { n, receives: 1 });
+                st.world.coverage.count(crate::world::people::REPLY_COVERAGE, "a reply delivered twice", 1);
+            }
+            let Some(reply) = st.world.people.replies.get(n) else { return };
+            reply.queue_body(reply.sent_at + 200)
+        };
+        let mut record = SqsMessage::default();
+        record.message_id = Some(format!("reply-{n}-{receives}"));
+        record.body = Some(body);
+        record.event_source = Some("aws:sqs".into());
+        record.attributes.insert("ApproximateReceiveCount".into(), (receives + 1).to_string());
+        let mut event = SqsEvent::default();
+        event.records.push(record);
+        let h = self.replies.clone();
+        let fut = Box::pin(async move { Done::Replies(h.handle(event).await) });
+        self.spawn(
+            fut,
+            self.deployment.timeouts.replies,
+            Meta::Replies { reply: n, receives },
+            format!("replies: reply {n} (receive {})", receives + 1),
         );
     }
 
@@ -935,6 +1000,18 @@ impl Driver {
             (Meta::Escalation { started }, Some(Done::Escalation(true))) => {
                 self.sim.lock().world.oracle.clean_sweeps.push((started, now));
             }
+            (Meta::Replies { reply, receives }, outcome) => {
+                let finished = matches!(&outcome, Some(Done::Replies(r)) if r.batch_item_failures.is_empty());
+                let mut st = self.sim.lock();
+                if !finished {
+                    if receives + 1 < self.deployment.replies_max_receives {
+                        let at = now + self.deployment.replies_visibility.as_millis() as Millis;
+                        st.world.schedule(at, WorldEvent::Reply { n: reply, receives: receives + 1 });
+                    } else {
+                        st.world.coverage.count(crate::world::people::REPLY_COVERAGE, "a reply dead-lettered", 1);
+                    }
+                }
+            }
             (Meta::Escalation { .. } | Meta::Operator, _) => {}
         }
     }
@@ -1017,6 +1094,7 @@ impl Driver {
             .into_iter()
             .take(3)
             .filter_map(|k| tocsin::domain::IdempotencyKey::parse(k).ok())
+            .flat_map(|k| chain_levels(w, k))
             .chain(asked_stories(w))
             .flat_map(|k| story_of(w, &k))
             .collect();
@@ -1032,6 +1110,7 @@ impl Driver {
             ops,
             simulated_ms: w.now - EPOCH_MS,
             coverage: w.coverage.clone(),
+            chain_lateness: invariants::chain_lateness(w),
             trace,
             story,
         }
@@ -1052,6 +1131,14 @@ fn asked_stories(w: &World) -> Vec<tocsin::domain::IdempotencyKey> {
     let Ok(asked) = std::env::var("TOCSIN_SIM_STORIES") else { return Vec::new() };
     let prefixes: Vec<&str> = asked.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
     w.oracle.intents.keys().filter(|k| prefixes.iter().any(|p| k.short().starts_with(p))).cloned().collect()
+}
+
+/// `key` and, when it is a chain's root, every level after it: a chain's story is its levels'.
+fn chain_levels(w: &World, key: tocsin::domain::IdempotencyKey) -> Vec<tocsin::domain::IdempotencyKey> {
+    let place = w.oracle.intents.get(&key).and_then(|t| t.chain.as_ref()).filter(|c| c.root == key);
+    let levels = place.map_or(1, |c| c.levels);
+    let more = (1..levels).filter_map(|n| u8::try_from(n).ok()).map(|n| tocsin::domain::chain::level_key(&key, n));
+    std::iter::once(key.clone()).chain(more).collect()
 }
 
 /// An alert's story as the world saw it: every state the ledger held, every observation, the

@@ -110,9 +110,16 @@ fn alert(seed: u64, n: usize, to: &str, deadline_s: u64) -> Value {
     })
 }
 
-/// Whether workloads name escalation chains (`TOCSIN_SIM_CHAINS=1`).
+/// Whether the people End User Messaging texts answer: the stack takes replies, every SMS shows
+/// a code, and people reply ([`crate::world::people`]). On; `TOCSIN_SIM_REPLIES=0` turns them
+/// off (to see whether a finding needs them).
+pub fn replies_in_the_world() -> bool {
+    std::env::var("TOCSIN_SIM_REPLIES").map_or(true, |v| v != "0")
+}
+
+/// Whether workloads name escalation chains. On; `TOCSIN_SIM_CHAINS=0` turns them off.
 pub fn chains_in_the_world() -> bool {
-    std::env::var("TOCSIN_SIM_CHAINS").is_ok_and(|v| v == "1")
+    std::env::var("TOCSIN_SIM_CHAINS").map_or(true, |v| v != "0")
 }
 
 /// A chain after `recipient`: one or two other people of the workload, each with a wait of 2 to
@@ -168,9 +175,7 @@ impl Workload {
         // Escalation chains (issue 37) come from a generator of their own: every draw of `rng`,
         // and so every workload before chains, is as it was.
         let mut chain_rng = SmallRng::seed_from_u64(seed ^ 0x5eed_c4a1);
-        // Opt-in for now (`TOCSIN_SIM_CHAINS=1`): the chain judge's first runs found levels started
-        // past the escalation bound under throttling and faults, not yet explained (issue 37's
-        // note); the CI slice runs without chains until they are.
+        // A third of the workloads with three people or more name chains.
         let chains = chains_in_the_world() && people >= 3 && chain_rng.random_range(0..3) == 0;
         for n in 0..alerts {
             let to = number(rng.random_range(0..people));

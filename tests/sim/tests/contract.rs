@@ -971,11 +971,13 @@ async fn chain_contract<L: Ledger + ChainLedger>(l: &L, t0: DateTime<Utc>) -> Ve
     .expect("chain");
     chained.intent.chain =
         Some(tocsin::domain::chain::Chain { root: root.clone(), level: 0, levels: spec.levels, spec: spec.spec });
-    out.push(line("start a missing root's level", l.start_level(&root, 1, t0).await));
+    out.push(line("start a missing root's level", l.start_level(&root, 1, t0, "r1").await));
     l.put_new(&chained, t0).await.expect("put");
-    out.push(line("start level 1", l.start_level(&root, 1, t0).await));
-    out.push(line("start level 1 again", l.start_level(&root, 1, t0).await));
-    out.push(line("start level 0 (back)", l.start_level(&root, 0, t0).await));
+    out.push(line("start level 1", l.start_level(&root, 1, t0, "carrier degraded").await));
+    out.push(line("start level 1 again", l.start_level(&root, 1, t0, "its wait ended").await));
+    out.push(line("start level 0 (back)", l.start_level(&root, 0, t0, "its wait ended").await));
+    out.push(line("start level 2", l.start_level(&root, 2, t0, "failed").await));
+    out.push(line("start level 1 after level 2", l.start_level(&root, 1, t0, "its wait ended").await));
     // Delivered, nobody acknowledged: the sweep may lease it; a plain delivered alert not.
     let plain = intent(71, "+12065550192", t0, 10);
     l.put_new(&plain, t0).await.expect("put");
@@ -1000,8 +1002,8 @@ async fn chain_contract<L: Ledger + ChainLedger>(l: &L, t0: DateTime<Utc>) -> Ve
     let ack = acknowledge_alert(l, &root, "dana", AckVia::Operator, "r1", t0).await.map_err(|e| e.to_string());
     out.push(line("ack the root", ack.is_ok()));
     out.push(line(
-        "start level 2 after the ack",
-        l.start_level(&root, 2, t0).await.map(|s| match s {
+        "start level 3 after the ack",
+        l.start_level(&root, 3, t0, "its wait ended").await.map(|s| match s {
             LevelStart::Acknowledged(a) => format!("acknowledged by {}", a.by),
             other => format!("{other:?}"),
         }),
@@ -1023,15 +1025,17 @@ async fn the_simulated_ledger_arbitrates_a_chain_as_the_adapter_does() {
         vec![
             "start a missing root's level => Ok(Missing)",
             "start level 1 => Ok(Started)",
-            "start level 1 again => Ok(StartedBefore)",
-            "start level 0 (back) => Ok(StartedBefore)",
+            "start level 1 again => Ok(StartedBefore { reason: Some(\"carrier degraded\") })",
+            "start level 0 (back) => Ok(StartedBefore { reason: None })",
+            "start level 2 => Ok(Started)",
+            "start level 1 after level 2 => Ok(StartedBefore { reason: Some(\"carrier degraded\") })",
             "chained: delivered, presumed unchained => Ok(false)",
             "chained: lease when delivered => Ok(Some(Delivered))",
             "plain: delivered, presumed unchained => Ok(true)",
             "plain: lease when delivered => Ok(None)",
             "ack the root => true",
-            "start level 2 after the ack => Ok(\"acknowledged by dana\")",
-            "root's level => Ok(Some(1))",
+            "start level 3 after the ack => Ok(\"acknowledged by dana\")",
+            "root's level => Ok(Some(2))",
         ]
     );
 }

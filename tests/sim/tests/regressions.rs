@@ -223,3 +223,25 @@ fn an_acknowledged_alert_is_not_escalated_early_for_a_degraded_carrier() {
     green_through(Provider::EndUserMessaging, &[51, 106, 234], 200);
     green_through(Provider::Sns, &[204, 217], 200);
 }
+
+/// Found by the chain judge (issue 37) once chains were in the world: a level of a chain whose
+/// send's outcome was unknown (`sending`, then `send_unknown`) waited for its deadline — up to 19
+/// minutes past its wait — before the chain moved on (`ChainWalked`: "level 1 started … after the
+/// bound"). Fixed in `domain::sweep::moves_on_at`: such a level's wait counts from its claim (if
+/// the SMS left, it left then). Unit test:
+/// `a_level_whose_send_outcome_is_unknown_moves_on_after_its_wait_from_the_claim_not_at_the_deadline`.
+#[test]
+fn a_chain_level_whose_send_outcome_is_unknown_moves_on_after_its_wait() {
+    green(&[91043, 82175, 40052], 330);
+}
+
+/// Found by the reply judge (issue 37, `RepliesReachOnlyWhatArrived`) once the world's people
+/// replied: "ACK ALL" acknowledged the members of a digest whose SMS never reached the phone (its
+/// time to live ran out), because one member — handed back from the digest and sent since — was
+/// delivered; the replies function judged a digest's arrival by its members' states. Fixed in
+/// `functions/replies/src/acknowledging.rs`: a digest has arrived only when its own SMS's delivery
+/// record (recorded on the digest) says so, 10 s (`READ_AND_REPLY`) before the reply arrived.
+#[test]
+fn ack_all_reaches_a_digest_only_when_its_own_sms_reached_the_phone() {
+    green_through(Provider::EndUserMessaging, &[121510, 122994], 330);
+}

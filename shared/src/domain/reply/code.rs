@@ -10,10 +10,13 @@
 //!   alert cannot acknowledge tonight's; only a phone holding [`COMMON_CODES`] codes at once
 //!   goes to three digits, and only when even those are taken does a recently closed code come
 //!   back (the longest-closed first).
-//! - **A reply reaches only what its phone was sent before it replied.** A code reaches its alert
+//! - **A reply reaches only what its phone received before it replied.** A code reaches its alert
 //!   if the code was given before the reply arrived (the SMS showing it can have been read; a reply
 //!   naming it proves the SMS arrived even when the send's outcome is unknown). A bare "ack" or
-//!   "ack all" reaches only alerts whose SMS the provider accepted before the reply arrived.
+//!   "ack all" names nothing, so it reaches only alerts whose SMS is *known* to have reached the
+//!   phone before the reply arrived (its delivery receipt says so): "ack" the most recently sent
+//!   open alert, and only when that one is known delivered — else the person is asked for the code
+//!   rather than tocsin guessing which alert was read (a guess could silence one nobody saw).
 
 use std::fmt;
 
@@ -67,6 +70,18 @@ pub const COMMON_CODES: u16 = 99;
 
 /// How long a closed alert's code stays out of use.
 pub const REUSE_AFTER: Duration = Duration::hours(24);
+
+/// How long before a reply's arrival its SMS must have been delivered for a bare "ack" to reach
+/// it: a person reads an SMS and types an answer, and the answer crosses the carrier and AWS,
+/// before tocsin sees it. An SMS delivered in the seconds before the reply arrived was most
+/// likely not the one answered (the person was already typing): it is not guessed into one.
+pub const READ_AND_REPLY: Duration = Duration::seconds(10);
+
+/// Whether an SMS delivered at `delivered_at` was on the phone, readable, before a reply that
+/// arrived at `received_at` was written ([`READ_AND_REPLY`]).
+pub fn read_before(delivered_at: DateTime<Utc>, received_at: DateTime<Utc>) -> bool {
+    delivered_at + READ_AND_REPLY <= received_at
+}
 
 /// How long a code answers at most: a day after it was given it closes by itself (an alert a day
 /// old is no longer paging anyone, and a phone that is never answered must not run out of small
@@ -146,12 +161,29 @@ pub enum Resolution {
     UnknownCode(ReplyCode),
     /// A bare "ack" or "ack all" with no open alert this phone was sent.
     NothingOpen,
+    /// A bare "ack" or "ack all" while the phone's open alerts (these codes, lowest first) are
+    /// not known to have reached it: which one was read is not guessed.
+    AskForCode(Vec<ReplyCode>),
 }
 
-/// Which of a phone's held codes a reply arriving at `received_at` reaches.
-pub fn resolve(target: AckTarget, held: &[HeldCode], received_at: DateTime<Utc>) -> Resolution {
+/// Which of a phone's held codes a reply arriving at `received_at` reaches. `arrived`: whether a
+/// subject's SMS is known to have reached the phone by then (its delivery receipt); asked only of
+/// open codes whose SMS was sent before the reply arrived ([`awaiting_arrival`]), and only for a
+/// bare "ack" or "ack all".
+pub fn resolve(
+    target: AckTarget,
+    held: &[HeldCode],
+    received_at: DateTime<Utc>,
+    arrived: impl Fn(&AckSubject) -> bool,
+) -> Resolution {
     let answering = |h: &&HeldCode| h.answers_at(received_at);
     let sent_before = |h: &&HeldCode| answering(h) && h.sent_at.is_some_and(|sent| sent <= received_at);
+    let ask = |open: Vec<&HeldCode>| {
+        let mut codes: Vec<ReplyCode> = open.into_iter().map(|h| h.code).collect();
+        codes.sort();
+        codes.dedup();
+        if codes.is_empty() { Resolution::NothingOpen } else { Resolution::AskForCode(codes) }
+    };
     match target {
         AckTarget::Code(code) => {
             let given = |h: &&HeldCode| h.code == code && h.given_at <= received_at;
@@ -163,18 +195,27 @@ pub fn resolve(target: AckTarget, held: &[HeldCode], received_at: DateTime<Utc>)
                 .max_by_key(|h| h.ended_at())
                 .map_or(Resolution::UnknownCode(code), |closed| Resolution::AlreadyClosed(closed.subject.clone()))
         }
-        AckTarget::Latest => held
-            .iter()
-            .filter(sent_before)
-            .max_by_key(|h| (h.sent_at, h.given_at, h.code))
-            .map_or(Resolution::NothingOpen, |h| Resolution::Acknowledge(vec![h.subject.clone()])),
+        AckTarget::Latest => match held.iter().filter(sent_before).max_by_key(|h| (h.sent_at, h.given_at, h.code)) {
+            Some(latest) if arrived(&latest.subject) => Resolution::Acknowledge(vec![latest.subject.clone()]),
+            _ => ask(held.iter().filter(sent_before).collect()),
+        },
         AckTarget::All => {
             let mut all: Vec<&HeldCode> = held.iter().filter(sent_before).collect();
             all.sort_by_key(|h| h.code);
-            let subjects: Vec<AckSubject> = all.into_iter().map(|h| h.subject.clone()).collect();
-            if subjects.is_empty() { Resolution::NothingOpen } else { Resolution::Acknowledge(subjects) }
+            let subjects: Vec<AckSubject> =
+                all.iter().filter(|h| arrived(&h.subject)).map(|h| h.subject.clone()).collect();
+            if subjects.is_empty() { ask(all) } else { Resolution::Acknowledge(subjects) }
         }
     }
+}
+
+/// The subjects whose arrival [`resolve`] may ask about for a reply arriving at `received_at`:
+/// open, and sent before it arrived. What the caller looks up (a delivery receipt each), no more.
+pub fn awaiting_arrival(held: &[HeldCode], received_at: DateTime<Utc>) -> Vec<&AckSubject> {
+    held.iter()
+        .filter(|h| h.answers_at(received_at) && h.sent_at.is_some_and(|sent| sent <= received_at))
+        .map(|h| &h.subject)
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,6 +241,14 @@ mod tests {
             sent_at: sent.map(t),
             closed_at: closed.map(t),
         }
+    }
+
+    /// Every SMS known to have reached the phone; none known to.
+    fn all(_: &AckSubject) -> bool {
+        true
+    }
+    fn none(_: &AckSubject) -> bool {
+        false
     }
 
     fn code(n: u16) -> ReplyCode {
@@ -239,20 +288,20 @@ mod tests {
     #[test]
     fn a_code_reaches_its_open_alert_even_when_the_sends_outcome_is_unknown() {
         let h = [held(7, alert(7), 0, None, None)];
-        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(1)), Resolution::Acknowledge(vec![alert(7)]));
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(1), none), Resolution::Acknowledge(vec![alert(7)]));
     }
 
     #[test]
     fn a_code_given_after_the_reply_arrived_is_not_reached_by_it() {
         let h = [held(7, alert(7), 5, Some(5), None)];
-        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(4)), Resolution::UnknownCode(code(7)));
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(4), none), Resolution::UnknownCode(code(7)));
     }
 
     #[test]
     fn a_code_whose_alert_closed_says_so_and_acknowledges_nothing() {
         let h = [held(7, alert(7), 0, Some(0), Some(3))];
-        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(9)), Resolution::AlreadyClosed(alert(7)));
-        assert_eq!(resolve(AckTarget::Code(code(8)), &h, t(9)), Resolution::UnknownCode(code(8)));
+        assert_eq!(resolve(AckTarget::Code(code(7)), &h, t(9), none), Resolution::AlreadyClosed(alert(7)));
+        assert_eq!(resolve(AckTarget::Code(code(8)), &h, t(9), none), Resolution::UnknownCode(code(8)));
     }
 
     #[test]
@@ -264,8 +313,30 @@ mod tests {
             held(4, alert(4), 5, Some(6), Some(7)),
             held(5, alert(5), 8, Some(9), None),
         ];
-        assert_eq!(resolve(AckTarget::Latest, &h, t(8)), Resolution::Acknowledge(vec![alert(2)]));
-        assert_eq!(resolve(AckTarget::Latest, &h, t(0)), Resolution::NothingOpen);
+        assert_eq!(resolve(AckTarget::Latest, &h, t(8), all), Resolution::Acknowledge(vec![alert(2)]));
+        assert_eq!(resolve(AckTarget::Latest, &h, t(0), all), Resolution::NothingOpen);
+    }
+
+    #[test]
+    fn a_bare_ack_never_guesses_an_alert_not_known_to_have_reached_the_phone_it_asks_for_the_code() {
+        let h = [held(1, alert(1), 0, Some(1), None), held(2, alert(2), 2, Some(4), None)];
+        // Alert 2, the latest, has no delivery receipt yet: not alert 1 (maybe not the one read),
+        // not alert 2 (maybe not received): the code, please.
+        let only_1 = |s: &AckSubject| *s == alert(1);
+        assert_eq!(resolve(AckTarget::Latest, &h, t(8), only_1), Resolution::AskForCode(vec![code(1), code(2)]));
+        assert_eq!(resolve(AckTarget::Latest, &h, t(8), none), Resolution::AskForCode(vec![code(1), code(2)]));
+        // "ack all": what is known to have arrived, nothing else.
+        assert_eq!(resolve(AckTarget::All, &h, t(8), only_1), Resolution::Acknowledge(vec![alert(1)]));
+        assert_eq!(resolve(AckTarget::All, &h, t(8), none), Resolution::AskForCode(vec![code(1), code(2)]));
+        // A code needs no receipt: typing it proves the SMS was read.
+        assert_eq!(resolve(AckTarget::Code(code(2)), &h, t(8), none), Resolution::Acknowledge(vec![alert(2)]));
+        assert_eq!(awaiting_arrival(&h, t(3)), vec![&alert(1)], "only what was sent before the reply arrived");
+    }
+
+    #[test]
+    fn an_sms_delivered_in_the_seconds_before_a_reply_arrived_was_not_the_one_answered() {
+        assert!(read_before(t(0), t(0) + READ_AND_REPLY));
+        assert!(!read_before(t(0), t(0) + READ_AND_REPLY - Duration::milliseconds(1)));
     }
 
     #[test]
@@ -278,8 +349,8 @@ mod tests {
             held(4, alert(4), 5, Some(6), Some(7)),
             held(5, alert(5), 8, Some(9), None),
         ];
-        assert_eq!(resolve(AckTarget::All, &h, t(8)), Resolution::Acknowledge(vec![alert(1), digest]));
-        assert_eq!(resolve(AckTarget::All, &[], t(8)), Resolution::NothingOpen);
+        assert_eq!(resolve(AckTarget::All, &h, t(8), all), Resolution::Acknowledge(vec![alert(1), digest]));
+        assert_eq!(resolve(AckTarget::All, &[], t(8), all), Resolution::NothingOpen);
     }
 
     #[test]
@@ -287,11 +358,11 @@ mod tests {
         let h = [held(1, alert(1), 0, Some(0), None)];
         let lapsed = t(0) + OPEN_FOR;
         assert_eq!(
-            resolve(AckTarget::Code(code(1)), &h, lapsed - Duration::minutes(1)),
+            resolve(AckTarget::Code(code(1)), &h, lapsed - Duration::minutes(1), none),
             Resolution::Acknowledge(vec![alert(1)])
         );
-        assert_eq!(resolve(AckTarget::Code(code(1)), &h, lapsed), Resolution::AlreadyClosed(alert(1)));
-        assert_eq!(resolve(AckTarget::Latest, &h, lapsed), Resolution::NothingOpen);
+        assert_eq!(resolve(AckTarget::Code(code(1)), &h, lapsed, none), Resolution::AlreadyClosed(alert(1)));
+        assert_eq!(resolve(AckTarget::Latest, &h, lapsed, all), Resolution::NothingOpen);
         assert_eq!(next_code(&h, &alert(2), lapsed), Some(code(2)), "lapsed, not yet reusable");
         assert_eq!(next_code(&h, &alert(2), lapsed + REUSE_AFTER), Some(code(1)));
         assert_eq!(next_code(&h, &alert(1), lapsed), Some(code(2)), "a lapsed alert's retry gets a new code");

@@ -25,6 +25,9 @@ pub enum Confirmation {
     UnknownCode { code: ReplyCode },
     /// "ack" or "ack all" with nothing open.
     NothingOpen,
+    /// "ack" or "ack all" while the open alerts (these codes) are not known to have reached the
+    /// phone: which one, by its code.
+    AskForCode { codes: Vec<ReplyCode> },
     /// Not understood: how to acknowledge.
     NotUnderstood,
 }
@@ -44,6 +47,11 @@ pub fn confirmation_text(c: &Confirmation) -> String {
             format!("No open alert has code {code}. Reply the code an alert shows, or ACK for the latest")
         }
         Confirmation::NothingOpen => "No open alert to ack".to_owned(),
+        Confirmation::AskForCode { codes } => {
+            let listed: Vec<String> = codes.iter().take(12).map(ToString::to_string).collect();
+            let more = if codes.len() > 12 { format!(" (+{} more)", codes.len() - 12) } else { String::new() };
+            format!("Which alert? Reply the code it shows: {}{more}", listed.join(", "))
+        }
         Confirmation::NotUnderstood => {
             "Not understood. Reply the code an alert shows (e.g. 7), ACK for the latest, ACK ALL for all".to_owned()
         }
@@ -101,6 +109,8 @@ mod tests {
             Confirmation::UnknownCode { code },
             Confirmation::NothingOpen,
             Confirmation::NotUnderstood,
+            Confirmation::AskForCode { codes: vec![code, ReplyCode::new(12).expect("code")] },
+            Confirmation::AskForCode { codes: (1..=ReplyCode::MAX).filter_map(ReplyCode::new).collect() },
         ]
     }
 
@@ -120,6 +130,7 @@ mod tests {
         assert!(texts[1].starts_with("[tocsin] Acked 40: template_0, template_1,"), "{}", texts[1]);
         assert!(texts[1].contains("more - you have them"), "{}", texts[1]);
         assert_eq!(texts[2], "[tocsin] Already acked by Dana ?deg?rd ? at 03:12 UTC: disk_full");
+        assert_eq!(texts[8], "[tocsin] Which alert? Reply the code it shows: 7, 12");
         for t in &texts {
             for word in t.to_lowercase().split(|c: char| !c.is_alphanumeric() && c != '-').filter(|w| !w.is_empty()) {
                 assert!(!OPT_OUT_WORDS.contains(&word), "{t:?} suggests {word:?}");

@@ -20,6 +20,6 @@ pub mod confirmation;
 pub mod payload;
 pub mod prompt;
 
-pub use code::{AckSubject, HeldCode, ReplyCode, Resolution, resolve};
+pub use code::{AckSubject, HeldCode, ReplyCode, Resolution, awaiting_arrival, read_before, resolve};
 pub use command::{AckTarget, Command};
 pub use payload::{InboundReply, PayloadError};

@@ -69,6 +69,7 @@ fn main() -> std::process::ExitCode {
     let (mut lifecycles, mut ops, mut sms, mut failed) = (0u64, 0u64, 0u64, 0u64);
     let mut coverage = tocsin_sim::world::Coverage::default();
     let mut workloads = tocsin_sim::Workloads::default();
+    let mut lateness: Vec<i64> = Vec::new();
     let fixed_kind = std::env::var("TOCSIN_SIM_KIND")
         .ok()
         .and_then(|k| tocsin_sim::workload::ALL_KINDS.into_iter().find(|kind| kind.name().replace(' ', "-") == k));
@@ -89,6 +90,7 @@ fn main() -> std::process::ExitCode {
         ops += r.ops;
         sms += r.sms;
         coverage.merge(&r.coverage);
+        lateness.extend(&r.chain_lateness);
         let w = workloads.entry((r.scenario.kind.name(), r.scenario.storm, r.scenario.provider.name())).or_default();
         w.0 += 1;
         w.1 += r.lifecycles as u64;
@@ -124,6 +126,19 @@ fn main() -> std::process::ExitCode {
         "{lifecycles} alert lifecycles, {sms} SMS, {ops} ops in {secs:.1} s ({:.0} lifecycles/s)",
         lifecycles as f64 / secs
     );
+    if !lateness.is_empty() {
+        lateness.sort_unstable();
+        let at = |q: f64| lateness[((lateness.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+        let early = lateness.iter().filter(|&&l| l < 0).count();
+        println!(
+            "chain levels started: {}, after the level before stopped waiting by p50 {:.1} s, p90 {:.1} s, p99 {:.1} s, max {:.1} s ({early} early, for a degraded carrier or a deadline that cannot be met)",
+            lateness.len(),
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0)
+        );
+    }
     if failed > 0 {
         println!("{failed} of {seeds} seeds FAILED; {totals}");
         return std::process::ExitCode::FAILURE;

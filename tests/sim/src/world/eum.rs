@@ -101,7 +101,9 @@ impl World {
         }
         let draw = self.draw();
         let message_id = self.sms.next_message_id("eum", draw);
-        let covered = self.covered(body, &number);
+        // A reply's confirmation names the reply, not an alert: it carries none.
+        let confirms = context.iter().find(|(k, _)| *k == tocsin::domain::send_context::REPLY).map(|(_, v)| v.clone());
+        let covered = if confirms.is_some() { Vec::new() } else { self.covered(body, &number) };
         self.sms.sent.push(Sent {
             at: now,
             to: number.clone(),
@@ -110,10 +112,16 @@ impl World {
             parts,
             operator: covered.iter().any(|(_, operator, _)| *operator),
         });
-        self.oracle.sms_left(now, to, &message_id, &covered);
+        match &confirms {
+            Some(inbound) => self.oracle.confirmation_sent(now, inbound),
+            None => self.oracle.sms_left(now, to, &message_id, &covered),
+        }
         let context: Map<String, Value> = context.into_iter().map(|(k, v)| (k.to_owned(), Value::String(v))).collect();
         let event = EventOf { message_id: &message_id, to: &number, parts, requested_at: now, context: &context };
-        self.eum_carry(Group::Events, &event, carrier, worth_until);
+        if let Some(at) = self.eum_carry(Group::Events, &event, carrier, worth_until) {
+            let keys = covered.into_iter().map(|(key, _, _)| key).collect();
+            self.handset_received(&number, body, &message_id, at, keys);
+        }
         if timed_out {
             PublishOutcome::Unknown { error: "operation timeout (simulated; sent)".into() }
         } else {
@@ -123,8 +131,14 @@ impl World {
 
     /// The carrier's events for one SMS: its acceptance, then its verdict (or the end of its time
     /// to live), each written to `group` (the sending configuration set's destination), lost or
-    /// doubled as faults have it.
-    pub(super) fn eum_carry(&mut self, group: Group, e: &EventOf<'_>, carrier: Option<Carrier>, worth_until: Millis) {
+    /// doubled as faults have it. Returns when the SMS reached the handset, if it did.
+    pub(super) fn eum_carry(
+        &mut self,
+        group: Group,
+        e: &EventOf<'_>,
+        carrier: Option<Carrier>,
+        worth_until: Millis,
+    ) -> Option<Millis> {
         let now = self.now;
         let accepted_at = now + self.between(200, 2_000);
         let accepted =
@@ -145,7 +159,7 @@ impl World {
                 let ttl =
                     e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
                 self.eum_event(group, ttl, worth_until.max(accepted_at));
-                return;
+                return None;
             }
         };
         let at = accepted_at + self.between(lo, hi);
@@ -154,13 +168,15 @@ impl World {
             let ttl =
                 e.json("TEXT_TTL_EXPIRED", true, "TTL_EXPIRED", "The message's time to live expired", worth_until);
             self.eum_event(group, ttl, worth_until.max(accepted_at));
-            return;
+            return None;
         }
-        if event_type == "TEXT_DELIVERED" {
+        let delivered = event_type == "TEXT_DELIVERED";
+        if delivered {
             self.sms.handed_over.insert(e.message_id.to_owned());
         }
         let verdict = e.json(event_type, true, status, description, at);
         self.eum_event(group, verdict, at);
+        delivered.then_some(at)
     }
 
     /// One event reaching `group` `at` (plus the destination's delay), or never.

@@ -73,6 +73,8 @@ pub struct IntentItem {
     /// The observation a `StateFirst` change carries (`moved_obs`).
     pub moved_obs: Option<Observation>,
     pub esc_lease: Option<DateTime<Utc>>,
+    /// Why each level of the chain started (`chain_reason_<level>`, on a root).
+    pub chain_reasons: BTreeMap<u8, String>,
     /// TTL, epoch seconds.
     pub expires_at: i64,
 }
@@ -250,6 +252,7 @@ impl World {
         if let Some(a) = &p.acknowledgement {
             s.acknowledgement = Some(Acknowledgement { at: ms(a.at), ..a.clone() });
             self.oracle.acknowledgement_written(self.now, &t.key);
+            self.reply_acknowledged(&t.key, &t.observation.id);
         }
         if let Some((attempts, next, state)) = &p.reconcile {
             s.reconcile_attempts = *attempts;
@@ -322,6 +325,7 @@ impl World {
             moved_by: None,
             moved_obs: None,
             esc_lease: None,
+            chain_reasons: BTreeMap::new(),
             expires_at: record.intent.expires_at().timestamp(),
         };
         self.oracle.intent_created(self.now, &item.record);
@@ -1016,8 +1020,14 @@ impl ReplyConfirmations for SimLedger {
 }
 
 impl ChainLedger for SimLedger {
-    async fn start_level(&self, root: &IdempotencyKey, level: u8, _now: DateTime<Utc>) -> PortResult<LevelStart> {
-        let root = root.clone();
+    async fn start_level(
+        &self,
+        root: &IdempotencyKey,
+        level: u8,
+        _now: DateTime<Utc>,
+        reason: &str,
+    ) -> PortResult<LevelStart> {
+        let (root, reason) = (root.clone(), reason.to_owned());
         port(
             self.sim
                 .call("DynamoDB UpdateItem (start a chain's level)", OpKind::Write, move |w| {
@@ -1029,9 +1039,11 @@ impl ChainLedger for SimLedger {
                         return LevelStart::Acknowledged(ack.clone());
                     }
                     if s.chain_level.is_some_and(|l| l >= level) {
-                        return LevelStart::StartedBefore;
+                        let reason = item.chain_reasons.get(&level).cloned();
+                        return LevelStart::StartedBefore { reason };
                     }
                     s.chain_level = Some(level);
+                    item.chain_reasons.insert(level, reason.clone());
                     let now = w.now;
                     w.oracle.chain_level_started(now, &root, level);
                     LevelStart::Started

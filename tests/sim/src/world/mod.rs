@@ -8,6 +8,7 @@ pub mod eum;
 pub mod gsi;
 pub mod ledger;
 pub mod logs;
+pub mod people;
 pub mod registry;
 pub mod second_stack;
 pub mod sms;
@@ -257,6 +258,9 @@ pub enum WorldEvent {
     /// Lambda's asynchronous queue invokes the sweep again with the schedule's event of this
     /// time, after it was throttled.
     SweepRetry(Millis),
+    /// Reply `n` (`People::replies`) is on the replies queue and the event source mapping hands
+    /// it to the replies function; it was received `receives` times before.
+    Reply { n: usize, receives: u32 },
 }
 
 /// The coverage table's section for Lambda throttling tocsin's functions, by invoker.
@@ -304,6 +308,8 @@ pub struct World {
     pub sqs: Queues,
     pub sms: Sms,
     pub logs: Logs,
+    /// The people the SMS reach, and their replies.
+    pub people: people::People,
     pub oracle: Oracle,
     pub coverage: Coverage,
     /// Events the world's own actions schedule (drained by the driver).
@@ -328,6 +334,7 @@ impl World {
             sqs: Queues::default(),
             sms,
             logs: Logs::default(),
+            people: people::People::default(),
             oracle: Oracle::default(),
             coverage: Coverage::default(),
             outbox: Vec::new(),

@@ -89,7 +89,7 @@ impl World {
                 } else {
                     Group::SecondStackEvents
                 };
-                self.eum_carry(group, &event, carrier, now + 30 * 60_000);
+                let _ = self.eum_carry(group, &event, carrier, now + 30 * 60_000);
             }
         }
     }

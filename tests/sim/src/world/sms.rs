@@ -206,7 +206,7 @@ impl World {
         to: &str,
     ) -> Vec<(tocsin::domain::IdempotencyKey, bool, Option<Millis>)> {
         self.oracle
-            .covered_by(body, to)
+            .covered_by(super::people::without_prompt(body), to)
             .into_iter()
             .map(|key| {
                 let status = self.ledger.intents.get(&key).map(|i| &i.record.status);
