@@ -38,9 +38,11 @@ impl Report {
         let _ = writeln!(out, "| replies measured | {} |", r.replies);
         let _ = writeln!(
             out,
-            "| reply → acknowledgement recorded, median / p90 | {} / {} ms |",
+            "| reply → acknowledgement recorded, median / p90 / p99 ({} watched replies) | {} / {} / {} ms |",
+            r.to_acknowledged.runs,
             ms(r.to_acknowledged.median),
-            ms(r.to_acknowledged.p90)
+            ms(r.to_acknowledged.p90),
+            ms(r.to_acknowledged_p99)
         );
         let _ = writeln!(
             out,
