@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::acknowledgement::Acknowledgement;
+use crate::domain::chain_policy::ChainPolicies;
 use crate::domain::escalation_cap::EscalationCount;
 use crate::domain::intent::{Escalation, IntentRecord, SmsOptions};
 use crate::domain::observation::Observation;
@@ -835,6 +836,12 @@ pub trait RecipientRegistry: Send + Sync {
 /// people and prefixes an on-call tool pages).
 pub trait RecipientRoster: Send + Sync {
     fn roster(&self) -> impl Future<Output = PortResult<Roster>> + Send;
+}
+
+/// Every template's chain policy (`domain::chain_policy`): the chain an alert gets when its
+/// request names none. Read whole (one per template at most).
+pub trait ChainPolicySource: Send + Sync {
+    fn chain_policies(&self) -> impl Future<Output = PortResult<ChainPolicies>> + Send;
 }
 
 /// A rejected event that has no caller to answer (EventBridge): kept for a human, never dropped.

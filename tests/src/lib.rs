@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::sqs::SqsBatchResponse;
 use chrono::{DateTime, Utc};
+use intake::chain_policy::PolicyCache;
 use intake::roster::RosterCache;
 use serde_json::Value;
 use tocsin::adapters::ledger::DynamoLedger;
@@ -78,7 +79,8 @@ impl tocsin::ports::Entropy for TestClock {
     }
 }
 
-pub type IntakeFn = intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock, DynamoRegistry>;
+pub type IntakeFn =
+    intake::Intake<DynamoLedger, SqsSendQueue, SqsRejectSink, TestClock, DynamoRegistry, DynamoRegistry>;
 pub type SenderFn = sender::Sender<DynamoLedger, DynamoRegistry, SmsProvider, SqsSendQueue, TestClock>;
 pub type StatusHandlerFn = status::StatusHandler<DynamoLedger, DynamoRegistry, TestClock>;
 
@@ -333,6 +335,7 @@ impl Pipeline {
             rejects: SqsRejectSink::new(intake_sqs, &intake_cfg.rejects_queue_url),
             clock: clock.clone(),
             roster: RosterCache::new(registry_of(&intake_sdk)),
+            policies: PolicyCache::new(registry_of(&intake_sdk)),
             catalog: Catalog::builtin(),
             config: intake_cfg,
         };
@@ -447,6 +450,7 @@ impl Pipeline {
             rejects: SqsRejectSink::new(sqs, &self.stack.queue("IntakeRejectsQueue").url),
             clock: self.clock.clone(),
             roster: RosterCache::new(self.intake.roster.source().clone()),
+            policies: PolicyCache::new(self.intake.policies.source().clone()),
             config: self.intake.config.clone(),
             catalog: Catalog::builtin(),
         }
@@ -461,6 +465,7 @@ impl Pipeline {
             rejects: self.intake.rejects.clone(),
             clock: self.clock.clone(),
             roster: RosterCache::new(self.intake.roster.source().clone()),
+            policies: PolicyCache::new(self.intake.policies.source().clone()),
             config,
             catalog: Catalog::builtin(),
         }

@@ -9,7 +9,7 @@ use tocsin::domain::acknowledgement::AckVia;
 use tocsin::domain::chain::level_key;
 use tocsin::domain::reply::AckSubject;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{ChainLedger, LevelStart, ReplyCodes};
+use tocsin::ports::{ChainLedger, IntentStore, LevelStart, ReplyCodes};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
 
 const PRIMARY: &str = "+14155550401";
@@ -222,4 +222,103 @@ async fn a_level_a_dead_run_started_is_finished_by_the_next_run_with_the_reason_
     assert_eq!(p.record(&level_key(&root, 1)).await.intent.recipient.expose(), SECONDARY, "the level written");
     deliver(&p).await;
     assert_eq!(texted(&p).await, vec![PRIMARY.to_owned(), SECONDARY.to_owned()], "each level once");
+}
+
+/// A template's chain (`tocsin chains set`), as the CLI writes it through the adapter.
+async fn set_policy(p: &Pipeline, chain: Value, at: chrono::DateTime<chrono::Utc>) {
+    let policy = tocsin::domain::chain_policy::ChainPolicy::parse(
+        "disk_full",
+        &chain,
+        at,
+        tocsin::domain::template::Catalog::builtin(),
+    )
+    .expect("a valid policy");
+    p.registry.set_chain_policy(&policy, "alice", "payments rota").await.expect("set");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_request_names_no_chain_walks_its_templates_chain_and_keeps_it_when_the_policy_changes() {
+    let p = Pipeline::start_with(options(false)).await;
+    // Two chains' SMS within a second, twice: the stack's rate, not a toll-free number's 3 parts
+    // per second.
+    let number = p.origination.as_ref().expect("an origination number");
+    p.emulator.eum().set_parts_per_second(&number.id, 20).await.expect("rate");
+    let set_at = chrono::Utc::now();
+    set_policy(&p, json!({"wait": "5m", "then": [{"to": SECONDARY, "wait": "5m"}]}), set_at).await;
+
+    let root = submitted(&p, &alert("policy-1", PRIMARY)).await;
+    let chain = p.record(&root).await.intent.chain.expect("the template's chain");
+    let levels: Vec<&str> = chain.levels.iter().map(|l| l.to.expose()).collect();
+    assert_eq!(levels, [PRIMARY, SECONDARY], "laid out for the alert's own recipient");
+    assert_eq!(chain.policy.as_ref().map(|p| p.template.as_str()), Some("disk_full"));
+
+    // A request's own chain wins over its template's.
+    let own = submitted(&p, &chained("policy-own", "+14155550403", "+14155550404")).await;
+    let own_chain = p.record(&own).await.intent.chain.expect("its own chain");
+    assert_eq!(own_chain.levels[1].to.expose(), "+14155550404");
+    assert_eq!(own_chain.policy, None);
+
+    // The policy walks like a request's chain: the next person once, then one page.
+    deliver(&p).await;
+    p.clock.advance(Duration::minutes(6));
+    assert_eq!(p.run_escalation().await.chain_levels_started, 2, "both chains moved on");
+    deliver(&p).await;
+    let texts = texted(&p).await;
+    assert_eq!(texts.iter().filter(|t| *t == SECONDARY).count(), 1, "{texts:?}");
+    assert_eq!(p.record(&level_key(&root, 1)).await.status.state, State::Delivered);
+
+    // The policy changes: the alert keeps the chain it was accepted with, a replay of its request
+    // is a replay (not a conflict with the new policy), and a new alert takes the new chain.
+    set_policy(&p, json!({"wait": "10m"}), set_at + Duration::seconds(1)).await;
+    p.clock.advance(Duration::seconds(61));
+    let (status, answer) = p.submit(&alert("policy-1", PRIMARY)).await;
+    assert_eq!(status, 200, "a faithful replay: {answer}");
+    assert_eq!(p.record(&root).await.intent.chain.map(|c| c.levels.len()), Some(2));
+    let later = submitted(&p, &alert("policy-2", PRIMARY)).await;
+    let later_chain = p.record(&later).await.intent.chain.expect("the new chain");
+    assert_eq!((later_chain.levels.len(), later_chain.levels[0].wait_s), (1, 600));
+
+    // Removed: within a minute the template's alerts get the default chain again.
+    let removed_at = set_at + Duration::seconds(2);
+    assert!(p.registry.remove_chain_policy("disk_full", "bob", "rota ended", removed_at).await.expect("rm"));
+    p.clock.advance(Duration::seconds(61));
+    let plain = submitted(&p, &alert("policy-3", PRIMARY)).await;
+    assert_eq!(p.record(&plain).await.intent.chain, None);
+    let history = p.registry.chain_policy_history().await.expect("history");
+    let who: Vec<(&str, &str)> = history.iter().map(|e| (e.operator.as_str(), e.reason.as_str())).collect();
+    assert_eq!(who, [("alice", "payments rota"), ("alice", "payments rota"), ("bob", "rota ended")]);
+}
+
+/// A level whose sender claimed it and vanished takes the chain's acknowledgement and is never
+/// escalated, but is still swept until its lease lapses: its SMS's fate becomes an explicit
+/// unknown, not `sending` for ever. (Found by the simulator's long mode, End User Messaging seed
+/// 126138 at 330 alerts.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_in_flight_when_the_chain_is_acknowledged_still_becomes_an_explicit_unknown_when_its_lease_lapses() {
+    let p = Pipeline::start_with(options(false)).await;
+    let root = submitted(&p, &chained("chain-8", PRIMARY, SECONDARY)).await;
+    deliver(&p).await;
+    p.clock.advance(Duration::minutes(6));
+    assert_eq!(p.run_escalation().await.chain_levels_started, 1);
+    // Level 1's sender claims it and vanishes before it records anything.
+    let level = level_key(&root, 1);
+    let now = tocsin::ports::Clock::now(&p.clock);
+    p.ledger.claim(&level, "vanished-attempt", now, now + Duration::minutes(10)).await.expect("claim");
+    tocsin::services::acknowledging::acknowledge_alert(&p.ledger, &root, "dana", AckVia::Operator, "req-8", now)
+        .await
+        .expect("ack");
+
+    // Its wait ends while the lease holds: it takes the chain's acknowledgement.
+    p.clock.advance(Duration::minutes(6));
+    let run = p.run_escalation().await;
+    assert_eq!((run.chain_levels_started, run.escalated), (0, 0), "{run:?}");
+    let taken = p.record(&level).await;
+    assert_eq!(taken.status.acknowledgement.map(|a| a.by), Some("dana".to_owned()));
+    assert_eq!((taken.status.state, taken.status.next_check), (State::Sending, taken.status.lease_until));
+
+    p.clock.advance(Duration::minutes(5));
+    let run = p.run_escalation().await;
+    assert_eq!((run.lease_expired_unknown, run.escalated), (1, 0), "{run:?}");
+    assert_eq!(p.record(&level).await.status.state, State::SendUnknown, "an explicit unknown");
+    assert!(p.escalations().await.is_empty(), "acknowledged: never paged");
 }

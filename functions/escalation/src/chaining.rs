@@ -98,8 +98,8 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         Ok(ChainStep::Done(Escalated::NextLevel(Box::new(record.clone()), escalation)))
     }
 
-    /// This level takes the chain's acknowledgement (someone at another level has it), so it
-    /// leaves the sweep; returns it as it is now.
+    /// This level takes the chain's acknowledgement (someone at another level has it), so it is
+    /// never escalated; returns it as it is now.
     async fn take_chain_ack(
         &self,
         record: &IntentRecord,
@@ -112,12 +112,15 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             now,
             ObservationKind::Acknowledged { by: ack.by.clone(), via: ack.via },
         );
-        let t = acknowledgement_transition(record, ack, observation, NextCheck::Remove);
+        // Never escalated again, but still swept while its own SMS is in flight: a claim whose
+        // lease lapses becomes an explicit unknown, an acceptance meets its receipt window.
+        let mut taken = record.clone();
+        taken.status.acknowledgement = Some(ack.clone());
+        let next = next_check(&taken, now, &self.config.sweep);
+        let t = acknowledgement_transition(record, ack, observation, next.map_or(NextCheck::Remove, NextCheck::At));
         match self.store.transition(t).await? {
             TransitionOutcome::Applied => {
-                let mut taken = record.clone();
-                taken.status.acknowledgement = Some(ack.clone());
-                taken.status.next_check = None;
+                taken.status.next_check = next;
                 Ok(taken)
             }
             TransitionOutcome::Refused(current) => Ok(*current),

@@ -9,6 +9,7 @@
 //! sender's claim makes any extra message harmless. A replay that finds the intent `received`
 //! enqueues it and marks it `queued`, so later replays do not enqueue again.
 
+pub mod chain_policy;
 pub mod http;
 pub mod roster;
 
@@ -26,12 +27,14 @@ use tocsin::domain::storm::{Lane, SendRate, late_verdict};
 use tocsin::domain::sweep::next_check;
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{Origin, State};
+use tocsin::ports::ChainPolicySource;
 use tocsin::ports::{
     Clock, Commit, IntentStore, NextCheck, PortError, ProducerQuota, PutOutcome, RecipientRoster, RejectSink,
     RejectedEvent, SendQueue, StatusPatch, Transition, TransitionOutcome,
 };
 use tocsin::telemetry::Metrics;
 
+use crate::chain_policy::PolicyCache;
 use crate::roster::RosterCache;
 
 /// Messages waiting on the send queue from which an urgent alert also goes on the urgent lane:
@@ -83,18 +86,28 @@ impl From<IntakeError> for lambda_runtime::Diagnostic {
     }
 }
 
-pub struct Intake<S, Q, R, C, W> {
+pub struct Intake<S, Q, R, C, W, P> {
     pub store: S,
     pub queue: Q,
     pub rejects: R,
     pub clock: C,
     /// Whom the deployment may text (read only under `RecipientPolicy=roster`).
     pub roster: RosterCache<W>,
+    /// The chain an alert of each template gets when its request names none.
+    pub policies: PolicyCache<P>,
     pub config: IntakeConfig,
     pub catalog: &'static Catalog,
 }
 
-impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: RecipientRoster> Intake<S, Q, R, C, W> {
+impl<S, Q, R, C, W, P> Intake<S, Q, R, C, W, P>
+where
+    S: IntentStore + ProducerQuota,
+    Q: SendQueue,
+    R: RejectSink,
+    C: Clock,
+    W: RecipientRoster,
+    P: ChainPolicySource,
+{
     /// The Lambda entry point: dispatches on the event's shape.
     pub async fn handle(&self, event: Value) -> Result<Value, IntakeError> {
         if event.get("detail-type").is_some() && event.get("source").is_some() {
@@ -186,7 +199,7 @@ impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: R
     /// The core, the same for every trigger: `producer` is who the door says sent it.
     pub async fn submit(&self, body: &Value, origin: Origin, producer: ProducerName) -> Submitted {
         let now = self.clock.now();
-        let req = match validate(body, self.catalog, &self.config.limits, now) {
+        let mut req = match validate(body, self.catalog, &self.config.limits, now) {
             Ok(r) => r,
             Err(errors) => return Submitted::Invalid(errors),
         };
@@ -214,6 +227,15 @@ impl<S: IntentStore + ProducerQuota, Q: SendQueue, R: RejectSink, C: Clock, W: R
                         return Submitted::Invalid(refused);
                     }
                 }
+                Err(e) => return Submitted::Unavailable(e),
+            }
+        }
+        // No chain in the request: its template's policy, if one is set (the people of a policy
+        // were checked against the roster when it was set, and the sender checks each level's
+        // person again before its SMS, as for any alert).
+        if req.chain.is_none() {
+            match self.policies.policies(now).await {
+                Ok(policies) => req.chain = policies.chain_for(&req.template, &req.recipient),
                 Err(e) => return Submitted::Unavailable(e),
             }
         }

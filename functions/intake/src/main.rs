@@ -3,6 +3,7 @@
 // layout needs more than the default 128 levels.
 #![recursion_limit = "256"]
 
+use intake::chain_policy::PolicyCache;
 use intake::roster::RosterCache;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::Value;
@@ -22,7 +23,8 @@ async fn main() -> Result<(), Error> {
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let intake = intake::Intake {
         store: DynamoLedger::new(dynamodb.clone(), &config.ledger_table).with_due_shards(config.due_shards),
-        roster: RosterCache::new(DynamoRegistry::new(dynamodb, &config.recipients_table)),
+        roster: RosterCache::new(DynamoRegistry::new(dynamodb.clone(), &config.recipients_table)),
+        policies: PolicyCache::new(DynamoRegistry::new(dynamodb, &config.recipients_table)),
         queue: SqsSendQueue::new(sqs.clone(), &config.send_queue_url).with_urgent(&config.urgent_queue_url),
         rejects: SqsRejectSink::new(sqs, &config.rejects_queue_url),
         clock: System,

@@ -94,6 +94,19 @@ pub enum Command {
         #[arg(long)]
         reveal: bool,
     },
+    /// Templates' escalation chains: the chain an alert of a template gets when its request names
+    /// none. `chains set TEMPLATE --chain '{"wait": "5m", "then": [...]}' --reason …` sets one
+    /// (replacing the template's last), `chains remove TEMPLATE --reason …` removes one (both
+    /// audited with your identity; intake sees a change within a minute); `chains history` lists
+    /// the changes.
+    #[command(args_conflicts_with_subcommands = true)]
+    Chains {
+        #[command(subcommand)]
+        action: Option<ChainsAction>,
+        /// Show whole numbers in clear (E.164). Handle the output with care.
+        #[arg(long)]
+        reveal: bool,
+    },
     /// The stack's SMS breaker (SmsPartsPerHour): the hour's parts, whether it is open, and the
     /// operators' resumes. `breaker resume --reason …` closes an open breaker (audited with your
     /// identity) and starts the hour's count again.
@@ -289,6 +302,34 @@ pub enum RecipientsAction {
         #[arg(long, required = true, value_parser = reason)]
         reason: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChainsAction {
+    /// Sets a template's chain (every version of the template), replacing the one it had.
+    /// Alerts already accepted keep the chain they were accepted with.
+    Set {
+        /// The template's name (e.g. disk_full).
+        template: String,
+        /// The chain as a request's `chain` field gives it (docs/acknowledgement.md, "Chains"):
+        /// the recipient's wait and repeats, then each person. Everyone named must be on the
+        /// roster under RecipientPolicy=roster.
+        #[arg(long, required = true)]
+        chain: String,
+        /// Why (e.g. "payments rota: primary, then the team lead").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
+    /// Removes a template's chain: its alerts get the default chain (the recipient, then on-call)
+    /// unless the request names one.
+    Remove {
+        template: String,
+        /// Why (e.g. "the team left the rota").
+        #[arg(long, required = true, value_parser = reason)]
+        reason: String,
+    },
+    /// Every change of the templates' chains, oldest first (kept 400 days).
+    History,
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,7 +12,7 @@ pub mod error;
 pub mod output;
 pub mod progress;
 
-use args::{BreakerAction, CarriersAction, Command, EscalationsAction, RecipientsAction};
+use args::{BreakerAction, CarriersAction, ChainsAction, Command, EscalationsAction, RecipientsAction};
 use context::Context;
 use error::{CliError, CliResult, exit};
 use tocsin::adapters::roster::RosterChange;
@@ -37,6 +37,16 @@ pub async fn dispatch(ctx: &Context, command: &Command) -> CliResult<u8> {
         }
         Command::Recipients { action: Some(RecipientsAction::Remove { entry, reason }), .. } => {
             commands::recipients::change(ctx, RosterChange::Remove, entry, reason).await.map(|()| exit::OK)
+        }
+        Command::Chains { action: None, reveal } => commands::chains::list(ctx, *reveal).await.map(|()| exit::OK),
+        Command::Chains { action: Some(ChainsAction::Set { template, chain, reason }), .. } => {
+            commands::chains::set(ctx, template, chain, reason).await.map(|()| exit::OK)
+        }
+        Command::Chains { action: Some(ChainsAction::Remove { template, reason }), .. } => {
+            commands::chains::remove(ctx, template, reason).await.map(|()| exit::OK)
+        }
+        Command::Chains { action: Some(ChainsAction::History), reveal } => {
+            commands::chains::history(ctx, *reveal).await.map(|()| exit::OK)
         }
         Command::Breaker { action: None } => commands::breaker::show(ctx).await.map(|()| exit::OK),
         Command::Breaker { action: Some(BreakerAction::Resume { reason }) } => {

@@ -78,7 +78,9 @@ async fn show_of_a_chained_alert_shows_every_level_who_acknowledged_it_how_and_w
     }
     let table = tocsin(&p, &["show", root.short()]).await;
     assert_eq!(table.code, 0, "{table:?}");
-    for expected in ["Escalation chain (2 levels, then on-call)", "→ level 1", "+1******0193", "(operator)"] {
+    for expected in
+        ["Escalation chain (2 levels, then on-call; named by the request)", "→ level 1", "+1******0193", "(operator)"]
+    {
         assert!(table.stdout.contains(expected), "missing {expected:?} in\n{}", table.stdout);
     }
     assert!(!table.stdout.contains("+14155550193"), "the number leaked:\n{}", table.stdout);

@@ -800,6 +800,74 @@ async fn the_roster_is_read_by_any_operator_and_changed_only_with_break_glass_an
     assert!(history.iter().filter(|h| h.2 == "+33612345678").all(|h| h.3.contains("arn:")), "who: an identity");
 }
 
+/// Templates' chains (issue 37): listed by any operator, set and removed only with break-glass
+/// and MFA, each change audited; a chain is checked as a request's is and names only people on
+/// the roster; an alert of the template that names no chain takes it, and `show` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_templates_chain_is_set_only_with_break_glass_checked_audited_and_taken_by_its_alerts() {
+    let p = Pipeline::start().await;
+    let none = tocsin_as(&p, &Principal::ReadOnlyOperator, &["chains"]).await;
+    assert_eq!(none.code, 0, "{none:?}");
+    assert!(none.stdout.contains("no template has a chain"), "{}", none.stdout);
+
+    let chain = r#"{"wait": "5m", "then": [{"to": "+14155550188", "wait": "10m"}]}"#;
+    let set = ["chains", "set", "disk_full", "--chain", chain, "--reason", "storage rota"];
+    for principal in [Principal::ReadOnlyOperator, Principal::OperatorWithoutMfa] {
+        let r = tocsin_as(&p, &principal, &set).await;
+        assert_ne!(r.code, 0, "{principal}: {r:?}");
+        assert!(r.stderr.contains("AccessDenied") || r.stdout.contains("AccessDenied"), "{principal}: {r:?}");
+        p.expect_iam_denied("dynamodb:PutItem", "-recipients");
+    }
+    // Checked before anything is written: the template, the chain, the roster.
+    for (args, says) in [
+        (["chains", "set", "disk_ful", "--chain", chain, "--reason", "r"], "no template is named 'disk_ful'"),
+        (["chains", "set", "tocsin_canary", "--chain", chain, "--reason", "r"], "tocsin's own template"),
+        (["chains", "set", "disk_full", "--chain", r#"{"wait": "5s"}"#, "--reason", "r"], "from 1m to 24h"),
+        (["chains", "set", "disk_full", "--chain", "{wait", "--reason", "r"], "--chain is not JSON"),
+        (
+            [
+                "chains",
+                "set",
+                "disk_full",
+                "--chain",
+                r#"{"wait": "5m", "then": [{"to": "+33612345678", "wait": "5m"}]}"#,
+                "--reason",
+                "r",
+            ],
+            "not on the recipients roster: chain.then[0].to (+3******5678)",
+        ),
+    ] {
+        let r = tocsin(&p, &args).await;
+        assert_ne!(r.code, 0, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+    assert!(p.registry.chain_policy_history().await.expect("history").is_empty(), "nothing written");
+
+    let r = tocsin(&p, &set).await;
+    assert_eq!(r.code, 0, "with MFA: {r:?}");
+    assert!(r.stdout.contains("recipient 5m → +1******0188 10m → on-call"), "{}", r.stdout);
+    let listed = tocsin_as(&p, &Principal::ReadOnlyOperator, &["chains"]).await;
+    assert!(listed.stdout.contains("disk_full") && !listed.stdout.contains("+14155550188"), "{}", listed.stdout);
+
+    let (status, body) = p.submit(&alert("cli-policy-1", "+14155550187")).await;
+    assert_eq!(status, 201, "{body}");
+    let shown = tocsin(&p, &["show", key_of(&body).as_str()]).await;
+    assert!(shown.stdout.contains("then on-call; template disk_full's policy, as set"), "{}", shown.stdout);
+
+    let remove = ["chains", "remove", "disk_full", "--reason", "rota ended"];
+    assert_eq!(tocsin(&p, &remove).await.code, 0);
+    assert_eq!(tocsin(&p, &remove).await.code, 1, "removed once");
+    let history = tocsin(&p, &["--json", "chains", "history"]).await.json();
+    let changes: Vec<(&str, &str)> = history
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|e| Some((e["change"].as_str()?, e["reason"].as_str()?)))
+        .collect();
+    assert_eq!(changes, [("set", "storage rota"), ("remove", "rota ended")]);
+    assert!(history[0]["operator"].as_str().is_some_and(|o| o.contains("arn:")), "who: an identity: {history}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sms_breaker_is_seen_by_any_operator_and_resumed_only_with_break_glass_and_audited() {
     use tocsin::domain::spend::{Spend, SpendCeiling};

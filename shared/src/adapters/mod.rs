@@ -2,6 +2,7 @@
 //! [`crate::ports`].
 
 pub mod carriers;
+pub mod chain_policies;
 pub mod commit;
 pub mod eum;
 pub mod ledger;

@@ -16,6 +16,8 @@
 //! long that takes; re-enabling gives it the history's retention. Each audit event expires
 //! [`HISTORY_RETENTION`] after it happened.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
@@ -78,6 +80,38 @@ impl DynamoRegistry {
 
     pub(crate) fn table(&self) -> &str {
         &self.table
+    }
+
+    /// Every item of partition `pk` whose sort key begins with `prefix` (one strongly consistent
+    /// query, read through its pages): the roster's and the chain policies' short lists and their
+    /// audit trails.
+    pub(crate) async fn partition(
+        &self,
+        pk: &str,
+        prefix: &str,
+        operation: &'static str,
+    ) -> PortResult<Vec<HashMap<String, AttributeValue>>> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| PortError::Unavailable { operation, message: describe(&e) })?;
+            out.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
     }
 
     fn put_event(

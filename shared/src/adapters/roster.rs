@@ -60,38 +60,21 @@ impl RosterChange {
 impl DynamoRegistry {
     /// Every entry, with who added it (one strongly consistent query, paginated).
     pub async fn roster_entries(&self) -> PortResult<Vec<ListedEntry>> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk AND begins_with(sk, :entry)")
-                .expression_attribute_values(":pk", s(PK))
-                .expression_attribute_values(":entry", s("ENTRY#"))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("DynamoDB Query (roster)", &e))?;
-            for item in page.items() {
+        let items = self.partition(PK, "ENTRY#", "DynamoDB Query (roster)").await?;
+        Ok(items
+            .iter()
+            .map(|item| {
                 let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
                 let added_at =
                     DateTime::parse_from_rfc3339(&get("added_at")).map(|d| d.with_timezone(&Utc)).unwrap_or_default();
-                out.push(ListedEntry {
+                ListedEntry {
                     entry: get("sk").trim_start_matches("ENTRY#").to_owned(),
                     added_by: get("added_by"),
                     reason: get("reason"),
                     added_at,
-                });
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(out)
+                }
+            })
+            .collect())
     }
 
     /// Adds `entry`, with who and why, and its audit event; false when it was there already
@@ -145,19 +128,8 @@ impl DynamoRegistry {
 
     /// The roster's audit trail, oldest first: (when, change, entry, operator, reason).
     pub async fn roster_history(&self) -> PortResult<Vec<(DateTime<Utc>, RosterChange, String, String, String)>> {
-        let out = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .key_condition_expression("pk = :pk AND begins_with(sk, :ev)")
-            .expression_attribute_values(":pk", s(PK))
-            .expression_attribute_values(":ev", s("EVENT#"))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| unavailable("DynamoDB Query (roster history)", &e))?;
-        Ok(out
-            .items()
+        let items = self.partition(PK, "EVENT#", "DynamoDB Query (roster history)").await?;
+        Ok(items
             .iter()
             .filter_map(|i| {
                 let get = |k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
@@ -190,6 +162,17 @@ impl DynamoRegistry {
             .item("expires_at", AttributeValue::N(expires.to_string()))
             .build()
             .map_err(|e| unavailable("DynamoDB Put builder", &e))?;
+        self.audited(write, audit, "DynamoDB TransactWriteItems (roster)").await
+    }
+
+    /// Writes `write` and its audit event `audit` in one transaction: false when `write`'s own
+    /// condition failed (nothing written).
+    pub(crate) async fn audited(
+        &self,
+        write: TransactWriteItem,
+        audit: Put,
+        operation: &'static str,
+    ) -> PortResult<bool> {
         let res = self
             .client()
             .transact_write_items()
@@ -203,18 +186,15 @@ impl DynamoRegistry {
                 TransactWriteItemsError::TransactionCanceledException(c) => {
                     c.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect()
                 }
-                other => return Err(unavailable("DynamoDB TransactWriteItems (roster)", other)),
+                other => return Err(unavailable(operation, other)),
             },
-            Err(e) => return Err(unavailable("DynamoDB TransactWriteItems (roster)", &e)),
+            Err(e) => return Err(unavailable(operation, &e)),
         };
-        // The entry's own condition (first) failed: there already (allow) or not there (remove).
+        // The write's own condition (first) failed: there already, or not there.
         if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") {
             Ok(false)
         } else {
-            Err(PortError::Unavailable {
-                operation: "DynamoDB TransactWriteItems (roster)",
-                message: format!("cancelled: {codes:?}"),
-            })
+            Err(PortError::Unavailable { operation, message: format!("cancelled: {codes:?}") })
         }
     }
 }

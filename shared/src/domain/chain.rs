@@ -25,6 +25,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -58,12 +59,71 @@ impl Level {
     }
 }
 
-/// The chain as the request gave it, repeats laid out: `levels[0]` is the recipient.
+/// The chain as the request gave it (or its template's policy), repeats laid out: `levels[0]`
+/// is the recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainSpec {
     pub levels: Vec<Level>,
-    /// As requested, compared on replay.
+    /// As given, compared on replay.
     pub spec: Value,
+    /// The template policy it came from; `None`: the request named it.
+    pub policy: Option<PolicyRef>,
+}
+
+/// A chain read without its recipient: the request's `chain`, or a template's policy
+/// (`domain::chain_policy`), laid out for each alert's recipient by [`ChainShape::for_recipient`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainShape {
+    wait_s: u64,
+    repeats: u64,
+    then: Vec<(Level, u64)>,
+    /// As given.
+    pub spec: Value,
+}
+
+impl ChainShape {
+    /// The people after the recipient, in order (each once, repeats aside).
+    pub fn people(&self) -> impl Iterator<Item = &PhoneNumber> {
+        self.then.iter().map(|(l, _)| &l.to)
+    }
+
+    /// One line, each level with its wait: `recipient 5m ×2 → +1******0101 10m → on-call`
+    /// (numbers masked unless `reveal`).
+    pub fn summary(&self, reveal: bool) -> String {
+        let level = |who: String, wait_s: u64, repeats: u64| {
+            let wait = humantime::format_duration(Duration::from_secs(wait_s));
+            if repeats == 0 { format!("{who} {wait}") } else { format!("{who} {wait} ×{}", repeats + 1) }
+        };
+        let mut parts = vec![level("recipient".into(), self.wait_s, self.repeats)];
+        for (l, repeats) in &self.then {
+            let who = if reveal { l.to.expose().to_owned() } else { l.to.masked() };
+            parts.push(level(who, l.wait_s, *repeats));
+        }
+        parts.push("on-call".into());
+        parts.join(" → ")
+    }
+
+    /// The chain of an alert to `recipient`: its levels with repeats laid out, the recipient
+    /// first.
+    pub fn for_recipient(&self, recipient: &PhoneNumber, policy: Option<PolicyRef>) -> ChainSpec {
+        let first = (Level { to: recipient.clone(), wait_s: self.wait_s }, self.repeats);
+        let mut levels = Vec::new();
+        for (level, repeats) in std::iter::once(&first).chain(&self.then) {
+            for _ in 0..=*repeats {
+                levels.push(level.clone());
+            }
+        }
+        ChainSpec { levels, spec: self.spec.clone(), policy }
+    }
+}
+
+/// Which template's policy a chain came from, and the version of it (when it was set): kept in
+/// the intent, so `tocsin show` says where an alert's chain came from and a replay is compared
+/// with what its request said, not with a policy changed since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRef {
+    pub template: String,
+    pub set_at: DateTime<Utc>,
 }
 
 /// Where an intent stands in its chain (stored in the intent: immutable).
@@ -74,9 +134,12 @@ pub struct Chain {
     /// This intent's level (0: the root).
     pub level: u8,
     pub levels: Vec<Level>,
-    /// The request's `chain`, as given (replays compare it).
+    /// The request's `chain` (or the template policy's), as given.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub spec: Value,
+    /// The template policy the chain came from; `None`: the request named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
 }
 
 impl Chain {
@@ -98,6 +161,15 @@ impl Chain {
 
     pub fn is_root(&self) -> bool {
         self.level == 0
+    }
+
+    /// The chain the request itself named (compared on replay); `None` when the chain came from
+    /// its template's policy.
+    pub fn requested(&self) -> Option<&Value> {
+        match self.policy {
+            None => Some(&self.spec),
+            Some(_) => None,
+        }
     }
 }
 
@@ -198,8 +270,9 @@ fn unknown_fields(o: &Map<String, Value>, at: &str, allowed: &[&str], errors: &m
     }
 }
 
-/// Reads the request's `chain` for `recipient`. Every failing field is reported.
-pub fn parse_chain(value: &Value, recipient: Option<&PhoneNumber>) -> Result<ChainSpec, Vec<ChainError>> {
+/// Reads a `chain` without its recipient (a request's, or a template's policy). Every failing
+/// field is reported.
+pub fn parse_chain_shape(value: &Value) -> Result<ChainShape, Vec<ChainError>> {
     let mut errors = Vec::new();
     let Some(o) = value.as_object() else {
         err(
@@ -278,31 +351,37 @@ pub fn parse_chain(value: &Value, recipient: Option<&PhoneNumber>) -> Result<Cha
         }
         Some(_) => err(&mut errors, "chain.then", ChainErrorKind::InvalidType, "'chain.then' must be an array"),
     }
-    let (Some(recipient), Some(wait_s)) = (recipient, wait) else {
-        if errors.is_empty() {
-            err(&mut errors, "recipient", ChainErrorKind::Required, "a chain starts with the recipient");
-        }
+    let Some(wait_s) = wait else {
         return Err(errors);
     };
     if !errors.is_empty() {
         return Err(errors);
     }
-    let mut levels = Vec::new();
-    for (level, repeats) in std::iter::once((Level { to: recipient.clone(), wait_s }, repeats)).chain(then) {
-        for _ in 0..=repeats {
-            levels.push(level.clone());
-        }
-    }
-    if levels.len() > MAX_LEVELS {
+    let levels = (repeats + 1) as usize + then.iter().map(|(_, r)| (*r + 1) as usize).sum::<usize>();
+    if levels > MAX_LEVELS {
         err(
             &mut errors,
             "chain",
             ChainErrorKind::TooLong,
-            format!("{} levels with repeats; at most {MAX_LEVELS}", levels.len()),
+            format!("{levels} levels with repeats; at most {MAX_LEVELS}"),
         );
         return Err(errors);
     }
-    Ok(ChainSpec { levels, spec: value.clone() })
+    Ok(ChainShape { wait_s, repeats, then, spec: value.clone() })
+}
+
+/// Reads the request's `chain` for `recipient`. Every failing field is reported.
+pub fn parse_chain(value: &Value, recipient: Option<&PhoneNumber>) -> Result<ChainSpec, Vec<ChainError>> {
+    let shape = parse_chain_shape(value);
+    match (shape, recipient) {
+        (Ok(shape), Some(recipient)) => Ok(shape.for_recipient(recipient, None)),
+        (Ok(_), None) => Err(vec![ChainError {
+            field: "recipient".into(),
+            kind: ChainErrorKind::Required,
+            message: "a chain starts with the recipient".into(),
+        }]),
+        (Err(errors), _) => Err(errors),
+    }
 }
 
 #[cfg(test)]
@@ -332,6 +411,15 @@ mod tests {
                 ("+14155550101", 600)
             ]
         );
+    }
+
+    #[test]
+    fn a_chains_summary_names_each_level_its_wait_and_on_call_last_numbers_masked() {
+        let shape =
+            parse_chain_shape(&json!({"wait": "5m", "repeats": 1, "then": [{"to": "+14155550101", "wait": "1h 30m"}]}))
+                .expect("valid");
+        assert_eq!(shape.summary(false), "recipient 5m ×2 → +1******0101 1h 30m → on-call");
+        assert_eq!(shape.summary(true), "recipient 5m ×2 → +14155550101 1h 30m → on-call");
     }
 
     #[test]
@@ -384,7 +472,7 @@ mod tests {
             parse_chain(&json!({"wait": "5m", "then": [{"to": "+14155550101", "wait": "10m"}]}), Some(&recipient()))
                 .expect("valid");
         let root = IdempotencyKey::parse(&"a".repeat(64)).expect("key");
-        let mut c = Chain { root, level: 0, levels: spec.levels, spec: Value::Null };
+        let mut c = Chain { root, level: 0, levels: spec.levels, spec: Value::Null, policy: None };
         assert_eq!(c.wait(), Duration::from_secs(300));
         assert_eq!(c.next().map(|(n, l)| (n, l.to.expose().to_owned())), Some((1, "+14155550101".to_owned())));
         c.level = 1;

@@ -104,7 +104,8 @@ impl Intent {
 
     pub fn from_request(req: ValidatedRequest, origin: Origin, producer: ProducerName, now: DateTime<Utc>) -> Self {
         let key = IdempotencyKey::derive(&producer, &req.event_id, &req.template);
-        let chain = req.chain.map(|c| Chain { root: key.clone(), level: 0, levels: c.levels, spec: c.spec });
+        let chain =
+            req.chain.map(|c| Chain { root: key.clone(), level: 0, levels: c.levels, spec: c.spec, policy: c.policy });
         Intent {
             key,
             event_id: req.event_id,
@@ -177,7 +178,8 @@ impl Intent {
         if self.template != other.template {
             d.push("template");
         }
-        if self.chain.as_ref().map(|c| &c.spec) != other.chain.as_ref().map(|c| &c.spec) {
+        // What the request said: a chain from the template's policy is no part of the request.
+        if self.chain.as_ref().and_then(Chain::requested) != other.chain.as_ref().and_then(Chain::requested) {
             d.push("chain");
         }
         d

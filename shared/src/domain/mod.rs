@@ -7,6 +7,7 @@ pub mod acknowledgement;
 pub mod carrier;
 pub mod carrier_traffic;
 pub mod chain;
+pub mod chain_policy;
 pub mod delivery;
 pub mod digest_id;
 pub mod escalation_cap;

@@ -445,6 +445,7 @@ mod tests {
             level: 0,
             levels: spec.levels,
             spec: spec.spec,
+            policy: None,
         });
         r
     }

@@ -5,5 +5,6 @@ pub mod acknowledging;
 pub mod operator;
 pub mod receipts;
 pub mod reconcile;
+pub mod refreshed;
 pub mod reply_codes;
 pub mod roster;

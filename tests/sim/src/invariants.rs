@@ -370,7 +370,16 @@ fn chains_walked(world: &World) -> Vec<Violation> {
                     previous.states
                 ));
             }
-            let owed = escalation_owed_by(world, previous, moment);
+            // A receipt written after the level stopped waiting, but before the sweep moved on,
+            // gives the person their wait from the delivery (the SMS reached them before it was no
+            // use): the sweep may honour either moment, so the later one bounds the start.
+            let late_receipt = match (previous.delivered_at, previous_status) {
+                (Some(written), Some(s)) if written > moment && written <= at && s.state == State::Delivered => {
+                    s.final_at.map(|d| crate::exec::to_ms(d) + wait)
+                }
+                _ => None,
+            };
+            let owed = escalation_owed_by(world, previous, late_receipt.map_or(moment, |r| r.max(moment)));
             if at > owed {
                 v(format!("level {level} started at {at} ms, {} s after the bound ({owed} ms)", (at - owed) / 1000));
             }

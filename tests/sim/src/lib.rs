@@ -160,6 +160,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
                 world::THROTTLE_COVERAGE,
                 world::ACK_COVERAGE,
                 world::people::REPLY_COVERAGE,
+                world::CHAIN_COVERAGE,
             ]
             .contains(l)
         })
@@ -179,6 +180,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         ("Lambda throttling tocsin's functions (the account's unreserved concurrency taken)", world::THROTTLE_COVERAGE),
         ("Acknowledgements (someone takes an open alert, racing the automation)", world::ACK_COVERAGE),
         ("People who reply (End User Messaging's two-way numbers)", world::people::REPLY_COVERAGE),
+        ("Escalation chains, by where the alert's chain came from", world::CHAIN_COVERAGE),
     ] {
         out.push_str(&format!("\n### {title}\n\n| what | times |\n|---|---:|\n"));
         for (what, n) in c.section(label) {

@@ -27,7 +27,7 @@ use crate::world::{Coverage, FaultPlan, SimClock, World, WorldEvent};
 use tocsin::domain::roster::RosterEntry;
 
 pub type SenderFn = sender::Sender<SimLedger, SimRegistry, SimGateway, SimSqs, SimClock>;
-pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock, SimRegistry>;
+pub type IntakeFn = intake::Intake<SimLedger, SimSqs, SimSqs, SimClock, SimRegistry, SimRegistry>;
 /// How long the schedule runs on without faults after the workload's horizon before the run is
 /// judged at quiescence: the longest backoff of an unknown outcome's log search (an hour) and a
 /// few sweeps more. The invariants checked at every step hold throughout the storm regardless.
@@ -272,6 +272,20 @@ impl Driver {
         world.people.answer = answer;
         // The operator's roster: the workload's people (+1206555…).
         world.registry.roster = ["+1206555"].iter().filter_map(|e| RosterEntry::parse(e).ok()).collect();
+        // The template's chain, set before the first alert (`tocsin chains set`).
+        world.registry.chain_policies = workload
+            .chain_policy
+            .iter()
+            .map(|spec| {
+                tocsin::domain::chain_policy::ChainPolicy::parse(
+                    "payment_failed",
+                    spec,
+                    crate::exec::to_time(EPOCH_MS - 3_600_000),
+                    Catalog::builtin(),
+                )
+                .unwrap_or_else(|e| panic!("the workload's chain policy: {e}"))
+            })
+            .collect();
         let vis = |d: std::time::Duration| d.as_millis() as Millis;
         world.sqs.configure(QueueName::Send, vis(deployment.send_visibility), Some(deployment.send_max_receives));
         world.sqs.configure(QueueName::Urgent, vis(deployment.urgent_visibility), Some(deployment.urgent_max_receives));
@@ -287,6 +301,7 @@ impl Driver {
             rejects: sqs.clone(),
             clock: clock.clone(),
             roster: intake::roster::RosterCache::new(registry.clone()),
+            policies: intake::chain_policy::PolicyCache::new(registry.clone()),
             config: d.intake.clone(),
             catalog: Catalog::builtin(),
         });

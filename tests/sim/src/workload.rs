@@ -94,6 +94,24 @@ pub struct Workload {
     /// When (from the start) someone acknowledges an alert (`tocsin ack`, issue 37): the
     /// `n`-th still open, not escalated alert at that moment, `n` drawn here.
     pub acks_at: Vec<(Millis, u64)>,
+    /// The chain the workload's template (`payment_failed`) has by policy (`tocsin chains set`):
+    /// an alert whose request names no chain walks it. Its people are not the workload's
+    /// recipients (each level's SMS is told apart by its phone).
+    pub chain_policy: Option<Value>,
+}
+
+/// A template's chain: one or two people of their own (numbers after the workload's `people`,
+/// with carriers that deliver), each with a wait of 2 to 10 minutes.
+fn policy_chain(rng: &mut SmallRng, people: usize, carriers: &mut BTreeMap<String, Carrier>) -> Value {
+    let wait = |rng: &mut SmallRng| format!("{}s", rng.random_range(120..=600));
+    let then: Vec<Value> = (0..rng.random_range(1..=2))
+        .map(|k| {
+            let to = number(people + k);
+            carriers.insert(to.clone(), Carrier::Delivers { lo: 1_000, hi: 30_000 });
+            json!({"to": to, "wait": wait(rng)})
+        })
+        .collect();
+    json!({"wait": wait(rng), "then": then})
 }
 
 fn number(i: usize) -> String {
@@ -198,7 +216,15 @@ impl Workload {
             requests.push(Request { at, body });
         }
         requests.sort_by_key(|r| r.at);
+        // A template's chain from a generator of its own, in a third of the workloads with three
+        // people or more whose requests name none: every other workload is as before.
+        let mut policy_rng = SmallRng::seed_from_u64(seed ^ 0x9011_c7a1);
+        let chain_policy = (chains_in_the_world() && !chains && (3..9_990).contains(&people))
+            .then(|| policy_rng.random_range(0..3) == 0)
+            .filter(|set| *set)
+            .map(|_| policy_chain(&mut policy_rng, people, &mut carriers));
         Workload {
+            chain_policy,
             kind,
             requests,
             carriers,

@@ -25,10 +25,11 @@ use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, Intent, Origin, PhoneNumber, State};
 use tocsin::ports::carriers::{CarrierBook, CarrierHolds, CarrierTraffic, RecentSends};
 use tocsin::ports::{
-    Backlog, ChainLedger, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex, EscalationBacklog,
-    EscalationQuota, Expect, IntentStore, LevelStart, LoggedRecord, MessageIndex, NextCheck, OrphanRecord, PortResult,
-    ProducerQuota, RecipientRegistry, RecipientRoster, ReplyCodes, ReplyConfirmations, SendBudget, SendLog, SendQueue,
-    SpendMeter, StatusPatch, SuppressionEvidence, Transition, TransitionOutcome, UrgentLane,
+    Backlog, ChainLedger, ChainPolicySource, ClaimOutcome, Commit, DigestRecord, DigestStore, DueIndex,
+    EscalationBacklog, EscalationQuota, Expect, IntentStore, LevelStart, LoggedRecord, MessageIndex, NextCheck,
+    OrphanRecord, PortResult, ProducerQuota, RecipientRegistry, RecipientRoster, ReplyCodes, ReplyConfirmations,
+    SendBudget, SendLog, SendQueue, SpendMeter, StatusPatch, SuppressionEvidence, Transition, TransitionOutcome,
+    UrgentLane,
 };
 use tocsin_sim::exec::{Fault, Sim, Verdict, to_ms};
 use tocsin_sim::world::ledger::SimLedger;
@@ -658,6 +659,30 @@ async fn roster_contract<R: RecipientRoster>(r: &R) -> Vec<String> {
     vec![line("roster", entries)]
 }
 
+/// The templates' chain policies, as written by `tocsin chains set` (two templates, one set twice).
+fn chain_policies(t0: DateTime<Utc>) -> Vec<tocsin::domain::chain_policy::ChainPolicy> {
+    let policy = |template: &str, chain: serde_json::Value, at: DateTime<Utc>| {
+        tocsin::domain::chain_policy::ChainPolicy::parse(template, &chain, at, Catalog::builtin()).expect("policy")
+    };
+    vec![
+        policy("service_down", serde_json::json!({"wait": "2m"}), t0),
+        policy("disk_full", serde_json::json!({"wait": "5m"}), t0),
+        policy(
+            "disk_full",
+            serde_json::json!({"wait": "5m", "repeats": 1, "then": [{"to": "+12065550199", "wait": "10m"}]}),
+            later_ms(t0, 1),
+        ),
+    ]
+}
+
+/// The chain policies contract: every template's chain as read, with the version it is.
+async fn chain_policies_contract<P: ChainPolicySource>(p: &P) -> Vec<String> {
+    let policies = p.chain_policies().await.map(|all| {
+        all.iter().map(|c| format!("{} {} {}", c.template, c.shape.summary(true), c.set_at)).collect::<Vec<_>>()
+    });
+    vec![line("chain policies", policies)]
+}
+
 /// The send queue and urgent lane contract.
 async fn queue_contract<Q: SendQueue + UrgentLane>(q: &Q, k: &IdempotencyKey) -> Vec<String> {
     let mut out = Vec::new();
@@ -712,6 +737,10 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let emulator_queue = Box::pin(queue_contract(&p.sender.queue, &k)).await;
     let emulator_roster = Box::pin(roster_contract(&p.registry)).await;
     let emulator_codes = Box::pin(reply_codes_contract(&p.ledger, t0)).await;
+    for policy in chain_policies(t0) {
+        p.registry.set_chain_policy(&policy, "alice", "contract").await.expect("set");
+    }
+    let emulator_policies = Box::pin(chain_policies_contract(&p.registry)).await;
 
     let sim = sim_world();
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
@@ -728,6 +757,13 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
         .map(|e| tocsin::domain::roster::RosterEntry::parse(e).expect("entry"))
         .collect();
     let sim_roster = block_on(Box::pin(roster_contract(&SimRegistry { sim: sim.clone() })));
+    // As `tocsin chains set` leaves them: one per template, the last set.
+    let mut policies: BTreeMap<String, _> = BTreeMap::new();
+    for policy in chain_policies(t0) {
+        policies.insert(policy.template.clone(), policy);
+    }
+    sim.lock().world.registry.chain_policies = policies.into_values().rev().collect();
+    let sim_policies = block_on(Box::pin(chain_policies_contract(&SimRegistry { sim: sim.clone() })));
 
     assert_same("ledger", &sim_ledger, &emulator_ledger);
     assert_same("registry", &sim_registry, &emulator_registry);
@@ -736,6 +772,7 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     assert_same("queues", &sim_queue, &emulator_queue);
     assert_same("roster", &sim_roster, &emulator_roster);
     assert_same("reply codes", &sim_codes, &emulator_codes);
+    assert_same("chain policies", &sim_policies, &emulator_policies);
     // Both sides could agree and be wrong: the answers that are the mechanism, spelt out.
     for expected in [
         "give 1 to a => Ok(true)",
@@ -760,6 +797,12 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
             "reply codes: no line {expected:?} in {emulator_codes:#?}"
         );
     }
+    // One per template, the last set: disk_full's second chain, service_down's.
+    let expected = format!(
+        "chain policies => Ok([\"disk_full recipient 5m ×2 → +12065550199 10m → on-call {}\", \"service_down recipient 2m → on-call {t0}\"])",
+        later_ms(t0, 1)
+    );
+    assert_eq!(emulator_policies, [expected]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -969,8 +1012,13 @@ async fn chain_contract<L: Ledger + ChainLedger>(l: &L, t0: DateTime<Utc>) -> Ve
         Some(&chained.intent.recipient),
     )
     .expect("chain");
-    chained.intent.chain =
-        Some(tocsin::domain::chain::Chain { root: root.clone(), level: 0, levels: spec.levels, spec: spec.spec });
+    chained.intent.chain = Some(tocsin::domain::chain::Chain {
+        root: root.clone(),
+        level: 0,
+        levels: spec.levels,
+        spec: spec.spec,
+        policy: None,
+    });
     out.push(line("start a missing root's level", l.start_level(&root, 1, t0, "r1").await));
     l.put_new(&chained, t0).await.expect("put");
     out.push(line("start level 1", l.start_level(&root, 1, t0, "carrier degraded").await));

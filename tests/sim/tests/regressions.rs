@@ -245,3 +245,25 @@ fn a_chain_level_whose_send_outcome_is_unknown_moves_on_after_its_wait() {
 fn ack_all_reaches_a_digest_only_when_its_own_sms_reached_the_phone() {
     green_through(Provider::EndUserMessaging, &[121510, 122994], 330);
 }
+
+/// Found by the long mode once templates' chains were in the world (End User Messaging): a
+/// chain's level whose sender claimed it and died took the chain's acknowledgement while its
+/// lease still held, and with it left the sweep — so the lapse was never recorded and the level
+/// stayed `sending` for ever (`NothingStuck`). Fixed in `functions/escalation/src/chaining.rs`
+/// (`take_chain_ack`): the level is never escalated again, but is swept until its own SMS's fate
+/// is settled. Emulator test:
+/// `chains::a_level_in_flight_when_the_chain_is_acknowledged_still_becomes_an_explicit_unknown_when_its_lease_lapses`.
+#[test]
+fn a_level_in_flight_when_its_chain_is_acknowledged_is_settled_when_its_lease_lapses() {
+    green_through(Provider::EndUserMessaging, &[126138], 330);
+}
+
+/// Found by the long mode (SNS, seed 224): a chain's first level delivered a moment before its
+/// deadline, its receipt written a moment after. The sweep rightly gave the person their wait from
+/// the delivery; the judge had taken the deadline as the end of the wait and called the next
+/// level late. The judge now bounds the start by the later of the two when the receipt was in the
+/// ledger before the level moved on.
+#[test]
+fn a_receipt_written_after_the_deadline_of_a_delivery_before_it_gives_the_wait_from_delivery() {
+    green(&[224], 200);
+}

@@ -3,6 +3,7 @@
 pub mod ack;
 pub mod breaker;
 pub mod carriers;
+pub mod chains;
 pub mod doctor;
 pub mod escalations;
 pub mod eum;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tocsin::domain::State;
 use tocsin::domain::acknowledgement::Acknowledgement;
-use tocsin::domain::chain::{Chain, level_key};
+use tocsin::domain::chain::{Chain, PolicyRef, level_key};
 use tocsin::domain::intent::Escalation;
 use tocsin::domain::observation::Observation;
 use tocsin::ports::{DigestStore, IntentStore};
@@ -56,6 +56,9 @@ struct ShowDocument<'a> {
     digest: Option<DigestView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     chain: Option<Vec<LevelView>>,
+    /// The template policy the chain came from (absent: the request named it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain_policy: Option<PolicyRef>,
     timeline: Vec<TimelineEntry<'a>>,
 }
 
@@ -127,11 +130,12 @@ pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
         Some(c) => Some(chain_levels(ctx, c).await?),
         None => None,
     };
+    let chain_policy = record.intent.chain.as_ref().and_then(|c| c.policy.clone());
     let view = IntentView::from(&record);
     let entries: Vec<TimelineEntry<'_>> =
         timeline.iter().map(|o| TimelineEntry { observation: o, summary: o.summary() }).collect();
     if ctx.json {
-        return output::json(&ShowDocument { intent: view, digest, chain, timeline: entries });
+        return output::json(&ShowDocument { intent: view, digest, chain, chain_policy, timeline: entries });
     }
     output::line(intent_table(&view))?;
     if let Some(d) = &digest {
@@ -146,7 +150,11 @@ pub async fn run(ctx: &Context, raw_key: &str) -> CliResult<()> {
         ))?;
     }
     if let Some(levels) = &chain {
-        output::line(format!("Escalation chain ({} levels, then on-call):", levels.len()))?;
+        let from = match &chain_policy {
+            Some(p) => format!("template {}'s policy, as set {}", p.template, output::time(p.set_at)),
+            None => "named by the request".to_owned(),
+        };
+        output::line(format!("Escalation chain ({} levels, then on-call; {from}):", levels.len()))?;
         output::line(chain_table(levels))?;
     }
     let mut t = output::table(["time", "state after", "what happened"]);

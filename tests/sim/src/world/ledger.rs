@@ -329,6 +329,10 @@ impl World {
             expires_at: record.intent.expires_at().timestamp(),
         };
         self.oracle.intent_created(self.now, &item.record);
+        if let Some(chain) = item.record.intent.chain.as_ref().filter(|c| c.is_root()) {
+            let from = if chain.policy.is_some() { "from its template's policy" } else { "named by its request" };
+            self.coverage.count(super::CHAIN_COVERAGE, from, 1);
+        }
         self.store_intent(key, item, "put_new");
         PutOutcome::Created
     }

@@ -267,6 +267,8 @@ pub enum WorldEvent {
 pub const THROTTLE_COVERAGE: &str = "Lambda throttling tocsin's functions";
 
 /// The coverage table's section for acknowledgements (issue 37: someone takes an alert).
+/// The coverage section of escalation chains: where each alert's chain came from.
+pub const CHAIN_COVERAGE: &str = "escalation chain";
 pub const ACK_COVERAGE: &str = "Acknowledgements";
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).

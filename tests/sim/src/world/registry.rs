@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::PhoneNumber;
+use tocsin::domain::chain_policy::{ChainPolicies, ChainPolicy};
 use tocsin::domain::roster::{Roster, RosterEntry};
-use tocsin::ports::{PortResult, RecipientRegistry, RecipientRoster, Standing, Suppression, SuppressionEvidence};
+use tocsin::ports::{
+    ChainPolicySource, PortResult, RecipientRegistry, RecipientRoster, Standing, Suppression, SuppressionEvidence,
+};
 
 use super::ledger::{ms, port};
 use crate::exec::{OpKind, Sim};
@@ -30,6 +33,8 @@ pub struct Registry {
     pub numbers: BTreeMap<String, Recipient>,
     /// The recipients roster (`ROSTER` / `ENTRY#…`).
     pub roster: Vec<RosterEntry>,
+    /// The templates' chain policies (`CHAIN_POLICY` / `TEMPLATE#…`).
+    pub chain_policies: Vec<ChainPolicy>,
 }
 
 impl Registry {
@@ -54,6 +59,18 @@ impl RecipientRoster for SimRegistry {
                     let mut entries = w.registry.roster.clone();
                     entries.sort_by(|a, b| a.as_str().cmp(b.as_str()));
                     Roster { entries }
+                })
+                .await,
+        )
+    }
+}
+
+impl ChainPolicySource for SimRegistry {
+    async fn chain_policies(&self) -> PortResult<ChainPolicies> {
+        port(
+            self.sim
+                .call("DynamoDB Query (chain policies)", OpKind::Read, |w| {
+                    ChainPolicies::new(w.registry.chain_policies.iter().cloned())
                 })
                 .await,
         )
