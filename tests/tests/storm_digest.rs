@@ -691,3 +691,44 @@ async fn a_member_is_settled_from_its_siblings_record_of_the_sms_even_when_the_m
     assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
+
+/// Found by the simulator's long mode (SNS seed 127064 at 330 alerts, storm to many, a fault that
+/// kept failing every member's state write): the sender's index entry of the digest's SMS landed,
+/// no member's write naming the digest did, and the list-index (which lags) did not show the
+/// recipient's digest yet. The first member searched found its record through the index, but,
+/// knowing no digest, settled itself alone — and tied the SMS to itself alone, so its siblings'
+/// searches found a record "of another alert" and were escalated as unknown. An SMS the index
+/// names as a digest's is that digest's: its records reach every member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_though_the_digest_is_not_listed_yet() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(Options { fault_seed: Some(34), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550320";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "unlisted-digest", a).await;
+    let digest_id = p.record(&keys[0]).await.status.digest_id.expect("the digest");
+    // The sender's index entry of the digest's SMS landed; no member's write naming it did.
+    index_the_digests_sms(&p, &keys[0], &id).await;
+    forget_digest(&p, &keys).await;
+    // The list-index has not caught up with the digest yet (it lags: AWS promises no bound).
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("DIGEST#{digest_id}")))
+        .key("sk", AttributeValue::S("DIGEST".into()))
+        .update_expression("REMOVE list_pk, list_sk")
+        .send()
+        .await
+        .expect("the digest out of the list-index");
+    // Only the first member is searched for in this run.
+    check_later(&p, &keys[1..], Duration::hours(1)).await;
+    let run = p.run_escalation().await;
+    assert_eq!((run.reconciled, run.unattributed), (1, 0), "{run:?}");
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Delivered, "every member: {key}");
+    }
+    let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
+    assert!(keys.iter().all(|k| entry.covers(k)), "the SMS stays the whole digest's");
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
+}

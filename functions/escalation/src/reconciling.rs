@@ -72,7 +72,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let window = Window::of_attempt(claimed_at, self.config.reconcile_margin);
         // A storm-mode digest's SMS is every member's. Its members learn what SNS answered each
         // with a write of their own; a member whose write never landed learns it from a sibling's.
-        let digest = match &record.status.digest_id {
+        let mut digest = match &record.status.digest_id {
             Some(digest_id) => self.store.get_digest(digest_id).await?,
             // Its sender ended before recording which digest its SMS was: the digest recorded for
             // this recipient in the attempt's window that holds it.
@@ -129,6 +129,15 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             // its stale digest id still naming this digest (the simulation's seed 10137).
             match self.store.lookup(&id).await? {
                 Some(entry) if entry.covers(key) => {
+                    // Indexed as a digest's SMS: that digest, whatever the member's own writes
+                    // say and whether or not the recipient's digests are visible yet (the index
+                    // of them lags) — its records then reach every member, and the digest's entry
+                    // is never narrowed to this member alone (simulation seed 127064).
+                    if digest.is_none()
+                        && let Some((digest_id, _)) = &entry.digest
+                    {
+                        digest = self.store.get_digest(digest_id).await?.filter(|d| window.contains(d.created_at));
+                    }
                     indexed_to_it.insert(id);
                 }
                 Some(_) => {

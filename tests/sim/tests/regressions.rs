@@ -267,3 +267,14 @@ fn a_level_in_flight_when_its_chain_is_acknowledged_is_settled_when_its_lease_la
 fn a_receipt_written_after_the_deadline_of_a_delivery_before_it_gives_the_wait_from_delivery() {
     green(&[224], 200);
 }
+
+/// Found by the long mode (SNS seed 127064, storm to many, a fault that kept failing every
+/// member's state write while the list-index lagged): a digest member found its SMS's record
+/// through the index entry naming the digest, but, knowing no digest, settled itself alone and
+/// narrowed the entry to itself; its siblings were escalated as unknown (`DigestFate`). Fixed in
+/// `functions/escalation/src/reconciling.rs`: an SMS the index names as a digest's is that
+/// digest's. Emulator test: `storm_digest::a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_though_the_digest_is_not_listed_yet`.
+#[test]
+fn a_digests_sms_found_through_its_index_entry_settles_every_member() {
+    green(&[127064], 330);
+}
