@@ -37,6 +37,9 @@
 //!   `tocsin send` and `--probe` would be refused).
 //! - The recipients roster (`RecipientPolicy`): a problem when it is empty (intake refuses every
 //!   alert) or leaves out the canary's number, a warning when the stack is deployed open.
+//! - The templates' escalation chains (`tocsin chains`): a problem when one no longer parses (intake
+//!   ignores it) or, under `RecipientPolicy=roster`, names someone the roster no longer covers (their
+//!   level fails at once and the chain moves on without their wait).
 //! - The stack's SMS breaker (`SmsPartsPerHour`): a problem while it is open (every alert is
 //!   withheld and escalated until an operator resumes), else the hour's parts.
 //! - With `--probe NUMBER`, the delivery loop itself, hop by hop ([`super::probe`]); with
@@ -46,8 +49,10 @@
 //! never passes what it could not see.
 
 use serde::Serialize;
+use tocsin::adapters::chain_policies::ListedPolicy;
 use tocsin::config::SendingProvider;
 use tocsin::domain::PhoneNumber;
+use tocsin::domain::chain::parse_chain_shape;
 use tocsin::domain::producer::{Caller, Producers};
 use tocsin::domain::roster::Roster;
 use tocsin::ports::RecipientRoster;
@@ -190,7 +195,9 @@ pub async fn run(ctx: &Context, args: &DoctorArgs) -> CliResult<u8> {
     checks.push(producers_check(ctx.outputs.parameter_as_deployed("Producers"), ctx.operator().await.ok().as_deref()));
     let roster = ctx.registry.roster().await.map_err(|e| e.to_string());
     let canary = ctx.outputs.parameter("CanaryNumber").and_then(|n| PhoneNumber::parse(n).ok());
-    checks.push(roster_check(ctx.outputs.parameter_as_deployed("RecipientPolicy"), roster, canary.as_ref()));
+    checks.push(roster_check(ctx.outputs.parameter_as_deployed("RecipientPolicy"), roster.clone(), canary.as_ref()));
+    let chains = ctx.registry.chain_policies_listed().await.map_err(|e| e.to_string());
+    checks.push(chains_check(ctx.outputs.parameter_as_deployed("RecipientPolicy"), roster.ok().as_ref(), chains));
     let meter = ctx.ledger.spend_meter().await.map_err(|e| e.to_string());
     let parts_per_hour = ctx.outputs.parameter("SmsPartsPerHour").and_then(|v| v.parse().ok());
     checks.push(super::breaker::doctor_check(meter, parts_per_hour, chrono::Utc::now()));
@@ -859,10 +866,85 @@ fn roster_check(policy: Option<&str>, roster: Result<Roster, String>, canary: Op
     ok(C, format!("{entries}: {whole} whole numbers, {} prefixes", n - whole))
 }
 
+/// The templates' chains against the roster in force: every person each names must still be
+/// covered (under `RecipientPolicy=roster`), and every chain must still parse.
+fn chains_check(policy: Option<&str>, roster: Option<&Roster>, listed: Result<Vec<ListedPolicy>, String>) -> Check {
+    const C: &str = "template chains";
+    let listed = match listed {
+        Ok(l) => l,
+        Err(e) => return problem(C, format!("cannot read them ({e})")),
+    };
+    if listed.is_empty() {
+        return ok(C, "none set: an alert whose request names no chain goes to its recipient, then on-call");
+    }
+    let mut problems = Vec::new();
+    for p in &listed {
+        let Ok(shape) = parse_chain_shape(&p.chain) else {
+            problems.push(format!("{}'s chain does not parse: intake ignores it (tocsin chains set …)", p.template));
+            continue;
+        };
+        if policy == Some("open") {
+            continue;
+        }
+        let Some(roster) = roster else { continue };
+        for (i, person) in shape.people().enumerate() {
+            if roster.entry_for(person).is_none() {
+                problems.push(format!(
+                    "{}'s chain names {} (chain.then[{i}].to), on no roster entry: their level fails at once and \
+                     the chain moves on without their wait (tocsin chains set …)",
+                    p.template,
+                    person.masked()
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        let names: Vec<&str> = listed.iter().map(|p| p.template.as_str()).collect();
+        ok(C, format!("{}: {}", listed.len(), names.join(", ")))
+    } else {
+        problem(C, problems.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::commands::preflight::Origination;
+
+    #[test]
+    fn doctor_says_when_a_templates_chain_names_someone_the_roster_no_longer_covers() {
+        use tocsin::domain::roster::RosterEntry;
+        let policy = |template: &str, chain: serde_json::Value| ListedPolicy {
+            template: template.into(),
+            chain,
+            set_by: "alice".into(),
+            reason: "rota".into(),
+            set_at: chrono::Utc::now(),
+        };
+        let roster = Roster { entries: vec![RosterEntry::parse("+1415555").expect("entry")] };
+        let fine = vec![policy(
+            "disk_full",
+            serde_json::json!({"wait": "5m", "then": [{"to": "+14155550101", "wait": "5m"}]}),
+        )];
+        let check = chains_check(Some("roster"), Some(&roster), Ok(fine.clone()));
+        assert_eq!((check.verdict, check.detail.as_str()), (Verdict::Ok, "1: disk_full"));
+        let gone = vec![policy(
+            "disk_full",
+            serde_json::json!({"wait": "5m", "then": [{"to": "+447700900123", "wait": "5m"}]}),
+        )];
+        let check = chains_check(Some("roster"), Some(&roster), Ok(gone.clone()));
+        assert_eq!(check.verdict, Verdict::Problem);
+        assert!(
+            check.detail.contains("+4*******0123 (chain.then[0].to)") && !check.detail.contains("7700900123"),
+            "{}",
+            check.detail
+        );
+        assert_eq!(chains_check(Some("open"), Some(&roster), Ok(gone)).verdict, Verdict::Ok);
+        let broken = vec![policy("service_down", serde_json::Value::Null)];
+        assert_eq!(chains_check(Some("roster"), Some(&roster), Ok(broken)).verdict, Verdict::Problem);
+        assert_eq!(chains_check(Some("roster"), Some(&roster), Ok(Vec::new())).verdict, Verdict::Ok);
+        assert_eq!(chains_check(Some("roster"), None, Err("AccessDenied".into())).verdict, Verdict::Problem);
+    }
 
     #[test]
     fn doctor_says_when_the_roster_lets_nobody_or_anybody_be_texted() {
