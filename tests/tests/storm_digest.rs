@@ -732,3 +732,67 @@ async fn a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_
     assert!(keys.iter().all(|k| entry.covers(k)), "the SMS stays the whole digest's");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
+
+/// Found by the simulator's long mode (SNS seed 128945 at 330 alerts, storm to one): a digest of
+/// fifteen went out with its answer lost; an operator resent one member, and the resend's SMS —
+/// indexed to that member alone — was delivered while a sweep that had read the member before the
+/// resend was searching for its unknown outcome. The search found the resend's SMS tied to the
+/// member and, the member still naming its digest, applied it to all fifteen: fourteen alerts that
+/// SMS never carried were called delivered. An SMS tied to a member alone settles that member
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_resend_found_by_a_search_that_read_it_before_the_resend_never_settles_its_siblings() {
+    use tocsin::services::operator::{ResendRequest, operator_attempt_id, resend};
+    let p = Pipeline::start_with(Options { fault_seed: Some(35), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550321";
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let keys = submit_many(&p, "resent-member", a, 3).await;
+    p.run_sender().await;
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::SendUnknown);
+    }
+    // Only the first member is searched for in the next run; the log search is slow.
+    p.clock.advance(Duration::minutes(2));
+    check_later(&p, &keys[1..], Duration::hours(1)).await;
+    proxy.add_rule(Rule::once("Logs_20140328.FilterLogEvents", Fault::Delay(std::time::Duration::from_secs(4))));
+    let operator = async {
+        // Once the run's search is held up (it read the member before), an operator resends the
+        // first member; its SMS is delivered.
+        let searching = || proxy.faults().iter().any(|f| f.operation.ends_with("FilterLogEvents"));
+        for _ in 0..1000 {
+            if searching() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(searching(), "the run searched the logs");
+        let attempt = operator_attempt_id("resent-member");
+        let req = ResendRequest {
+            key: &keys[0],
+            operator: "arn:aws:iam::123456789012:user/on-call",
+            reason: "called: not received",
+            attempt_id: &attempt,
+            lease: std::time::Duration::from_secs(120),
+            defaults: &Default::default(),
+            stack: tocsin_tests::tocsin_harness::iam::LOCAL_STACK,
+        };
+        let resent = Box::pin(resend(&p.ledger, &p.registry, &p.sender.gateway, &p.clock, req)).await.expect("resent");
+        assert!(resent.recorded.is_ok(), "{resent:?}");
+        let sms = p.emulator.sent_sms().await.expect("sms");
+        let record = sns_delivery_record(
+            &sms[1].message_id,
+            a,
+            true,
+            "Message has been accepted by phone carrier",
+            p.clock.now_utc(),
+        );
+        p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &record).await;
+    };
+    let (run, ()) = tokio::join!(p.run_escalation(), operator);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 2, "the digest and the resend: {run:?}");
+    for key in &keys[1..] {
+        let r = p.record(key).await;
+        assert_eq!(r.status.state, State::SendUnknown, "the resend never carried {key}: {run:?}");
+    }
+}

@@ -38,7 +38,7 @@ use tocsin::ports::{
     EscalationQuota, IntentStore, MessageIndex, PortError, RecipientRegistry, SendQueue, new_id,
 };
 
-use reconciling::shuffle;
+use reconciling::{longest_waiting_first, waiting_since};
 pub use summary::RunSummary;
 
 /// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations and
@@ -162,9 +162,9 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             tracing::warn!(error = %e, "the carrier view could not be computed this run");
         }
         // Log searches are rate-limited: at most a batch per run, the rest stay due. A run stops
-        // searching at the first throttle, so the order is drawn afresh each run: an unknown
-        // outcome the due-index always lists last is never starved by the ones ahead of it.
-        shuffle(&mut to_reconcile, &self.clock);
+        // searching at the first throttle, so the one that has waited longest goes first: an
+        // unknown outcome is never starved by the ones ahead of it in the index, nor by chance.
+        longest_waiting_first(&mut to_reconcile, waiting_since);
         summary.reconcile_deferred += to_reconcile.len().saturating_sub(self.config.reconcile_batch);
         to_reconcile.truncate(self.config.reconcile_batch);
         // Escalations first; log searches only with the time that is left.

@@ -278,3 +278,24 @@ fn a_receipt_written_after_the_deadline_of_a_delivery_before_it_gives_the_wait_f
 fn a_digests_sms_found_through_its_index_entry_settles_every_member() {
     green(&[127064], 330);
 }
+
+/// Found by the long mode (SNS seed 128945, storm to one): an operator resent one member of a
+/// digest whose answer was lost, and a sweep that had read that member before the resend found the
+/// resend's SMS tied to it and applied it to the whole digest — fourteen false deliveries
+/// (`NoFalseDelivery`). Fixed in `functions/escalation/src/reconciling.rs`: an SMS the index ties
+/// to a member alone settles that member alone. Emulator test:
+/// `storm_digest::a_members_resend_found_by_a_search_that_read_it_before_the_resend_never_settles_its_siblings`.
+#[test]
+fn a_members_resend_never_settles_its_digests_siblings() {
+    green(&[128945], 330);
+}
+
+/// Found by the long mode (SNS seed 129865, singles in storm mode, a function that kept
+/// crashing): about 300 unknown outcomes were due, 10 searched per run, drawn at random; one was
+/// never searched in 113 runs while its digest's sibling was delivered (`DigestFate`). Fixed in
+/// `functions/escalation/src/reconciling.rs` (`longest_waiting_first`). Emulator test:
+/// `reconcile::with_more_unknown_outcomes_due_than_a_run_searches_the_longest_waiting_goes_first`.
+#[test]
+fn no_unknown_outcome_is_starved_of_its_search() {
+    green(&[129865], 330);
+}
