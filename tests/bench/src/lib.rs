@@ -6,6 +6,9 @@
 //!
 //! One module per measurement; each returns its figures (or an error that the report prints in
 //! place of the table), so one failing measurement never hides the others.
+// The measured handlers' futures nest the ports' futures (the SDK's included) deeply; computing
+// their layout needs more than the default 128 levels (as intake's `main.rs`).
+#![recursion_limit = "256"]
 
 pub mod api_calls;
 pub mod binaries;
