@@ -249,6 +249,50 @@ async fn an_intent_due_after_a_run_is_escalated_by_the_next_run_even_one_startin
     assert!(p.record(&key).await.status.escalation.is_some());
 }
 
+/// Found by the simulation (long mode, End User Messaging seed 129228): an alert failed by its
+/// carrier at its deadline owed its escalation at once, but Lambda was throttled and no sweep ran;
+/// an operator then resent it, and the resend's claim put the alert's next check at the lease's
+/// end — the sweeps that could act at last skipped it, and it was escalated only once the lease
+/// lapsed. A claim never postpones an escalation the alert owes: the next run escalates it while
+/// the resend still holds the claim, and nothing is sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_resend_of_an_alert_owing_its_escalation_does_not_postpone_it() {
+    let p = Pipeline::start().await;
+    let mut a = alert("resend-owes-escalation", "+14155550162");
+    a["deadline"] = serde_json::Value::from("3m");
+    let (_, body) = p.submit(&a).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    p.clock.advance(Duration::minutes(3));
+    p.carrier_reports(&sms[0].message_id, "+14155550162", false, "Unknown error attempting to reach phone").await;
+    p.run_status().await;
+    assert_eq!(p.record(&key).await.status.state, State::Failed);
+    // No sweep ran (throttled); ten minutes on, an operator resends it, and the resend's publish
+    // never reports back (its process died): the claim holds for two minutes.
+    p.clock.advance(Duration::minutes(10));
+    let now = p.clock.now_utc();
+    let claim = tocsin::services::operator::OperatorClaim {
+        key: &key,
+        attempt_id: "operator:died-while-publishing",
+        operator: "alice",
+        reason: "carrier failure",
+        now,
+        lease_until: now + Duration::minutes(2),
+    };
+    let claimed = tocsin::services::operator::claim_for_operator(&p.ledger, claim).await.expect("claim");
+    assert!(matches!(claimed, tocsin::services::operator::OperatorClaimOutcome::Claimed(_)), "{claimed:?}");
+    p.clock.advance(Duration::seconds(30));
+    let run = p.run_escalation().await;
+    assert_eq!(run.escalated, 1, "escalated while the resend holds its claim: {run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Sending, "the resend's claim is untouched");
+    assert!(r.status.escalation.is_some());
+    assert_eq!(p.escalations().await.len(), 1);
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "nothing sent again");
+}
+
 /// Found by the simulation (long mode, seed 24286): an alert escalated past its deadline has no
 /// next check; re-enqueued, it was claimed, and the sender died before the separate write that
 /// puts the lease's end in the due-index. It stayed `sending`, where no sweep ever looked. The

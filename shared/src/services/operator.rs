@@ -98,8 +98,13 @@ pub async fn claim_for_operator<S: IntentStore>(
             },
         )
         .with_state(State::Sending),
-        // A lapsed lease is found by the sweep and becomes send_unknown, as for a sender.
-        next_check: NextCheck::At(claim.lease_until),
+        // A lapsed lease is found by the sweep and becomes send_unknown, as for a sender. An
+        // escalation the alert owes is not postponed by the claim: one past its deadline (or
+        // due by it) and not yet escalated nor acknowledged keeps its check at the deadline
+        // (long mode, End User Messaging seed 129228: a failed alert owed its escalation while
+        // Lambda was throttled; an operator's resend put its check at the lease's end, and the
+        // sweeps that could act skipped it).
+        next_check: NextCheck::At(resend_check(&record, claim.now, claim.lease_until)),
         index_message: None,
         expect: Default::default(),
         retain_until: Some(record.intent.expires_at()),
@@ -116,6 +121,17 @@ pub async fn claim_for_operator<S: IntentStore>(
             Ok(OperatorClaimOutcome::Claimed(Box::new(record)))
         }
         TransitionOutcome::Refused(current) => Ok(OperatorClaimOutcome::NotResendable(current)),
+    }
+}
+
+/// The next check a resend's claim writes: the lease's end, or the alert's deadline when that
+/// comes first and the alert still owes its escalation (never a time already past).
+fn resend_check(record: &IntentRecord, now: DateTime<Utc>, lease_until: DateTime<Utc>) -> DateTime<Utc> {
+    let s = &record.status;
+    if s.escalation.is_none() && s.acknowledgement.is_none() {
+        lease_until.min(record.intent.deadline.max(now))
+    } else {
+        lease_until
     }
 }
 

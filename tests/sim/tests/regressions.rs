@@ -299,3 +299,15 @@ fn a_members_resend_never_settles_its_digests_siblings() {
 fn no_unknown_outcome_is_starved_of_its_search() {
     green(&[129865], 330);
 }
+
+/// Found by the long mode (End User Messaging seed 129228, Lambda throttled for half an hour): an
+/// alert failed by its carrier at its deadline owed its escalation while no sweep could run; an
+/// operator resent it, and the resend's claim put its next check at the lease's end, so the first
+/// sweeps that ran skipped it (`UndeliveredEscalated`, 59 s past the bound). Fixed in
+/// `shared/src/services/operator.rs` (`resend_check`): a claim never postpones an escalation the
+/// alert owes. Emulator test:
+/// `escalation::an_operators_resend_of_an_alert_owing_its_escalation_does_not_postpone_it`.
+#[test]
+fn an_operators_resend_never_postpones_an_owed_escalation() {
+    green_through(Provider::EndUserMessaging, &[129228], 330);
+}
