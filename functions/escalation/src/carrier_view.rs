@@ -46,6 +46,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         }
         let holds = self.registry.active_holds(now).await?;
         let classification = carrier::classify(&health);
+        summary.carrier_classification = Some(classification);
         for h in health.values() {
             let mut m = Metrics::new("escalation").dimension("carrier", h.carrier.clone());
             m.count("carrier_in_flight", h.in_flight as u64);
@@ -64,6 +65,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             m.flush();
             if h.degraded {
                 summary.carriers_degraded += 1;
+                summary.degraded_carriers.push(crate::summary::DegradedCarrier {
+                    carrier: h.carrier.clone(),
+                    in_flight: h.in_flight_degraded(&policy),
+                    traffic: h.traffic_degraded,
+                });
                 tracing::warn!(carrier = %h.carrier, classification = ?classification, "{}", h.summary(&policy));
             }
         }

@@ -39,7 +39,7 @@ use tocsin::ports::{
 };
 
 use reconciling::{longest_waiting_first, waiting_since};
-pub use summary::RunSummary;
+pub use summary::{DegradedCarrier, RunSummary};
 
 /// The ledger's ports the sweep uses: intents, the due-index, the message index, escalations and
 /// their per-producer cap, digests and recent sends (one `DynamoLedger` in Lambda).

@@ -34,6 +34,11 @@ pub struct RunSummary {
     pub escalated_early: usize,
     /// Carriers degraded at this run ([`tocsin::domain::carrier`]).
     pub carriers_degraded: usize,
+    /// Which carriers, and which signal said so: the run's answer names them, as its log does.
+    pub degraded_carriers: Vec<DegradedCarrier>,
+    /// What the carrier view says overall (`None`: it did not run): one carrier slow, or all of
+    /// them — the delay is then upstream of the carriers, or in the logs' path.
+    pub carrier_classification: Option<tocsin::domain::carrier::Classification>,
     /// Seconds the oldest unacknowledged escalation has waited (0: none), after this run's
     /// escalations; `None` when the list could not be read. Emitted every run as
     /// `oldest_unacknowledged_escalation_s`, the metric of the escalation-unacknowledged alarm:
@@ -42,6 +47,17 @@ pub struct RunSummary {
     pub oldest_unacknowledged_s: Option<u64>,
     /// False when the run stopped at its time budget with due intents left for the next run.
     pub complete: bool,
+}
+
+/// A carrier the run judged degraded, and by which signal (either or both).
+#[derive(Debug, Serialize, Clone, PartialEq, Eq)]
+pub struct DegradedCarrier {
+    pub carrier: String,
+    /// tocsin's own SMS to it are in flight too long ([`tocsin::domain::carrier::assess`]).
+    pub in_flight: bool,
+    /// Every application's delivery records from it fell silent or slow
+    /// ([`tocsin::domain::carrier_traffic`]).
+    pub traffic: bool,
 }
 
 impl RunSummary {

@@ -249,6 +249,7 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
     }
     out.extend(breaker_holds(world));
     out.extend(chains_walked(world));
+    out.extend(carrier_verdicts_clear(world));
     out
 }
 
@@ -432,6 +433,57 @@ pub fn chain_lateness(world: &World) -> Vec<Millis> {
 /// How long a send the breaker counted may take to leave: the count is the sender's last step
 /// before its publish, so only the two calls' latency lies between them.
 const COUNTED_TO_SENT_MS: Millis = 60_000;
+
+/// How long after a network hands over what it held a traffic verdict of "degraded" may stand:
+/// the held records are written within two minutes of the end, and the judged window (15
+/// minutes) then holds them (`TrafficPolicy::window_minutes`).
+pub const CARRIER_RECOVERED_CLEARS_MS: Millis = 30 * 60_000;
+
+/// How long after the traffic to a network changed for good a verdict of "degraded" may stand: a
+/// silence judged for `TrafficPolicy::relearn_after` (3 hours) is learnt as the new shape, and
+/// the verdict clears within the 45 minutes after (docs/carrier-incidents.md).
+pub const TRAFFIC_RESHAPED_CLEARS_MS: Millis = 4 * 3_600_000;
+
+/// Every carrier a sweep judged degraded by the traffic has a reason in the world that ended at
+/// most a bound before: its network's incident, or a change of the traffic's shape on it. A run
+/// that judged every carrier slow is left out: that verdict is about the logs' path or what is
+/// upstream of the carriers (a status function throttled for minutes tallies nothing), not one
+/// carrier.
+fn carrier_verdicts_clear(world: &World) -> Vec<Violation> {
+    use crate::world::networks::NETWORKS;
+    let n = &world.sms.networks;
+    let mut out = Vec::new();
+    for (at, verdict) in world.oracle.carrier_verdicts.iter().filter(|(_, v)| !v.all_slow) {
+        for carrier in &verdict.by_traffic {
+            let Some(network) = NETWORKS.iter().position(|net| net.name == carrier) else {
+                out.push(Violation {
+                    at: *at,
+                    invariant: Invariant::CarrierVerdictClears,
+                    key: None,
+                    detail: format!("carrier {carrier:?} judged degraded: no network of the world has that name"),
+                });
+                continue;
+            };
+            let incident = n
+                .incident
+                .filter(|i| i.network == network && i.from <= *at && *at <= i.to + CARRIER_RECOVERED_CLEARS_MS);
+            let reshaped =
+                n.change.filter(|c| c.touches(network) && c.at <= *at && *at <= c.at + TRAFFIC_RESHAPED_CLEARS_MS);
+            if incident.is_none() && reshaped.is_none() {
+                out.push(Violation {
+                    at: *at,
+                    invariant: Invariant::CarrierVerdictClears,
+                    key: None,
+                    detail: format!(
+                        "{carrier} judged degraded by the traffic at {at} ms; the world's incident: {:?}, change of shape: {:?}",
+                        n.incident, n.change
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
 
 /// The stack's SMS breaker (`SmsPartsPerHour`) as the SMS that left show it, operator resends
 /// aside: every SMS that left at least [`COUNTED_TO_SENT_MS`] into a UTC hour was counted in that

@@ -161,6 +161,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
                 world::ACK_COVERAGE,
                 world::people::REPLY_COVERAGE,
                 world::CHAIN_COVERAGE,
+                world::networks::COVERAGE,
             ]
             .contains(l)
         })
@@ -181,6 +182,10 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         ("Acknowledgements (someone takes an open alert, racing the automation)", world::ACK_COVERAGE),
         ("People who reply (End User Messaging's two-way numbers)", world::people::REPLY_COVERAGE),
         ("Escalation chains, by where the alert's chain came from", world::CHAIN_COVERAGE),
+        (
+            "Carrier networks: incidents, traffic that changes for good, and the traffic verdicts against them",
+            world::networks::COVERAGE,
+        ),
     ] {
         out.push_str(&format!("\n### {title}\n\n| what | times |\n|---|---:|\n"));
         for (what, n) in c.section(label) {

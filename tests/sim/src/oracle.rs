@@ -81,6 +81,11 @@ pub enum Invariant {
     RepliesReachOnlyWhatArrived,
     /// A reply is answered at most once, however often SNS and SQS deliver it.
     ConfirmedOnce,
+    /// A carrier judged degraded by every application's traffic has a reason in the world — its
+    /// network held the SMS, or the traffic to it changed shape — and the verdict clears within
+    /// a stated bound once that ended: [`crate::invariants::CARRIER_RECOVERED_CLEARS_MS`] after
+    /// the network recovers, [`crate::invariants::TRAFFIC_RESHAPED_CLEARS_MS`] after the change.
+    CarrierVerdictClears,
 }
 
 impl fmt::Display for Violation {
@@ -156,6 +161,9 @@ pub struct Oracle {
     /// returned. The escalation of an alert past its deadline is owed by the second of them to
     /// start after it (a fault plan can fail every sweep for many minutes).
     pub clean_sweeps: Vec<(Millis, Millis)>,
+    /// The carriers each sweep's carrier view judged degraded by every application's traffic
+    /// (only the runs that judged one), with when the run returned.
+    pub carrier_verdicts: Vec<(Millis, CarrierVerdict)>,
     /// Every number suppressed at some point (a re-enable takes it out of `suppressed` only).
     pub ever_suppressed: std::collections::BTreeSet<String>,
     /// The escalation caps' notices paged: (producer, start of the UTC hour, epoch ms).
@@ -477,4 +485,25 @@ impl Oracle {
 /// The start of the UTC hour `at` falls in (the escalation cap's window).
 fn hour_ms(at: Millis) -> Millis {
     at - at.rem_euclid(3_600_000)
+}
+
+/// What one sweep's carrier view said of the traffic: the carriers it judged degraded by every
+/// application's delivery records, and whether it judged every carrier slow (the delay is then
+/// upstream of the carriers or in the logs' path: not one carrier's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarrierVerdict {
+    pub by_traffic: Vec<String>,
+    pub all_slow: bool,
+}
+
+impl CarrierVerdict {
+    /// The run's verdict, when it judged some carrier degraded by the traffic.
+    pub fn of(summary: &escalation::RunSummary) -> Option<Self> {
+        let by_traffic: Vec<String> =
+            summary.degraded_carriers.iter().filter(|d| d.traffic).map(|d| d.carrier.clone()).collect();
+        (!by_traffic.is_empty()).then(|| CarrierVerdict {
+            by_traffic,
+            all_slow: summary.carrier_classification == Some(tocsin::domain::carrier::Classification::AllCarriersSlow),
+        })
+    }
 }

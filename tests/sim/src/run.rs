@@ -155,8 +155,12 @@ enum Done {
     Intake(Submitted),
     Sender(SqsBatchResponse),
     Status(bool),
-    /// Whether the run was clean: complete, with no intent's work failed.
-    Escalation(bool),
+    /// Whether the run was clean (complete, with no intent's work failed), and the carriers its
+    /// carrier view judged degraded by every application's traffic, if it ran.
+    Escalation {
+        clean: bool,
+        verdict: Option<crate::oracle::CarrierVerdict>,
+    },
     Operator,
     Replies(SqsBatchResponse),
 }
@@ -248,6 +252,8 @@ struct Driver {
     unqueued: BTreeMap<tocsin::domain::IdempotencyKey, Millis>,
     /// The calm after the storm has begun (see [`CALM_MS`]).
     calm: bool,
+    /// The other applications' traffic has stopped at the horizon (it may resume for the calm).
+    foreign_stopped: bool,
     provider: Provider,
 }
 
@@ -265,11 +271,16 @@ impl Driver {
         let deployment = deployment(s.storm, workload.sms_rate, workload.parts_per_hour, answer);
         let mut sms = Sms::new(workload.sms_rate);
         sms.carriers = workload.carriers.clone();
+        sms.networks = workload.networks.from(EPOCH_MS);
+        let networks_did = sms.networks.what();
         sms.spend_exhausted_from = workload.spend_exhausted_at.map(|t| EPOCH_MS + t);
         sms.breaker = Some(deployment.sender.spend_ceiling.parts_per_hour);
         let mut world = World::new(s.seed, s.faults.clone(), sms);
         world.now = EPOCH_MS;
         world.people.answer = answer;
+        for what in networks_did {
+            world.coverage.count(crate::world::networks::COVERAGE, what, 1);
+        }
         // The operator's roster: the workload's people (+1206555…).
         world.registry.roster = ["+1206555"].iter().filter_map(|e| RosterEntry::parse(e).ok()).collect();
         // The template's chain, set before the first alert (`tocsin chains set`).
@@ -364,6 +375,7 @@ impl Driver {
             trace: VecDeque::new(),
             first_violation_trace: None,
             foreign_seq: 0,
+            foreign_stopped: false,
             unqueued: BTreeMap::new(),
             calm: false,
             provider: s.provider,
@@ -544,6 +556,13 @@ impl Driver {
                     self.sim.lock().world.faults = crate::world::FaultPlan::none();
                     self.horizon = next + CALM_MS;
                     self.schedule(next, WorldEvent::Sweep);
+                    // Where the networks have an incident or a change of shape to judge, the
+                    // other applications go on sending through the calm: the traffic signal
+                    // judges only after its baseline's first hour.
+                    if self.foreign_stopped && !self.workload.networks.is_quiet() {
+                        self.foreign_stopped = false;
+                        self.schedule(next, WorldEvent::Foreign);
+                    }
                 }
             }
             WorldEvent::Foreign => {
@@ -562,6 +581,12 @@ impl Driver {
                         } else {
                             format!("+4479{:08}", w.draw() % 100_000_000)
                         };
+                        // Another application's traffic changed for good (issue 35, world item
+                        // 6): an application left the network, or the account's halved.
+                        let keeps = w.sms.networks.keeps(&to, now);
+                        if keeps < 1.0 && !w.chance(keeps) {
+                            continue;
+                        }
                         let failed = w.chance(0.05);
                         let (group, status, response) = if failed {
                             (Group::Failure, "FAILURE", "Phone is currently unreachable/unavailable")
@@ -570,14 +595,23 @@ impl Driver {
                         };
                         let id = format!("foreign-{}", self.foreign_seq);
                         let at = now - w.between(0, 60_000);
-                        let msg = record_json(&id, at, &to, 1, status, response, 2_000);
+                        let mut when = now + w.between(0, 60_000);
+                        let mut dwell = 2_000;
+                        // A network in an incident holds it and hands it over at the end.
+                        let released = w.sms.networks.released(&to, when);
+                        if released > when {
+                            when = released + w.between(0, 120_000);
+                            dwell = when - at;
+                        }
+                        let msg = record_json(&id, at, &to, 1, status, response, dwell);
                         let rec = w.sms.add_record(group, msg);
-                        let when = now + w.between(0, 60_000);
                         w.schedule(when, WorldEvent::Record(rec));
                     }
                 }
                 if now + 60_000 <= self.horizon {
                     self.schedule(now + 60_000, WorldEvent::Foreign);
+                } else {
+                    self.foreign_stopped = true;
                 }
             }
             WorldEvent::Operator(n) => self.operator(n),
@@ -936,11 +970,11 @@ impl Driver {
             // Clean: it could act on every due intent — complete, no intent's work failed, and
             // no escalation left to another run's lease (a run that crashed or lost the lease's
             // answer holds it until it lapses: the intent waits that long, by design).
-            let clean = h
-                .run(stop_at)
-                .await
-                .is_ok_and(|s| s.complete && s.errors == 0 && s.escalation_lease_held_elsewhere == 0);
-            Done::Escalation(clean)
+            let summary = h.run(stop_at).await;
+            let clean =
+                summary.as_ref().is_ok_and(|s| s.complete && s.errors == 0 && s.escalation_lease_held_elsewhere == 0);
+            let verdict = summary.ok().and_then(|s| crate::oracle::CarrierVerdict::of(&s));
+            Done::Escalation { clean, verdict }
         });
         self.spawn(fut, timeout, Meta::Escalation { started: self.sim.now() }, "sweep".into());
     }
@@ -1012,8 +1046,24 @@ impl Driver {
                     }
                 }
             }
-            (Meta::Escalation { started }, Some(Done::Escalation(true))) => {
-                self.sim.lock().world.oracle.clean_sweeps.push((started, now));
+            (Meta::Escalation { started }, Some(Done::Escalation { clean, verdict })) => {
+                let mut st = self.sim.lock();
+                if clean {
+                    st.world.oracle.clean_sweeps.push((started, now));
+                }
+                if let Some(v) = verdict {
+                    use crate::world::networks::{COVERAGE, NETWORKS};
+                    for carrier in &v.by_traffic {
+                        let network = NETWORKS.iter().position(|n| n.name == carrier);
+                        let why = if v.all_slow {
+                            "verdict: every carrier slow"
+                        } else {
+                            st.world.sms.networks.reason(network, now)
+                        };
+                        st.world.coverage.count(COVERAGE, why, 1);
+                    }
+                    st.world.oracle.carrier_verdicts.push((now, v));
+                }
             }
             (Meta::Replies { reply, receives }, outcome) => {
                 let finished = matches!(&outcome, Some(Done::Replies(r)) if r.batch_item_failures.is_empty());

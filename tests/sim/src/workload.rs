@@ -72,6 +72,8 @@ pub struct Request {
 #[derive(Debug, Clone)]
 pub struct Workload {
     pub kind: Kind,
+    /// The networks behind the numbers: an incident, a change of the other traffic's shape.
+    pub networks: crate::world::networks::Networks,
     pub requests: Vec<Request>,
     pub carriers: BTreeMap<String, Carrier>,
     /// Other applications' SMS records per minute.
@@ -224,6 +226,12 @@ impl Workload {
             .filter(|set| *set)
             .map(|_| policy_chain(&mut policy_rng, people, &mut carriers));
         Workload {
+            // Not under the heaviest foreign traffic: it would run on through the calm.
+            networks: if kind == Kind::ForeignTraffic {
+                crate::world::networks::Networks::default()
+            } else {
+                crate::world::networks::Networks::draw(seed)
+            },
             chain_policy,
             kind,
             requests,

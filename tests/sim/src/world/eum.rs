@@ -30,6 +30,7 @@ pub(super) struct EventOf<'a> {
 
 impl EventOf<'_> {
     fn json(&self, event_type: &str, is_final: bool, status: &str, description: &str, at: Millis) -> String {
+        let network = &super::networks::NETWORKS[super::networks::network_of(self.to)];
         json!({
             "eventType": event_type,
             "eventVersion": "1.0",
@@ -39,9 +40,9 @@ impl EventOf<'_> {
             "destinationPhoneNumber": self.to,
             "isInternationalSend": false,
             "isoCountryCode": "US",
-            "mcc": "310",
-            "mnc": "001",
-            "carrierName": "Simulated Carrier",
+            "mcc": network.mcc,
+            "mnc": network.mnc,
+            "carrierName": network.name,
             "messageId": self.message_id,
             "messageRequestTimestamp": self.requested_at,
             "messageEncoding": "GSM",
@@ -162,7 +163,12 @@ impl World {
                 return None;
             }
         };
-        let at = accepted_at + self.between(lo, hi);
+        let mut at = accepted_at + self.between(lo, hi);
+        // A network in an incident holds the SMS and hands it over once the incident ends.
+        let released = self.sms.networks.released(e.to, at);
+        if released > at {
+            at = released + self.between(0, 120_000);
+        }
         if at > worth_until {
             // Past its time to live the carrier stops trying, and End User Messaging says so.
             let ttl =

@@ -8,6 +8,7 @@ pub mod eum;
 pub mod gsi;
 pub mod ledger;
 pub mod logs;
+pub mod networks;
 pub mod people;
 pub mod registry;
 pub mod second_stack;

@@ -61,6 +61,9 @@ pub struct Sms {
     /// says "No quota left for account".
     pub spend_exhausted_from: Option<Millis>,
     pub carriers: BTreeMap<String, Carrier>,
+    /// The networks behind the numbers: their names in every record, their incidents, and the
+    /// other traffic's changes of shape.
+    pub networks: super::networks::Networks,
     /// Numbers SNS holds as opted out.
     pub opted_out: BTreeMap<String, bool>,
     pub sent: Vec<Sent>,
@@ -84,6 +87,7 @@ impl Sms {
             bucket_at: 0,
             spend_exhausted_from: None,
             carriers: BTreeMap::new(),
+            networks: super::networks::Networks::default(),
             opted_out: BTreeMap::new(),
             sent: Vec::new(),
             handed_over: std::collections::BTreeSet::new(),
@@ -145,14 +149,18 @@ pub fn record_json(
     response: &str,
     dwell: Millis,
 ) -> String {
+    let network = &super::networks::NETWORKS[super::networks::network_of(to)];
     format!(
         concat!(
-            r#"{{"notification":{{"messageId":"{}","timestamp":"{}"}},"delivery":{{"phoneCarrier":"Simulated Carrier","mnc":1,"mcc":310,"#,
+            r#"{{"notification":{{"messageId":"{}","timestamp":"{}"}},"delivery":{{"phoneCarrier":"{}","mnc":{},"mcc":{},"#,
             r#""numberOfMessageParts":{},"destination":"{}","priceInUSD":0.00581,"smsType":"Transactional","providerResponse":"{}","#,
             r#""dwellTimeMs":{},"dwellTimeMsUntilDeviceAck":{}}},"status":"{}"}}"#
         ),
         message_id,
         timestamp(at),
+        network.name,
+        network.mnc.trim_start_matches('0'),
+        network.mcc,
         parts,
         to,
         response,
@@ -237,7 +245,12 @@ impl World {
         if self.chance(self.faults.record_lost) {
             return;
         }
-        let dwell = self.between(lo, hi);
+        let mut dwell = self.between(lo, hi);
+        // A network in an incident holds the SMS and hands it over once the incident ends.
+        let released = self.sms.networks.released(&number, now + dwell);
+        if released > now + dwell {
+            dwell = released - now + self.between(0, 120_000);
+        }
         let message = record_json(message_id, now, &number, parts, status, response, dwell);
         let group = if status == "SUCCESS" { Group::Success } else { Group::Failure };
         let copies = if self.chance(self.faults.record_twice) { 2 } else { 1 };
