@@ -608,7 +608,9 @@ impl Driver {
                         w.schedule(when, WorldEvent::Record(rec));
                     }
                 }
-                if now + 60_000 <= self.horizon {
+                // Where the networks have something to judge, the other applications send
+                // without a gap until the calm begins (and through it, below).
+                if now + 60_000 <= self.horizon || (!self.calm && !self.workload.networks.is_quiet()) {
                     self.schedule(now + 60_000, WorldEvent::Foreign);
                 } else {
                     self.foreign_stopped = true;
