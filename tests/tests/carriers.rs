@@ -129,6 +129,54 @@ async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_r
     assert!(p.registry.carriers_of(&[other]).await.expect("read").is_empty());
 }
 
+/// An alert storm to one carrier's numbers stops with its incident: the status function tallies
+/// tocsin's own records apart from other applications', so the traffic baseline never learns a
+/// storm's rate as the carrier's and never judges its end a silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tocsins_own_delivery_records_are_tallied_apart_from_other_applications() {
+    Box::pin(tocsins_own_delivery_records_are_tallied_apart_from_other_applications_through(Provider::Sns)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_tocsins_own_delivery_records_are_tallied_apart_from_other_applications() {
+    Box::pin(tocsins_own_delivery_records_are_tallied_apart_from_other_applications_through(
+        Provider::EndUserMessaging,
+    ))
+    .await;
+}
+
+async fn tocsins_own_delivery_records_are_tallied_apart_from_other_applications_through(provider: Provider) {
+    use tocsin::domain::carrier_traffic::minute_of;
+    use tocsin::ports::carriers::CarrierTraffic;
+    let p = pipeline(provider).await;
+    let to = number(2611);
+    let key = sent(&p, "tallied-apart", &to, "15m").await;
+    delivered_via(&p, &key, &to, "StormTel", 0).await;
+    let minute = minute_of(p.clock.now_utc());
+    if !p.uses_end_user_messaging() {
+        // Another application's SMS through the same carrier in the same minute: no index names it.
+        let at = p.clock.now_utc();
+        let mut rec: Value = serde_json::from_str(&sns_delivery_record(
+            "f0000000-0000-4000-8000-000000002611",
+            "+14155559911",
+            true,
+            "Message has been accepted by phone carrier",
+            at,
+        ))
+        .expect("json");
+        rec["delivery"]["phoneCarrier"] = json!("StormTel");
+        p.put_log(p.stack.log_group("SmsSuccessLogGroup"), &rec.to_string()).await;
+        p.run_status().await;
+    }
+    p.assert_iam_allowed();
+    let stored = p.registry.tallies(minute - 1, minute).await.expect("tallies");
+    let storm: Vec<_> = stored.iter().filter(|((_, carrier, _), _)| carrier == "StormTel").map(|(_, t)| *t).collect();
+    let (records, tocsin) = storm.iter().fold((0, 0), |(r, o), t| (r + t.records, o + t.tocsin));
+    let others = if p.uses_end_user_messaging() { 0 } else { 1 };
+    assert_eq!((records, tocsin), (1 + others, 1), "the alert's record is tocsin's, the other one not: {stored:?}");
+    assert_eq!(storm.iter().map(|t| t.others_on_time()).sum::<u64>(), others, "{stored:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once() {
     Box::pin(alerts_caught_in_a_degraded_carrier_that_cannot_make_their_deadline_are_escalated_early_once_through(

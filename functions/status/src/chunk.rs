@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_lambda_events::cloudwatch_logs::LogEntry;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use tocsin::domain::carrier_traffic::{CountryTallies, Sender};
 use tocsin::domain::delivery::{DeliveryRecord, parse_record};
 use tocsin::domain::provider::FailureClass;
 use tocsin::ports::{Clock, IndexEntries, IndexEntry, PortError};
@@ -47,8 +48,8 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         let refused_for_spend = parsed.iter().filter(|p| says_spend_exhausted(&p.record)).count();
         spend_exhausted.fetch_add(refused_for_spend, Ordering::Relaxed);
         // Every record's carrier, minute, outcome and dwell — tocsin's and other applications' —
-        // for the carrier view's traffic signal; written alongside the receipts, best effort.
-        let traffic = self.traffic_tallies(&parsed);
+        // for the carrier view's traffic signal, written alongside the receipts, best effort; a
+        // record is tocsin's when its context names an alert, or once this stack's index has it.
         // A record whose context names its alert needs no index: it is applied by its key. The
         // rest (SNS's records, another application's events) are looked up by message id. One
         // alert's (or digest's) events are applied one after another, in the order they were
@@ -56,6 +57,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         // side: two events of one alert applied at once would contend for its item, and the loser
         // would be refused, read it and write again.
         let (keyed, parsed): (Vec<Parsed>, Vec<Parsed>) = parsed.into_iter().partition(|p| p.record.context.is_some());
+        // A record whose context names an alert is a tocsin stack's (this one's, or another's that
+        // shares the event group): alert traffic, not the carrier's steady load.
+        let mut traffic = self.traffic_tallies(keyed.iter().map(|p| (p, Sender::Tocsin)));
         let keyed = futures::stream::iter(by_subject(keyed))
             .map(|events| async move {
                 let mut applied = Vec::with_capacity(events.len());
@@ -82,6 +86,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             Ok(index) => index,
             Err(e) => {
                 out.extend(parsed.iter().map(|_| (Err(copy_error(&e)), false)));
+                add_all(&mut traffic, self.traffic_tallies(parsed.iter().map(|p| (p, Sender::Other))));
                 self.add_traffic(&traffic).await;
                 return out;
             }
@@ -98,6 +103,15 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 None => old.push(p),
             }
         }
+        add_all(
+            &mut traffic,
+            self.traffic_tallies(
+                indexed
+                    .iter()
+                    .map(|(p, _)| (p, Sender::Tocsin))
+                    .chain(young.iter().chain(old.iter()).map(|p| (p, Sender::Other))),
+            ),
+        );
         let old: Vec<&Parsed> = old.iter().collect();
         let (applied, waited, orphaned, ()) = futures::join!(
             futures::stream::iter(indexed)
@@ -117,6 +131,13 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         out.extend(waited);
         out.extend(orphaned);
         out
+    }
+}
+
+/// Adds `more` into `tallies`.
+fn add_all(tallies: &mut CountryTallies, more: CountryTallies) {
+    for (key, t) in more {
+        tallies.entry(key).or_default().add(&t);
     }
 }
 

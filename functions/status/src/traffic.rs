@@ -1,7 +1,8 @@
 //! The carrier traffic signal: every record of a chunk, tocsin's or another application's, tallied
-//! by minute, carrier and country (counts and dwell times only). Best effort; never fails a batch.
+//! by minute, carrier and country (counts and dwell times only), tocsin's own counted apart.
+//! Best effort; never fails a batch.
 
-use tocsin::domain::carrier_traffic::{self, CountryTallies, TrafficPolicy};
+use tocsin::domain::carrier_traffic::{self, CountryTallies, Sender, TrafficPolicy};
 use tocsin::ports::Clock;
 use tocsin::telemetry::Metrics;
 
@@ -9,10 +10,14 @@ use crate::{Parsed, StatusHandler, StatusRegistry, StatusStore};
 
 impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
     /// The chunk's records tallied by minute, carrier and country: counts and dwell times only,
-    /// never a number or a text ([`carrier_traffic::tally`]).
-    pub(crate) fn traffic_tallies(&self, parsed: &[Parsed]) -> CountryTallies {
+    /// never a number or a text ([`carrier_traffic::tally`]), each marked with who sent it.
+    pub(crate) fn traffic_tallies<'a>(&self, parsed: impl IntoIterator<Item = (&'a Parsed, Sender)>) -> CountryTallies {
         let policy = TrafficPolicy::new(self.config.delay_suspected_after);
-        carrier_traffic::tally(parsed.iter().map(|p| (&p.record, p.written_at)), self.clock.now(), &policy)
+        carrier_traffic::tally(
+            parsed.into_iter().map(|(p, by)| (&p.record, p.written_at, by)),
+            self.clock.now(),
+            &policy,
+        )
     }
 
     /// Adds the chunk's tallies to the carrier view's traffic. Best effort: a failed write is

@@ -358,13 +358,17 @@ impl DynamoRegistry {
             // The country last: it never holds a `#` (ISO code, MCC or "unknown"), the carrier may.
             .key("sk", s(format!("{}#{carrier}#{country}", minute_stamp(minute))))
             // Names, not words: several are DynamoDB reserved words (`minute`, `records`).
-            .update_expression("ADD #r :r, #d :d, #f :f, #s :s, #w :w, #sw :sw SET #c = :c, #k = :k, #m = :m, #x = :x")
+            .update_expression(
+                "ADD #r :r, #d :d, #f :f, #s :s, #w :w, #sw :sw, #o :o, #os :os SET #c = :c, #k = :k, #m = :m, #x = :x",
+            )
             .expression_attribute_names("#r", "records")
             .expression_attribute_names("#d", "delivered")
             .expression_attribute_names("#f", "failed")
             .expression_attribute_names("#s", "slow")
             .expression_attribute_names("#w", "dwell_ms")
             .expression_attribute_names("#sw", "slow_dwell_ms")
+            .expression_attribute_names("#o", "tocsin")
+            .expression_attribute_names("#os", "tocsin_slow")
             .expression_attribute_names("#c", "carrier")
             .expression_attribute_names("#k", "country")
             .expression_attribute_names("#m", "minute")
@@ -375,6 +379,8 @@ impl DynamoRegistry {
             .expression_attribute_values(":s", n(t.slow))
             .expression_attribute_values(":w", n(t.dwell_ms))
             .expression_attribute_values(":sw", n(t.slow_dwell_ms))
+            .expression_attribute_values(":o", n(t.tocsin))
+            .expression_attribute_values(":os", n(t.tocsin_slow))
             .expression_attribute_values(":c", s(carrier))
             .expression_attribute_values(":k", s(country))
             .expression_attribute_values(":m", AttributeValue::N(minute.to_string()))
@@ -447,6 +453,9 @@ impl CarrierTraffic for DynamoRegistry {
                         slow: get_n(item, "slow").unwrap_or(0),
                         dwell_ms: get_n(item, "dwell_ms").unwrap_or(0),
                         slow_dwell_ms: get_n(item, "slow_dwell_ms").unwrap_or(0),
+                        // Tallies written before tocsin's own were counted apart have none.
+                        tocsin: get_n(item, "tocsin").unwrap_or(0),
+                        tocsin_slow: get_n(item, "tocsin_slow").unwrap_or(0),
                     };
                     // Tallies written before countries were kept have none.
                     let country = get_s(item, "country").unwrap_or(crate::domain::carrier::UNKNOWN);

@@ -70,6 +70,26 @@ pub struct Tally {
     pub dwell_ms: u64,
     /// Sum of the slow records' dwell times, ms.
     pub slow_dwell_ms: u64,
+    /// Of `records`, those of alerts and digests a tocsin stack sent: this one's (known by the
+    /// context an event carries or by the message index) and another's whose events name it. Alert
+    /// traffic comes in storms that stop with the incident that raised them, so it never sets what
+    /// a carrier is expected to deliver ([`Self::others_on_time`]): the in-flight signal judges
+    /// this stack's own SMS, knowing each one sent.
+    #[serde(default)]
+    pub tocsin: u64,
+    /// Of `slow`, a tocsin stack's.
+    #[serde(default)]
+    pub tocsin_slow: u64,
+}
+
+/// Who sent the SMS a record is of, as far as the status function can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    /// A tocsin stack: the record names an alert or digest in its context, or its message id is
+    /// in this stack's index.
+    Tocsin,
+    /// Another application, or not known yet (a young SNS record, another stack's SNS record).
+    Other,
 }
 
 impl Tally {
@@ -78,8 +98,26 @@ impl Tally {
         self.records.saturating_sub(self.slow)
     }
 
+    /// Other applications' records: tocsin's left out.
+    pub fn others(&self) -> u64 {
+        self.records.saturating_sub(self.tocsin)
+    }
+
+    /// Other applications' slow records.
+    pub fn others_slow(&self) -> u64 {
+        self.slow.saturating_sub(self.tocsin_slow)
+    }
+
+    /// Other applications' records under the delay line: what a silence is judged on. A storm of
+    /// alerts to one carrier's numbers, then none, is the incident's doing, not the carrier's.
+    pub fn others_on_time(&self) -> u64 {
+        self.others().saturating_sub(self.others_slow())
+    }
+
     pub fn add(&mut self, o: &Tally) {
         self.records += o.records;
+        self.tocsin += o.tocsin;
+        self.tocsin_slow += o.tocsin_slow;
         self.delivered += o.delivered;
         self.failed += o.failed;
         self.slow += o.slow;
@@ -232,9 +270,9 @@ impl TrafficPolicy {
 }
 
 /// Tallies the records of one batch by the minute SNS wrote them and their carrier. `records`
-/// pairs each record with when it was written (`None`: unknown, not tallied).
+/// pairs each record with when it was written (`None`: unknown, not tallied) and who sent it.
 pub fn tally<'a>(
-    records: impl IntoIterator<Item = (&'a DeliveryRecord, Option<DateTime<Utc>>)>,
+    records: impl IntoIterator<Item = (&'a DeliveryRecord, Option<DateTime<Utc>>, Sender)>,
     now: DateTime<Utc>,
     policy: &TrafficPolicy,
 ) -> CountryTallies {
@@ -243,7 +281,7 @@ pub fn tally<'a>(
     let newest = now + chrono::Duration::minutes(5);
     let slow_ms = u64::try_from(policy.slow_after.as_millis()).unwrap_or(u64::MAX);
     let mut out = CountryTallies::new();
-    for (r, at) in records {
+    for (r, at, sender) in records {
         let Some(at) = at.filter(|at| *at >= oldest && *at <= newest) else { continue };
         // Progress (End User Messaging's queued, pending, non-final acceptance) is not a record of
         // an outcome: one SMS is tallied once, by its final event, as SNS logs it once.
@@ -252,7 +290,9 @@ pub fn tally<'a>(
         }
         let key = (minute_of(at), slice_of(r.carrier.as_deref()), country_slice(r.mcc.as_deref()));
         let t = out.entry(key).or_default();
+        let tocsin = sender == Sender::Tocsin;
         t.records += 1;
+        t.tocsin += u64::from(tocsin);
         match r.status {
             DeliveryStatus::Success => t.delivered += 1,
             DeliveryStatus::Failure => t.failed += 1,
@@ -262,6 +302,7 @@ pub fn tally<'a>(
             t.dwell_ms = t.dwell_ms.saturating_add(d);
             if d >= slow_ms {
                 t.slow += 1;
+                t.tocsin_slow += u64::from(tocsin);
                 t.slow_dwell_ms = t.slow_dwell_ms.saturating_add(d);
             }
         }
@@ -356,9 +397,11 @@ pub fn fold(
             }
             let seen = minute.get(name.as_str()).copied().copied().unwrap_or_default();
             let c = b.carriers.entry(name).or_default();
-            c.records += a * (seen.records as f64 - c.records);
-            c.rate += fast * (seen.records as f64 - c.rate);
-            c.slow += a * (seen.slow as f64 - c.slow);
+            // Other applications' records only: a storm of alerts would teach the baseline a rate
+            // that is gone when the storm is ([`Tally::tocsin`]).
+            c.records += a * (seen.others() as f64 - c.records);
+            c.rate += fast * (seen.others() as f64 - c.rate);
+            c.slow += a * (seen.others_slow() as f64 - c.slow);
         }
         b.carriers.retain(|_, c| c.records >= FORGET_BELOW || c.rate >= FORGET_BELOW);
         b.minutes += 1;
@@ -417,7 +460,7 @@ impl TrafficVerdict {
                 self.delay_floor_s.div_ceil(60)
             ),
             Some(Signal::AllSilent) => format!(
-                "all carriers silent: {} delivery records (all applications) in the last {} min where {:.0} were expected; carrier {} silent for {} min",
+                "all carriers silent: {} delivery records (other applications) in the last {} min where {:.0} were expected; carrier {} silent for {} min",
                 self.observed,
                 self.minutes,
                 self.expected,
@@ -425,7 +468,7 @@ impl TrafficVerdict {
                 self.delay_floor_s.div_ceil(60)
             ),
             _ => format!(
-                "carrier {} delayed: {} of {:.0} expected delivery records (all applications) in the last {} min; silent for {} min",
+                "carrier {} delayed: {} of {:.0} expected delivery records (other applications) in the last {} min; silent for {} min",
                 self.carrier,
                 self.observed,
                 self.expected,
@@ -475,8 +518,9 @@ pub fn judge(
     let in_minute = |m: Minute, c: &str| tallies.get(&(m, c.to_owned())).copied().unwrap_or_default();
     // Silence is judged on the records delivered on time (under the delay line): a carrier
     // draining a backlog delivers many records, all late, and is not delivering what is sent now.
+    // And on other applications' only, as the baseline is folded.
     let total_in = |m: Minute| -> u64 {
-        tallies.range((m, String::new())..(m + 1, String::new())).map(|(_, t)| t.on_time()).sum()
+        tallies.range((m, String::new())..(m + 1, String::new())).map(|(_, t)| t.others_on_time()).sum()
     };
     // All carriers together, over the last k minutes.
     let mut all_silent: Option<(i64, u64, f64)> = None;
@@ -513,8 +557,8 @@ pub fn judge(
         for k in 1..=w {
             let m = last - k + 1;
             let t = in_minute(m, name);
-            obs += t.on_time();
-            others += total_in(m) - t.on_time();
+            obs += t.others_on_time();
+            others += total_in(m) - t.others_on_time();
             v.window_records += t.records;
             v.window_slow += t.slow;
             slow_dwell = slow_dwell.saturating_add(t.slow_dwell_ms);
@@ -715,6 +759,42 @@ mod tests {
         );
     }
 
+    /// An incident pages many people at once on whatever carriers they are with, and stops: the
+    /// storm's records are tocsin's, and neither teach the baseline nor make its end a silence.
+    #[test]
+    fn an_alert_storm_to_one_carrier_then_none_is_not_that_carrier_gone_silent() {
+        let now = t0() + chrono::Duration::seconds(20);
+        let last = policy().last_closed(now) - policy().window_minutes;
+        let verdict = |storm_is_tocsins: bool| {
+            let mut t = Tallies::new();
+            traffic(&mut t, last - 720, last + 1, &[("SlowTel", 2, 0), ("FastTel", 20, 0)]);
+            // The last half hour before the judged window: 60 alerts a minute to SlowTel's numbers.
+            for m in last - 29..=last {
+                let e = t.entry((m, "SlowTel".to_owned())).or_default();
+                e.records += 60;
+                e.delivered += 60;
+                if storm_is_tocsins {
+                    e.tocsin += 60;
+                }
+            }
+            let mut b = Baseline::default();
+            for m in (last - 720)..=last {
+                b = fold(&b, &t, m, &BTreeSet::new(), &policy());
+            }
+            // The storm is over; the carrier carries its usual two records a minute.
+            let (from, to) = window(now);
+            let mut w = Tallies::new();
+            traffic(&mut w, from, to, &[("SlowTel", 2, 0), ("FastTel", 20, 0)]);
+            judge(&b, &w, now, &policy()).0.remove("SlowTel").expect("a verdict")
+        };
+        let v = verdict(true);
+        assert!(!v.degraded, "{v:?}");
+        assert!(v.expected < 40.0, "expected about its usual 2 a minute: {v:?}");
+        // The same storm counted as the carrier's steady load: its end looks like an outage.
+        let learnt = verdict(false);
+        assert!(learnt.degraded && learnt.signal == Some(Signal::Silent), "{learnt:?}");
+    }
+
     #[test]
     fn a_quiet_carrier_missing_a_few_records_is_not_judged_silent() {
         // Two records a minute: five silent minutes happen by chance too often to page on.
@@ -900,13 +980,13 @@ mod tests {
         let now = t0();
         let t = tally(
             [
-                (&a, Some(now)),
-                (&b, Some(now)),
-                (&c, Some(now)),
-                (&d, Some(now)),
-                (&e, Some(now)),
-                (&a, Some(now - chrono::Duration::hours(2))),
-                (&a, None),
+                (&a, Some(now), Sender::Other),
+                (&b, Some(now), Sender::Tocsin),
+                (&c, Some(now), Sender::Other),
+                (&d, Some(now), Sender::Other),
+                (&e, Some(now), Sender::Other),
+                (&a, Some(now - chrono::Duration::hours(2)), Sender::Other),
+                (&a, None, Sender::Other),
             ],
             now,
             &policy(),
@@ -915,7 +995,16 @@ mod tests {
         let key = |carrier: &str, country: &str| (m, carrier.to_owned(), country.to_owned());
         assert_eq!(
             t[&key("Tel", "US")],
-            Tally { records: 2, delivered: 1, failed: 1, slow: 1, dwell_ms: 701_000, slow_dwell_ms: 700_000 }
+            Tally {
+                records: 2,
+                delivered: 1,
+                failed: 1,
+                slow: 1,
+                dwell_ms: 701_000,
+                slow_dwell_ms: 700_000,
+                tocsin: 1,
+                tocsin_slow: 1
+            }
         );
         assert_eq!(t[&key("Tel", "DE")].records, 1);
         assert_eq!(t[&key("Tel", UNKNOWN)].records, 1, "no three-digit MCC: the country is unknown");

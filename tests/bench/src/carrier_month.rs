@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use tocsin::domain::carrier::{CarrierPolicy, Classification, SentSms, assess, classify, early_escalation};
-use tocsin::domain::carrier_traffic::{self, Baseline, Tallies, TrafficPolicy, merge, minute_of};
+use tocsin::domain::carrier_traffic::{self, Baseline, Sender, Tallies, TrafficPolicy, merge, minute_of};
 use tocsin::domain::delivery::{DeliveryRecord, DeliveryStatus, Format};
 use tocsin::domain::template::TemplateRef;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
@@ -326,14 +326,16 @@ pub fn run(incident: Incident, tocsin_per_day: u64, foreign_per_day: u64, seed: 
             batch.push(by_arrival[next_arrival]);
             next_arrival += 1;
         }
-        let records: Vec<(DeliveryRecord, DateTime<Utc>)> = batch
+        // tocsin's own records are its own (the status function knows them by key or index).
+        let records: Vec<(DeliveryRecord, DateTime<Utc>, Sender)> = batch
             .iter()
             .map(|&i| {
                 let s = &sms[i];
-                (record(CARRIERS[s.carrier].0, s.failed, s.dwell_ms), at(s.written_ms))
+                let by = if s.deadline_s.is_some() { Sender::Tocsin } else { Sender::Other };
+                (record(CARRIERS[s.carrier].0, s.failed, s.dwell_ms), at(s.written_ms), by)
             })
             .collect();
-        let tallied = carrier_traffic::tally(records.iter().map(|(r, w)| (r, Some(*w))), now, &traffic_policy);
+        let tallied = carrier_traffic::tally(records.iter().map(|(r, w, by)| (r, Some(*w), *by)), now, &traffic_policy);
         for (k, t) in carrier_traffic::per_carrier(&tallied) {
             stored.entry(k).or_default().add(&t);
         }

@@ -441,11 +441,34 @@ pub const CARRIER_RECOVERED_CLEARS_MS: Millis = 30 * 60_000;
 
 /// How long after the traffic to a network changed for good a verdict of "degraded" may stand: a
 /// silence judged for `TrafficPolicy::relearn_after` (3 hours) is learnt as the new shape, and
-/// the verdict clears within the 45 minutes after (docs/carrier-incidents.md).
+/// the verdict clears within the 45 minutes after (docs/operations.md, "Traffic that changes for good").
 pub const TRAFFIC_RESHAPED_CLEARS_MS: Millis = 4 * 3_600_000;
 
+/// Another stack's alert storm is a change of the traffic's shape on a network when its SMS there
+/// were at least this share of the steady traffic over [`STORM_SPAN_MS`] (the ratio a silence is
+/// judged by, `TrafficPolicy::ratio`), and at least [`STORM_MIN_SMS`] of them: under SNS nothing
+/// in its records tells tocsin they are alerts, so the baseline learns them as steady load, and
+/// the storm's end is a silence. It clears as any change of shape does.
+pub const STORM_SHARE: f64 = 0.2;
+pub const STORM_SPAN_MS: Millis = 15 * 60_000;
+pub const STORM_MIN_SMS: u32 = 5;
+
+/// When another stack's alert storm to `network` last began within the
+/// [`TRAFFIC_RESHAPED_CLEARS_MS`] before `at` ([`STORM_SHARE`]).
+fn others_storm(world: &World, network: usize, at: Millis) -> Option<Millis> {
+    let from = at - TRAFFIC_RESHAPED_CLEARS_MS - STORM_SPAN_MS;
+    let minutes: Vec<(Millis, [u32; 2])> =
+        world.oracle.others_sms.range((network, from)..=(network, at)).map(|((_, m), n)| (*m, *n)).collect();
+    minutes.iter().enumerate().rev().find_map(|(i, (start, _))| {
+        let span = minutes[i..].iter().take_while(|(m, _)| *m < start + STORM_SPAN_MS);
+        let (steady, storm) = span.fold((0u32, 0u32), |(a, b), (_, n)| (a + n[0], b + n[1]));
+        (storm >= STORM_MIN_SMS && f64::from(storm) >= STORM_SHARE * f64::from(steady)).then_some(*start)
+    })
+}
+
 /// Every carrier a sweep judged degraded by the traffic has a reason in the world that ended at
-/// most a bound before: its network's incident, or a change of the traffic's shape on it. A run
+/// most a bound before: its network's incident, or a change of the traffic's shape on it (an
+/// application leaving it, the account's traffic halving, another stack's alert storm). A run
 /// that judged every carrier slow is left out: that verdict is about the logs' path or what is
 /// upstream of the carriers (a status function throttled for minutes tallies nothing), not one
 /// carrier.
@@ -469,7 +492,8 @@ fn carrier_verdicts_clear(world: &World) -> Vec<Violation> {
                 .filter(|i| i.network == network && i.from <= *at && *at <= i.to + CARRIER_RECOVERED_CLEARS_MS);
             let reshaped =
                 n.change.filter(|c| c.touches(network) && c.at <= *at && *at <= c.at + TRAFFIC_RESHAPED_CLEARS_MS);
-            if incident.is_none() && reshaped.is_none() {
+            let storm = others_storm(world, network, *at);
+            if incident.is_none() && reshaped.is_none() && storm.is_none() {
                 out.push(Violation {
                     at: *at,
                     invariant: Invariant::CarrierVerdictClears,

@@ -164,6 +164,10 @@ pub struct Oracle {
     /// The carriers each sweep's carrier view judged degraded by every application's traffic
     /// (only the runs that judged one), with when the run returned.
     pub carrier_verdicts: Vec<(Millis, CarrierVerdict)>,
+    /// Other senders' SMS whose records reach this stack's tallies as another application's, by
+    /// network and the minute they were sent: `[steady traffic, a second stack's alerts]` (the
+    /// second stack's SNS records: nothing in them says a tocsin stack sent them).
+    pub others_sms: BTreeMap<(usize, Millis), [u32; 2]>,
     /// Every number suppressed at some point (a re-enable takes it out of `suppressed` only).
     pub ever_suppressed: std::collections::BTreeSet<String>,
     /// The escalation caps' notices paged: (producer, start of the UTC hour, epoch ms).

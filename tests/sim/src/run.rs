@@ -587,6 +587,9 @@ impl Driver {
                         if keeps < 1.0 && !w.chance(keeps) {
                             continue;
                         }
+                        let minute = now - now.rem_euclid(60_000);
+                        w.oracle.others_sms.entry((crate::world::networks::network_of(&to), minute)).or_default()[0] +=
+                            1;
                         let failed = w.chance(0.05);
                         let (group, status, response) = if failed {
                             (Group::Failure, "FAILURE", "Phone is currently unreachable/unavailable")

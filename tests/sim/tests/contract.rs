@@ -517,6 +517,9 @@ async fn traffic_contract<R: CarrierTraffic>(r: &R, t0: DateTime<Utc>) -> Vec<St
         slow,
         dwell_ms: n * 4_000,
         slow_dwell_ms: slow * 700_000,
+        // Some of them this stack's own.
+        tocsin: n / 2,
+        tocsin_slow: slow / 2,
     };
     let key = |minute: i64, carrier: &str, country: &str| (minute, carrier.to_owned(), country.to_owned());
     let batch: CountryTallies = [

@@ -311,3 +311,17 @@ fn no_unknown_outcome_is_starved_of_its_search() {
 fn an_operators_resend_never_postpones_an_owed_escalation() {
     green_through(Provider::EndUserMessaging, &[129228], 330);
 }
+
+/// Found by the long mode with the carrier-verdict judge (SNS seed 131596, a throttled account;
+/// End User Messaging seeds 131548 and 131791, storms to one person): tocsin's own storm to one
+/// carrier's numbers taught the traffic baseline its rate, and the storm's end was judged that
+/// carrier gone silent, with no incident and no change of the traffic (`CarrierVerdictClears`).
+/// Fixed in `shared/src/domain/carrier_traffic.rs` and `functions/status/src/chunk.rs`: tocsin's
+/// records (any stack's, by their context; this stack's, by its index) are tallied apart and
+/// never set what a carrier is expected to deliver. Emulator tests:
+/// `carriers::tocsins_own_delivery_records_are_tallied_apart_from_other_applications` (each provider).
+#[test]
+fn an_alert_storms_end_is_never_its_carrier_gone_silent() {
+    green_through(Provider::Sns, &[131596], 330);
+    green_through(Provider::EndUserMessaging, &[131548, 131791], 330);
+}

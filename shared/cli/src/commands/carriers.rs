@@ -333,7 +333,7 @@ pub async fn show(ctx: &Context, delayed_after: Duration) -> CliResult<()> {
             "delayed / judged",
             "delayed %",
             "p95 delay",
-            "usual (all apps)",
+            "usual (other apps)",
             "on time / expected",
             "countries (all apps)",
             "traffic",

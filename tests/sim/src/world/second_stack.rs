@@ -16,6 +16,7 @@ use tocsin::domain::{IdempotencyKey, PhoneNumber};
 use super::World;
 use super::eum::{EventOf, opted_out};
 use super::logs::Group;
+use super::networks::network_of;
 use super::sms::Provider;
 use crate::exec::Millis;
 
@@ -67,6 +68,8 @@ impl World {
         match provider {
             Provider::Sns => {
                 let message_id = self.sms.next_message_id("sns", draw);
+                let minute = now - now.rem_euclid(60_000);
+                self.oracle.others_sms.entry((network_of(&number), minute)).or_default()[1] += 1;
                 self.carry(to, &message_id, 1);
             }
             Provider::EndUserMessaging => {
