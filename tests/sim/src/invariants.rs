@@ -455,7 +455,7 @@ pub const STORM_MIN_SMS: u32 = 5;
 
 /// When another stack's alert storm to `network` last began within the
 /// [`TRAFFIC_RESHAPED_CLEARS_MS`] before `at` ([`STORM_SHARE`]).
-fn others_storm(world: &World, network: usize, at: Millis) -> Option<Millis> {
+pub fn others_storm(world: &World, network: usize, at: Millis) -> Option<Millis> {
     let from = at - TRAFFIC_RESHAPED_CLEARS_MS - STORM_SPAN_MS;
     let minutes: Vec<(Millis, [u32; 2])> =
         world.oracle.others_sms.range((network, from)..=(network, at)).map(|((_, m), n)| (*m, *n)).collect();

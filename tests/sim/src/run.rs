@@ -1057,13 +1057,15 @@ impl Driver {
                     st.world.oracle.clean_sweeps.push((started, now));
                 }
                 if let Some(v) = verdict {
-                    use crate::world::networks::{COVERAGE, NETWORKS};
+                    use crate::world::networks::{COVERAGE, NETWORKS, NO_REASON};
                     for carrier in &v.by_traffic {
                         let network = NETWORKS.iter().position(|n| n.name == carrier);
-                        let why = if v.all_slow {
-                            "verdict: every carrier slow"
-                        } else {
-                            st.world.sms.networks.reason(network, now)
+                        let why = match (v.all_slow, st.world.sms.networks.reason(network, now), network) {
+                            (true, _, _) => "verdict: every carrier slow",
+                            (_, NO_REASON, Some(n)) if invariants::others_storm(&st.world, n, now).is_some() => {
+                                "verdict: after another stack's alert storm to it (SNS)"
+                            }
+                            (_, why, _) => why,
                         };
                         st.world.coverage.count(COVERAGE, why, 1);
                     }

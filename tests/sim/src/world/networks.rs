@@ -13,6 +13,10 @@ use crate::exec::Millis;
 /// verdicts by the traffic against it.
 pub const COVERAGE: &str = "Carrier networks";
 
+/// A verdict the networks give no reason for (another stack's storm may: see
+/// `invariants::others_storm`).
+pub const NO_REASON: &str = "verdict: no reason in the world";
+
 /// One network: what its records say, and its share of the numbers.
 #[derive(Debug)]
 pub struct Network {
@@ -155,7 +159,7 @@ impl Networks {
             }
             (Some(i), _) if i.network == network && at >= i.to => "verdict: after its network's incident ended",
             (_, Some(c)) if c.touches(network) && at >= c.at => "verdict: after its traffic changed for good",
-            _ => "verdict: no reason in the world",
+            _ => NO_REASON,
         }
     }
 
