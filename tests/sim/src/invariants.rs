@@ -492,8 +492,8 @@ fn carrier_verdicts_clear(world: &World) -> Vec<Violation> {
                 .filter(|i| i.network == network && i.from <= *at && *at <= i.to + CARRIER_RECOVERED_CLEARS_MS);
             let reshaped =
                 n.change.filter(|c| c.touches(network) && c.at <= *at && *at <= c.at + TRAFFIC_RESHAPED_CLEARS_MS);
-            let storm = others_storm(world, network, *at);
-            if incident.is_none() && reshaped.is_none() && storm.is_none() {
+            // Another stack's storm is looked for only where the networks give no reason.
+            if incident.is_none() && reshaped.is_none() && others_storm(world, network, *at).is_none() {
                 out.push(Violation {
                     at: *at,
                     invariant: Invariant::CarrierVerdictClears,
