@@ -215,8 +215,8 @@ impl Transition {
 /// How a transition's writes reach the store. Every mode keeps the transition's contract: the
 /// state changes only if its conditions hold, the observation is stored once (its id is the
 /// de-duplication key), and a retry of the same transition after a crash at any point ends with
-/// both written. The two ordered modes save DynamoDB's transactional surcharge (a transaction
-/// costs twice the write units) on the two writes every delivered alert makes; a transition that
+/// both written. The two single-write modes save DynamoDB's transactional surcharge (a transaction
+/// costs twice the write units) on the writes every delivered alert makes; a transition that
 /// opens an escalation is always atomic (its open-escalations entry must exist exactly when the
 /// escalation does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -230,14 +230,16 @@ pub enum Commit {
     /// then reconciliation) catches up. For observations that do not depend on the state they are
     /// applied to: the sender's publish outcomes.
     FactsFirst,
-    /// The conditional state change first, carrying the observation itself (`moved_by` and a
-    /// copy on the intent item, in the same single-item write), then the observation's own item.
-    /// For an observation whose content is decided on the intent's state (a delivery record's
-    /// effect): it is written only once the change it describes is made, and never lost if the
-    /// function ends between the two writes — even when no retry ever comes (Lambda parks a batch
-    /// after its retries): [`IntentStore::observations`] reads the copy until the item exists. A
-    /// retry of the same transition finds its mark on the intent and writes the item still missing.
-    StateFirst,
+    /// The observation carried on the intent item (an attribute named after its id, `obs#<id>`)
+    /// in the conditional write that makes the change it describes: one single-item write, all or
+    /// nothing, and no observation item of its own ([`IntentStore::observations`] reads it from
+    /// the intent). For an observation whose content is decided on the intent's state (a delivery
+    /// record's effect, or its progress), written once per intent and id: the write is refused
+    /// when the intent already carries it, so a retry after a lost answer or a crash finds its own
+    /// earlier try's change and counts it as applied. The message-index entry, when the
+    /// transition has one, is written first (idempotent). Not for observations that can recur
+    /// without bound on one intent (conflicting or late records): they would grow the item.
+    Carried,
 }
 
 /// Conditions on the intent beyond its state, for a change decided on a presumed record (one not

@@ -432,7 +432,7 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
         &[line("9501", record(&p, &id, "+14155550151", true, "Message has been accepted by phone carrier"))],
     ));
     // 1. The state write lands but its answer is lost: the SDK's retry is refused, finds its own
-    // mark on the intent, and stores the observation once.
+    // observation carried on the intent, and writes nothing more.
     proxy.add_rule(Rule::once("DynamoDB_20120810.UpdateItem", Fault::DropResponse));
     let s = flaky.handle(event.clone(), deadline()).await.expect("the retried write is recognised");
     assert_eq!(s.delivered + s.duplicates, 1, "{s:?}");

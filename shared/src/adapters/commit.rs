@@ -18,13 +18,14 @@ pub trait TransitionWrites: Send + Sync {
     /// Writes the transition's SNS message-id → intent entry, if it has one. Idempotent: the same
     /// message id always names the same intent.
     fn put_message_index(&self, t: &Transition) -> impl Future<Output = PortResult<()>> + Send;
-    /// The conditional update of the intent item alone, carrying its observation (`moved_by` and
-    /// `moved_obs`) when `mark`. `None`: applied. `Some`: refused, with the intent as it is and the
-    /// observation its last marked change carries.
+    /// The conditional update of the intent item alone; when `carry`, carrying the transition's
+    /// observation on the intent in the same write, and refused when the intent carries it
+    /// already. `None`: applied. `Some`: refused, with the intent as it is and the transition's
+    /// observation as the intent carries it (an earlier try of this very transition made it).
     fn update_intent(
         &self,
         t: &Transition,
-        mark: bool,
+        carry: bool,
     ) -> impl Future<Output = PortResult<Option<(IntentRecord, Option<Observation>)>>> + Send;
     /// Everything in one all-or-nothing transaction: the intent's update (or, when it changes
     /// nothing on the intent, its condition alone), the observation, the message-index entry, and
@@ -34,9 +35,11 @@ pub trait TransitionWrites: Send + Sync {
 
 /// The mode a transition is actually written in: a transition that opens an escalation is
 /// always atomic (its open-escalations entry must exist exactly when the escalation does), and so
-/// is one that changes nothing on the intent (an observation under a condition).
+/// is one that changes nothing on the intent (an observation under a condition), unless the
+/// observation is carried on the intent: that write is the change.
 pub fn effective_commit(t: &Transition) -> Commit {
-    if t.patch.escalation.is_some() || !t.changes_intent() { Commit::Atomic } else { t.commit }
+    let nothing_to_write = !t.changes_intent() && t.commit != Commit::Carried;
+    if t.patch.escalation.is_some() || nothing_to_write { Commit::Atomic } else { t.commit }
 }
 
 /// Applies `t` through `store`'s single writes, in its commit mode's order. Every mode keeps the
@@ -80,23 +83,14 @@ pub async fn transition<W: TransitionWrites>(store: &W, t: Transition) -> PortRe
                 Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
             }
         }
-        Commit::StateFirst => {
+        Commit::Carried => {
             store.put_message_index(&t).await?;
             match store.update_intent(&t, true).await? {
-                None => {
-                    store.put_observation(&t).await?;
-                    Ok(TransitionOutcome::Applied)
-                }
-                // Made by an earlier try of this transition, which stopped before its
-                // observation was stored (or after): store it now, once — the observation that
-                // try carried on the intent, which tells the change it made. This try's was
-                // decided on what it saw or presumed now (the change is already made: its move
-                // may be one that never happened).
-                Some((_, Some(carried))) if carried.id == t.observation.id => {
-                    let made = Transition { observation: carried, ..t };
-                    store.put_observation(&made).await?;
-                    Ok(TransitionOutcome::AlreadyApplied)
-                }
+                None => Ok(TransitionOutcome::Applied),
+                // Made by an earlier try of this transition (its answer lost, or its function
+                // ended before it could report): the change and its observation are there, as
+                // that try decided them — never this try's presumption.
+                Some((_, Some(carried))) if carried.id == t.observation.id => Ok(TransitionOutcome::AlreadyApplied),
                 Some((current, _)) => Ok(TransitionOutcome::Refused(Box::new(current))),
             }
         }

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::domain::delivery::DeliveryRecord;
+use crate::domain::delivery::{DeliveryRecord, DeliveryStatus};
 use crate::domain::intent::IntentRecord;
 use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::provider::FailureClass;
@@ -298,6 +298,9 @@ async fn apply_observation<S: IntentStore>(
             (Some(r), Link::Reconciled | Link::ReconciledDigest | Link::Keyed) => apply_linked_receipt(state, r),
             (None, _) => ReceiptEffect::Unrecognised,
         };
+        // A provider's progress on this SMS (queued, pending, the carrier's acceptance).
+        let progress =
+            matches!(effect, ReceiptEffect::Unrecognised) && matches!(record.status, DeliveryStatus::Pending(_));
         let mut patch = StatusPatch::default();
         let mut next = NextCheck::Keep;
         let from = match effect {
@@ -369,11 +372,13 @@ async fn apply_observation<S: IntentStore>(
                 Expect::default()
             },
             retain_until: basis.retain_until,
-            // A state change is written first, then its observation (whose effect was decided on
-            // the state; the log subscription's redelivery finishes a change cut short). Records
-            // that change no state (conflicting, late, redundant) update a counter at most: one
-            // transaction keeps that counter exact under redelivery.
-            commit: if effect_moves { Commit::StateFirst } else { Commit::Atomic },
+            // A state change carries its observation (whose effect was decided on the state) in
+            // its one conditional write, and so does a provider's progress (End User Messaging's
+            // acceptance, queued or pending: a few per SMS), checked against the intent it is
+            // about. Records that can recur on one intent without bound (conflicting, late,
+            // redundant) update a counter at most and are items of their own: one transaction
+            // keeps that counter exact under redelivery.
+            commit: if effect_moves || progress { Commit::Carried } else { Commit::Atomic },
         };
         let written = match store.transition(t).await {
             // Presumed, and the intent is not there at all: a keyed record may name a key this

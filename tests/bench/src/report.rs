@@ -657,7 +657,7 @@ impl Report {
              The emulator's request recorder runs around each handler call only, so harness calls standing in for AWS \
              (the SQS event source mapping's ReceiveMessage/DeleteMessage, SNS writing the log record, the \
              subscription reading it) are not counted as the functions' calls. Storm mode off: the default (on) adds \
-             the sender's backlog `Query` and its send-log `GetItem` and `PutItem` (14 calls; docs/storm-mode.md, \
+             the sender's backlog `Query` and its send-log `GetItem` and `PutItem` (17 calls; docs/storm-mode.md, \
              \"What it costs\"). Target ≤ 8 calls.\n"
         );
         let Some(calls) = &self.calls else { return };
@@ -700,7 +700,7 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_fifteen_aws_calls_three_intake_seven_sender_five_status`): \
+             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_fourteen_aws_calls_three_intake_seven_sender_four_status`): \
              intake — `UpdateItem`, the producer's counter for the minute (`ProducerRatePerMinute`: one \
              producer's flood is shed without touching the others; one call and one write unit per request), \
              `PutItem`, the conditional put of the intent (one intent per business event), and \
@@ -710,7 +710,8 @@ impl Report {
              meter (the breaker, `SmsPartsPerHour`: counted before the publish), `Publish`, then what SNS answered — the \
              observation and the `MSG#` index (two `PutItem`s, side by side) — and `UpdateItem` recording \
              `accepted` on the claim (no transaction: facts first, then the state). Status — `BatchGetItem` of the \
-             `MSG#` index, `UpdateItem` of the state, then `PutItem` of its observation, decided on the state the index implies \
+             `MSG#` index, then one `UpdateItem` of the state that carries its observation on the intent \
+             (`Commit::Carried`: no observation item of its own), decided on the state the index implies \
              (accepted with that message id, not escalated) and conditioned on it; when the intent has moved on, \
              the refused write costs one read more; the number's last-seen carrier (`UpdateItem`) and the \
              batch's traffic tally per minute and carrier (`UpdateItem ADD`, shared by every record of the batch) \
@@ -760,16 +761,16 @@ impl Report {
              reads none (no `BatchGetItem`): each event names its intent, read by key (`GetItem`) only when the \
              conditional write is refused. End User Messaging writes two events for a delivered SMS — the \
              carrier's acceptance (`TEXT_SUCCESSFUL`, non-final) and the delivery — and the acceptance is kept as \
-             an observation of its own (progress, never delivery), written together with a check of the intent's \
-             state in one `TransactWriteItems` (1 call; 4 WRU, section 4b). With the carrier view's two \
-             `UpdateItem`s (the number's last-seen carrier and the batch's traffic tally, as under SNS), that is \
-             where the calls above the goal of {} go{}. Writing the acceptance alone, conditioned on its own key, \
-             would save a call and 3 WRU, at the price of an observation that no longer proves the intent was \
-             still waiting for it: not done. One alert's events in a batch are applied one after another, in the \
-             order they were logged (`functions/status/src/chunk.rs`), so the acceptance never loses to its own \
-             delivery: before that (2026-12-03), the two were applied side by side, and when the acceptance's \
-             transaction lost it was refused, read the intent (`GetItem`) and was written again — 2 calls and \
-             8 WRU more, 30 WRU instead of 22. Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \
+             an observation (progress, never delivery), carried on the intent in one `UpdateItem` conditioned on \
+             the intent's state (1 call; 2 WRU, section 4b: it takes the intent over 1 KB). Until 2026-12-07 it \
+             was an observation item written with a check of the intent's state in one `TransactWriteItems` \
+             (4 WRU), and each delivery's observation was an item of its own (`PutItem`, 1 call and 1 WRU, on \
+             both providers): 14 calls and 22 WRU then. With the carrier view's two `UpdateItem`s (the number's \
+             last-seen carrier and the batch's traffic tally, as under SNS), that is where the calls above the \
+             goal of {} go{}. One alert's events in a batch are applied one after another, in the order they \
+             were logged (`functions/status/src/chunk.rs`), so the acceptance never loses to its own delivery: \
+             before that (2026-12-03), the two were applied side by side, and when the acceptance lost it was \
+             refused, read the intent (`GetItem`) and was written again — 2 calls more. Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \
              (`METER#sms-parts`, issue 36's breaker): 1 call and 1 WRU per SMS, counted before the publish; the \
              meter is one item for the whole stack, so section 4c's storage line, which counts it per alert, \
              overstates by its 46 bytes.\n",

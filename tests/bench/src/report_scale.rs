@@ -62,9 +62,11 @@ fn diagnosis(w: &Wru) -> String {
         parts.push(t);
     }
     parts.push(
-        "What else would cut them: record a state change without a transaction where one conditional UpdateItem \
-         suffices (the observation as an attribute of the intent, or written after it), and move an item in a sparse \
-         index only when its key really changes."
+        "A delivery record's observation already travels on the intent in its one state write \
+         (`Commit::Carried`). What else would cut them: keep the intent under 1 KB once it carries an \
+         observation (the carried JSON takes it over: 2 WRU), the sender's publish outcome carried the same way \
+         where its facts-first order allows, an SMS moved from the pending to the in-flight index without a delete \
+         and a put, and the number's carrier written only when it changed."
             .into(),
     );
     parts.join(" ")

@@ -632,9 +632,11 @@ pub fn observations_tell_what_happened(world: &World) -> Vec<Violation> {
     use tocsin::domain::observation::ObservationKind;
     use tocsin::domain::state::ReceiptEffect;
     let mut out = Vec::new();
-    for ((key, id), item) in &world.ledger.observations {
+    // The observation items, and those the intents carry (`Commit::Carried`).
+    let items = world.ledger.observations.iter().map(|((key, id), item)| (key, id, &item.obs));
+    let carried = world.ledger.intents.iter().flat_map(|(key, i)| i.carried.iter().map(move |(id, o)| (key, id, o)));
+    for (key, id, o) in items.chain(carried) {
         let Some(truth) = world.oracle.intents.get(key) else { continue };
-        let o = &item.obs;
         let mut wrong = |detail: String| {
             out.push(Violation {
                 at: world.now,

@@ -1248,6 +1248,14 @@ fn story_of(w: &World, key: &tocsin::domain::IdempotencyKey) -> Vec<String> {
         }
     }
     if let Some(item) = w.ledger.intents.get(key) {
+        for (id, o) in &item.carried {
+            out.push(format!(
+                "{} observation {id} (carried) -> {:?}: {}",
+                t(o.at.timestamp_millis()),
+                o.state_after,
+                o.summary()
+            ));
+        }
         out.push(format!("record: {:?}", item.record.status));
     }
     out

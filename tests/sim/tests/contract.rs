@@ -238,12 +238,31 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
                 },
                 Some(State::Delivered),
             ),
-            Commit::StateFirst,
+            Commit::Carried,
         );
         t.expect = Expect { sns_message_id: Some("msg-0".into()), not_escalated: true, ..Default::default() };
         t.next_check = NextCheck::Remove;
         t
     };
+    // A provider's progress (the carrier's acceptance): no state change, carried on the intent
+    // under the state it was decided on.
+    let progress = |id: &str, from: State| {
+        let mut t = transition(
+            &key(0),
+            vec![from],
+            StatusPatch::default(),
+            obs(id, m(29), ObservationKind::DelaySuspected, Some(from)),
+            Commit::Carried,
+        );
+        t.expect = Expect { sns_message_id: Some("msg-0".into()), not_escalated: true, ..Default::default() };
+        t
+    };
+    out.push(line("progress 0", l.transition(progress("log:0", State::Accepted)).await));
+    out.push(line("progress 0 again (redelivered event)", l.transition(progress("log:0", State::Accepted)).await));
+    out.push(line(
+        "progress 0 on a state it is not in (refused)",
+        l.transition(progress("log:00", State::Sending)).await,
+    ));
     out.push(line("delivered 0", l.transition(delivered("log:1")).await));
     out.push(line("delivered 0 again (redelivered event)", l.transition(delivered("log:1")).await));
     out.push(line("delivered 0 by another event (refused)", l.transition(delivered("log:2")).await));
@@ -880,13 +899,9 @@ async fn lost_claim_answer_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Stri
     )
 }
 
-/// A change written state first, whose observation's own write fails: the observation is still
-/// read (it travels with the change), and the retry stores it once.
-async fn state_first_cut_short_contract<L: Ledger>(
-    l: &L,
-    t0: DateTime<Utc>,
-    fail_next_observation: impl Fn(),
-) -> Vec<String> {
+/// A change carried on the intent whose answer is lost, and which the SDK sends again: the retry
+/// meets its own write and counts it as applied; the observation is read once, from the intent.
+async fn carried_answer_lost_contract<L: Ledger>(l: &L, t0: DateTime<Utc>, lose_next_answer: impl Fn()) -> Vec<String> {
     let mut out = Vec::new();
     let r = intent(41, "+12065550105", t0, 10);
     let key = r.intent.key.clone();
@@ -896,20 +911,17 @@ async fn state_first_cut_short_contract<L: Ledger>(
         vec![State::Received],
         StatusPatch { state: Some(State::Stale), ..Default::default() },
         obs("log:cut", t0, ObservationKind::DelaySuspected, Some(State::Stale)),
-        Commit::StateFirst,
+        Commit::Carried,
     );
     t.next_check = NextCheck::Remove;
-    fail_next_observation();
-    out.push(line("state first, observation write fails", l.transition(t.clone()).await.is_err()));
+    lose_next_answer();
+    out.push(line("carried, answer lost and retried", l.transition(t.clone()).await));
     out.push(line(
         "observations",
         l.observations(&key).await.map(|os| os.iter().map(|o| o.id.clone()).collect::<Vec<_>>()),
     ));
-    out.push(line("retried", l.transition(t).await));
-    out.push(line(
-        "observations after",
-        l.observations(&key).await.map(|os| os.iter().map(|o| o.id.clone()).collect::<Vec<_>>()),
-    ));
+    out.push(line("retried by the caller", l.transition(t).await));
+    out.push(line("state", l.get(&key).await.map(|r| r.map(|r| r.status.state))));
     out
 }
 
@@ -923,9 +935,9 @@ async fn under_the_same_faults_the_simulated_ledger_answers_as_the_adapter_does(
     proxy.add_rule(Rule::once("DynamoDB_20120810.UpdateItem", ProxyFault::DropResponse).when_body_contains("\"mine\""));
     let emulator_claim = lost_claim_answer_contract(&p.ledger, t0).await;
     proxy.clear_rules();
-    let emulator_cut = state_first_cut_short_contract(&p.ledger, t0, || {
+    let emulator_cut = carried_answer_lost_contract(&p.ledger, t0, || {
         proxy.add_rule(
-            Rule::times("DynamoDB_20120810.PutItem", ProxyFault::http_status(500), 3).when_body_contains("OBS#log:cut"),
+            Rule::once("DynamoDB_20120810.UpdateItem", ProxyFault::DropResponse).when_body_contains("log:cut"),
         );
     })
     .await;
@@ -934,12 +946,21 @@ async fn under_the_same_faults_the_simulated_ledger_answers_as_the_adapter_does(
     let ledger = SimLedger { sim: sim.clone(), shards: 16 };
     sim.lock().world.force("DynamoDB UpdateItem (claim)", Verdict::Fault(Fault::Retried));
     let sim_claim = block_on(lost_claim_answer_contract(&ledger, t0));
-    let sim_cut = block_on(state_first_cut_short_contract(&ledger, t0, || {
-        sim.lock().world.force("DynamoDB PutItem (observation)", Verdict::Fault(Fault::Before));
+    let sim_cut = block_on(carried_answer_lost_contract(&ledger, t0, || {
+        sim.lock().world.force("DynamoDB UpdateItem (transition)", Verdict::Fault(Fault::Retried));
     }));
 
     assert_eq!(sim_claim, emulator_claim);
-    assert_same("state first cut short", &sim_cut, &emulator_cut);
+    assert_same("carried, answer lost", &sim_cut, &emulator_cut);
+    assert_eq!(
+        emulator_cut,
+        vec![
+            "carried, answer lost and retried => Ok(AlreadyApplied)",
+            "observations => Ok([\"log:cut\"])",
+            "retried by the caller => Ok(AlreadyApplied)",
+            "state => Ok(Some(Stale))",
+        ]
+    );
 }
 
 /// CloudWatch Logs ingests before a search finds: an event written a moment ago is not found, the

@@ -181,9 +181,10 @@ fn an_operators_refused_resend_is_explained_by_its_observation() {
 /// invocation's state change landed with its answer lost, and Lambda's retry of the batch — which
 /// presumes the alert `accepted` — found the change made by its own earlier try and stored *its*
 /// observation, saying the record moved the alert `accepted → failed` where the ledger had moved
-/// it `delay_suspected → failed`. Fixed in `shared/src/adapters/commit.rs`: the retry stores the
-/// observation the earlier try carried on the intent (`moved_obs`). Runs through End User
-/// Messaging.
+/// it `delay_suspected → failed`. Fixed in `shared/src/adapters/commit.rs`: the retry stored the
+/// observation the earlier try carried on the intent (`moved_obs`); since 2026-12-07 the change
+/// and its observation are one write (`Commit::Carried`) and the retry writes nothing. Runs
+/// through End User Messaging.
 #[test]
 fn a_retry_that_meets_its_own_earlier_change_stores_the_move_that_was_made() {
     green_through(Provider::EndUserMessaging, &[3], 200);

@@ -232,7 +232,7 @@ mod tests {
             index_message: None,
             expect: Expect::default(),
             retain_until: None,
-            commit: Commit::StateFirst,
+            commit: Commit::Carried,
         }
     }
 

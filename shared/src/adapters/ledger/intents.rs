@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::DynamoLedger;
 use super::expr::Expr;
 use super::items::{
-    ABSENT_OR_EXPIRED, get_s, get_time, intent_pk, n, record_from_item, record_to_item, s, ts, unavailable,
+    ABSENT_OR_EXPIRED, carried_all, get_s, get_time, intent_pk, n, record_from_item, record_to_item, s, ts, unavailable,
 };
 use super::pages::{Upto, query_pages};
 use crate::adapters::commit;
@@ -124,7 +124,7 @@ impl IntentStore for DynamoLedger {
     async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
         let mut out = Vec::new();
         let mut created_at: Option<i64> = None;
-        let mut moved: Option<(String, String)> = None;
+        let mut carried: Vec<(String, String)> = Vec::new();
         let query = self
             .client
             .query()
@@ -136,8 +136,7 @@ impl IntentStore for DynamoLedger {
             if get_s(item, "sk") == Some("INTENT") {
                 // `list_sk` is the creation time (`created_at` in items written before it).
                 created_at = get_time(item, "list_sk").or_else(|| get_time(item, "created_at")).map(|c| c.timestamp());
-                moved =
-                    get_s(item, "moved_by").zip(get_s(item, "moved_obs")).map(|(id, o)| (id.to_owned(), o.to_owned()));
+                carried = carried_all(item).into_iter().map(|(id, o)| (id.to_owned(), o.to_owned())).collect();
                 return Ok(());
             }
             if !get_s(item, "sk").is_some_and(|sk| sk.starts_with("OBS#")) {
@@ -159,13 +158,16 @@ impl IntentStore for DynamoLedger {
                 .map_err(|e| PortError::Corrupt { what: format!("observation of {key}"), message: e.to_string() })?;
             observations.push(o);
         }
-        // A state change whose observation item was not written yet (its function ended between
-        // the two writes): the copy it carries.
-        if let Some((id, raw)) = moved
-            && !observations.iter().any(|o| o.id == id)
-        {
-            let o: Observation = serde_json::from_str(&raw)
-                .map_err(|e| PortError::Corrupt { what: format!("moved_obs of {key}"), message: e.to_string() })?;
+        // The observations the intent carries (`Commit::Carried`): those of the changes it
+        // made, and of an older item's last change whose own item may never have been written.
+        // Carried in the write that made the change, it is the one that tells it: an item of the
+        // same id (written by a release before carried observations, retrying) gives way.
+        for (id, raw) in carried {
+            let o: Observation = serde_json::from_str(&raw).map_err(|e| PortError::Corrupt {
+                what: format!("observation {id} carried by {key}"),
+                message: e.to_string(),
+            })?;
+            observations.retain(|kept| kept.id != o.id);
             observations.push(o);
         }
         observations.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));

@@ -180,6 +180,35 @@ pub(super) fn observation_item(key: &IdempotencyKey, o: &Observation, expires_at
     ]))
 }
 
+/// The intent item's attribute that carries observation `id` (`Commit::Carried`).
+pub(super) fn carried_attribute(id: &str) -> String {
+    format!("{CARRIED_PREFIX}{id}")
+}
+
+const CARRIED_PREFIX: &str = "obs#";
+
+/// The observation `id` as the intent item carries it (its JSON), if it does: under its own
+/// attribute, or — on an item written before carried observations were named by id — as the
+/// item's last marked change (`moved_by`, `moved_obs`).
+pub(super) fn carried_by<'a>(item: &'a Item, id: &str) -> Option<&'a str> {
+    get_s(item, &carried_attribute(id))
+        .or_else(|| (get_s(item, "moved_by") == Some(id)).then(|| get_s(item, "moved_obs")).flatten())
+}
+
+/// Every observation the intent item carries (its JSON, by id), the older form included.
+pub(super) fn carried_all(item: &Item) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = item
+        .iter()
+        .filter_map(|(name, v)| Some((name.strip_prefix(CARRIED_PREFIX)?, v.as_s().ok()?.as_str())))
+        .collect();
+    if let Some((id, raw)) = get_s(item, "moved_by").zip(get_s(item, "moved_obs"))
+        && !out.iter().any(|(carried, _)| *carried == id)
+    {
+        out.push((id, raw));
+    }
+    out
+}
+
 /// `attribute_not_exists(pk)`, or the item there is past its TTL and only waiting for DynamoDB's
 /// lazy deletion (which AWS says can take days): an expired item counts as absent, so a key's
 /// second life never runs into its first life's leftovers.

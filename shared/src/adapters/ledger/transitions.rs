@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::expr::{Expr, transition_update};
 use super::items::{
-    ABSENT_OR_EXPIRED, escalation_pk, get_s, intent_pk, n, observation_item, record_from_item, s, ts, unavailable,
+    ABSENT_OR_EXPIRED, Item, carried_attribute, carried_by, escalation_pk, intent_pk, n, observation_item,
+    record_from_item, s, ts, unavailable,
 };
 use super::{DynamoLedger, OPEN_ESCALATIONS, RETENTION_AFTER_DEADLINE};
 use crate::adapters::commit::TransitionWrites;
@@ -41,19 +42,30 @@ impl TransitionWrites for DynamoLedger {
     async fn update_intent(
         &self,
         t: &Transition,
-        mark: bool,
+        carry: bool,
     ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
-        let (mut update, condition) = transition_update(t);
-        if mark {
-            // The observation travels with the change it describes: stored on the intent in the
-            // same write, it is never lost if the function ends before its own item is written
-            // (and `observations` shows it until then).
+        let (mut update, mut condition) = transition_update(t);
+        let carried_as = carry.then(|| carried_attribute(&t.observation.id));
+        if let Some(name) = &carried_as {
+            // The observation travels with the change it describes, in the same write: never
+            // lost, never written twice (a retry meets it and is refused).
             let json = serde_json::to_string(&t.observation)
                 .map_err(|e| PortError::Corrupt { what: t.observation.id.clone(), message: e.to_string() })?;
-            update.set("moved_by", s(t.observation.id.as_str()));
-            update.set("moved_obs", s(json));
+            update.names.insert("#carried".into(), name.clone());
+            update.values.insert(":carried".into(), s(json));
+            update.set.push("#carried = :carried".into());
+            condition.push_str(" AND attribute_not_exists(#carried)");
         }
-        self.update_intent(&t.key, update, condition).await
+        let Some(item) = self.update_intent(&t.key, update, condition).await? else { return Ok(None) };
+        let carried = carried_by(&item, &t.observation.id)
+            .map(|raw| {
+                serde_json::from_str::<Observation>(raw).map_err(|e| PortError::Corrupt {
+                    what: format!("observation {} carried by {}", t.observation.id, t.key),
+                    message: e.to_string(),
+                })
+            })
+            .transpose()?;
+        Ok(Some((record_from_item(&item)?, carried)))
     }
 
     async fn transact(&self, t: &Transition) -> PortResult<TransitionOutcome> {
@@ -122,13 +134,8 @@ impl DynamoLedger {
     }
 
     /// The conditional update of the intent item alone. `None`: applied. `Some`: refused, with the
-    /// intent as it is and its `moved_by` mark.
-    async fn update_intent(
-        &self,
-        key: &IdempotencyKey,
-        x: Expr,
-        condition: String,
-    ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
+    /// intent item as it is.
+    async fn update_intent(&self, key: &IdempotencyKey, x: Expr, condition: String) -> PortResult<Option<Item>> {
         let res = self
             .update_intent_item(key, x, condition)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -147,12 +154,7 @@ impl DynamoLedger {
                     .refused_intent(old, key)
                     .await?
                     .ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "intent missing".into() })?;
-                // The observation the intent's last marked change carries: what that change was.
-                let carried = get_s(&item, "moved_obs")
-                    .map(serde_json::from_str::<Observation>)
-                    .transpose()
-                    .map_err(|e| PortError::Corrupt { what: format!("moved_obs of {key}"), message: e.to_string() })?;
-                Ok(Some((record_from_item(&item)?, carried)))
+                Ok(Some(item))
             }
             Err(e) => Err(unavailable("DynamoDB UpdateItem (transition)", &e)),
         }

@@ -69,9 +69,8 @@ pub struct IntentItem {
     pub pending_to: PhoneNumber,
     /// `pending_by`: present while the intent is in the pending-index.
     pub pending_by: Option<DateTime<Utc>>,
-    pub moved_by: Option<String>,
-    /// The observation a `StateFirst` change carries (`moved_obs`).
-    pub moved_obs: Option<Observation>,
+    /// The observations carried on the intent (`obs#<id>`: `Commit::Carried`), by id.
+    pub carried: BTreeMap<String, Observation>,
     pub esc_lease: Option<DateTime<Utc>>,
     /// Why each level of the chain started (`chain_reason_<level>`, on a root).
     pub chain_reasons: BTreeMap<u8, String>,
@@ -202,7 +201,7 @@ impl World {
     }
 
     /// The adapter's `transition_update`, applied to the item.
-    fn apply_patch(&mut self, t: &Transition, mark: bool) {
+    fn apply_patch(&mut self, t: &Transition, carry: bool) {
         let Some(mut item) = self.ledger.intents.get(&t.key).cloned() else { return };
         let p = &t.patch;
         let s = &mut item.record.status;
@@ -274,9 +273,8 @@ impl World {
             NextCheck::At(at) => item.record.status.next_check = Some(ms(at)),
             NextCheck::Remove => item.record.status.next_check = None,
         }
-        if mark {
-            item.moved_by = Some(t.observation.id.clone());
-            item.moved_obs = Some(t.observation.clone());
+        if carry {
+            item.carried.insert(t.observation.id.clone(), t.observation.clone());
             self.oracle.observation_written(self.now, &t.key, &t.observation);
         }
         // Written by whom: the observation's source (`attempt`, `sns`, `lease`, `sweep`, …).
@@ -322,8 +320,7 @@ impl World {
             due_home: format!("due#{shard}"),
             pending_to: record.intent.recipient.clone(),
             pending_by: record.status.state.is_pending().then(|| ms(record.intent.deadline)),
-            moved_by: None,
-            moved_obs: None,
+            carried: BTreeMap::new(),
             esc_lease: None,
             chain_reasons: BTreeMap::new(),
             expires_at: record.intent.expires_at().timestamp(),
@@ -372,17 +369,17 @@ impl World {
     pub fn ledger_update(
         &mut self,
         t: &Transition,
-        mark: bool,
+        carry: bool,
     ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
-        match self.intent_condition(t) {
-            Ok(_) => {
-                self.apply_patch(t, mark);
-                Ok(None)
-            }
-            Err(()) => match self.ledger.intents.get(&t.key) {
-                Some(item) => Ok(Some((item.record.clone(), item.moved_obs.clone()))),
-                None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
-            },
+        // Carried: refused too when the intent carries the observation already.
+        let ok = self.intent_condition(t).is_ok_and(|item| !(carry && item.carried.contains_key(&t.observation.id)));
+        if ok {
+            self.apply_patch(t, carry);
+            return Ok(None);
+        }
+        match self.ledger.intents.get(&t.key) {
+            Some(item) => Ok(Some((item.record.clone(), item.carried.get(&t.observation.id).cloned()))),
+            None => Err(PortError::Corrupt { what: t.key.to_string(), message: "intent missing".into() }),
         }
     }
 
@@ -446,10 +443,12 @@ impl World {
             .filter(|(_, o)| created.is_none_or(|c| o.expires_at >= c))
             .map(|(_, o)| o.obs.clone())
             .collect();
-        if let Some(moved) = self.ledger.intents.get(key).and_then(|i| i.moved_obs.as_ref())
-            && !out.iter().any(|o| o.id == moved.id)
-        {
-            out.push(moved.clone());
+        if let Some(item) = self.ledger.intents.get(key) {
+            // As the adapter: the carried observation is the one that tells the change.
+            for (id, o) in &item.carried {
+                out.retain(|kept| kept.id != *id);
+                out.push(o.clone());
+            }
         }
         out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
         out
@@ -674,11 +673,11 @@ impl TransitionWrites for SimLedger {
     async fn update_intent(
         &self,
         t: &Transition,
-        mark: bool,
+        carry: bool,
     ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         let t = t.clone();
         port(
-            self.sim.call("DynamoDB UpdateItem (transition)", OpKind::Write, move |w| w.ledger_update(&t, mark)).await,
+            self.sim.call("DynamoDB UpdateItem (transition)", OpKind::Write, move |w| w.ledger_update(&t, carry)).await,
         )?
     }
 
