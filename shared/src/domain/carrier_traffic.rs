@@ -609,7 +609,10 @@ pub fn judge(
             };
             // Late records say how long the carrier took, not how long it takes now: while it
             // delivers at least half of what is expected on time (a backlog draining after the
-            // incident), an SMS sent now is not expected to wait.
+            // incident), an SMS sent now is not expected to wait. Every record on time counts,
+            // tocsin's own too: each is an SMS the carrier delivered now. The expectation is
+            // other applications' (what the baseline knows), so tocsin's traffic can only make a
+            // carrier look more like draining — the lenient side, which escalates no earlier.
             let on_time = v.window_records - v.window_slow;
             let draining = on_time as f64 * 2.0 >= window_expected;
             let mean_slow_s = if draining { 0 } else { slow_dwell.checked_div(v.window_slow).unwrap_or(0) / 1000 };

@@ -20,7 +20,7 @@ impl Report {
              one at a time, so a status run's time there is mostly the emulator's (section 2); the handler's own \
              cost is measured without it. The real `status::StatusHandler` — generic over its ports — \
              runs with benchmark-only ports that answer at once and count the DynamoDB calls the adapters would make \
-             (one `BatchGetItem` per 100 message ids, an `UpdateItem` (state) and a `PutItem` (observation) per applied record, one `BatchWriteItem` per \
+             (one `BatchGetItem` per 100 message ids, an `UpdateItem` (the state, carrying its observation) per applied record, one `BatchWriteItem` per \
              25 orphans, one `TransactWriteItems` per suppression), on a current-thread runtime as in the function, the \
              event handed over as the JSON text the runtime receives and parsed from it. One warm-up run, then {} \
              measured; median. CPU time is the process's, all threads (the payload decoder runs on a blocking \

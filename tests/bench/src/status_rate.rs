@@ -78,7 +78,7 @@ impl IntentStore for CountingPorts {
         Ok(None)
     }
     async fn transition(&self, _: Transition) -> PortResult<TransitionOutcome> {
-        self.count("UpdateItem + PutItem (state, then observation)");
+        self.count("UpdateItem (state, carrying its observation)");
         Ok(TransitionOutcome::Applied)
     }
     async fn claim(&self, _: &IdempotencyKey, _: &str, _: DateTime<Utc>, _: DateTime<Utc>) -> PortResult<ClaimOutcome> {

@@ -257,21 +257,31 @@ pub fn at_quiescence(world: &World) -> Vec<Violation> {
 /// delivered; else its wait after its acceptance (the provider's answer, as recorded), or its
 /// deadline if sooner — unless its delivery was written before that, and then its wait after the
 /// delivery (the carrier's time, as recorded). What tocsin could know, when it could know it.
-fn stopped_waiting(truth: &Truth, status: Option<&tocsin::domain::intent::Status>, wait_ms: Millis) -> Millis {
-    let first = |wanted: &[State]| truth.states.iter().find(|(_, s)| wanted.contains(s)).map(|(at, _)| *at);
+fn stopped_waiting(
+    truth: &Truth,
+    status: Option<&tocsin::domain::intent::Status>,
+    wait_ms: Millis,
+    next_started: Millis,
+) -> Millis {
+    // An operator's resend in the ledger before the next level started texts the person anew:
+    // the level waits from it (promise 19 counts the wait from the level's acceptance, or its
+    // claim, and the resend's are the level's now), not from an earlier attempt's. In the ledger:
+    // its claim written (`sending`), which is what a sweep that started the next level could see.
+    let resends = truth.attempts.iter().filter(|(id, _)| id.starts_with("operator:")).map(|(_, at)| *at);
+    let written =
+        |claimed: Millis| truth.states.iter().find(|(at, s)| *at >= claimed && *s == State::Sending).map(|(at, _)| *at);
+    let resent = resends.filter_map(written).filter(|at| *at < next_started).max();
+    let states: Vec<(Millis, State)> =
+        truth.states.iter().copied().filter(|(at, _)| resent.is_none_or(|r| *at >= r)).collect();
+    let first = |wanted: &[State]| states.iter().find(|(_, s)| wanted.contains(s)).map(|(at, _)| *at);
     // The first acceptance: an operator's resend since records its own in the ledger.
     let recorded = status.and_then(|s| s.accepted_at).map(crate::exec::to_ms);
     // An acceptance learnt from its delivery record has no time of its own, and an unknown
     // outcome none at all: the claim an SMS may have left under is the earliest the wait may
     // count from (not one handed back unsent).
-    let handed_back =
-        |i: usize| truth.states.get(i + 1).is_some_and(|(_, s)| matches!(s, State::Queued | State::Received));
-    let claimed = truth
-        .states
-        .iter()
-        .enumerate()
-        .find(|(i, (_, s))| *s == State::Sending && !handed_back(*i))
-        .map(|(_, (at, _))| *at);
+    let handed_back = |i: usize| states.get(i + 1).is_some_and(|(_, s)| matches!(s, State::Queued | State::Received));
+    let claimed =
+        states.iter().enumerate().find(|(i, (_, s))| *s == State::Sending && !handed_back(*i)).map(|(_, (at, _))| *at);
     // The claim as the sender timed it (a moment before its write reached the ledger).
     let claim_recorded = claimed.and(status.and_then(|s| s.claimed_at).map(crate::exec::to_ms));
     let accepted = [recorded, first(&[State::Accepted]), claimed, claim_recorded].into_iter().flatten().min();
@@ -343,7 +353,7 @@ fn chains_walked(world: &World) -> Vec<Violation> {
             let wait = previous.chain.as_ref().map_or(0, |c| c.wait_ms);
             let previous_status =
                 world.ledger.intents.get(&levels[usize::from(level).saturating_sub(1)].0).map(|i| &i.record.status);
-            let moment = stopped_waiting(previous, previous_status, wait);
+            let moment = stopped_waiting(previous, previous_status, wait, at);
             // Moving on early is said, and only for two reasons: late is said early (the level's
             // SMS cannot make its deadline), or its carrier is degraded or held.
             // Why it started: as the root keeps it (`chain_reason_<level>`), else as the level
@@ -424,7 +434,7 @@ pub fn chain_lateness(world: &World) -> Vec<Millis> {
             let Some(previous) = world.oracle.intents.get(&key) else { continue };
             let wait = previous.chain.as_ref().map_or(0, |c| c.wait_ms);
             let status = world.ledger.intents.get(&key).map(|i| &i.record.status);
-            out.push(at - stopped_waiting(previous, status, wait));
+            out.push(at - stopped_waiting(previous, status, wait, at));
         }
     }
     out

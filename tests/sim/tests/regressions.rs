@@ -326,3 +326,17 @@ fn an_alert_storms_end_is_never_its_carrier_gone_silent() {
     green_through(Provider::Sns, &[131596], 330);
     green_through(Provider::EndUserMessaging, &[131548, 131791], 330);
 }
+
+/// Found by the long mode after observations were carried on the intent (End User Messaging seed
+/// 135349): a chain level's first send ended `send_unknown`, an operator resent it, and no sweep
+/// ran for half an hour after. The chain judge counted the level's wait from the first attempt's
+/// claim; promise 19 (docs/invariants.md) and the sweep (`domain/sweep.rs`, `moves_on_at`) count
+/// it from the resend's acceptance, which texted the person anew (`ChainWalked`, 731 s "after the
+/// bound"). A judge defect, fixed in `tests/sim/src/invariants.rs` (`stopped_waiting`): from the
+/// resend as the ledger held it when the next level started — seed 136926, where a level moved
+/// on from its failure a moment before an operator's resend of it was written, keeps that start
+/// judged against the failure.
+#[test]
+fn a_resent_levels_wait_counts_from_the_resend() {
+    green_through(Provider::EndUserMessaging, &[135349, 136926], 330);
+}
