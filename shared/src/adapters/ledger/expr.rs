@@ -24,8 +24,13 @@ impl Expr {
         Expr { set: Vec::new(), remove: Vec::new(), names: HashMap::new(), values: Item::new() }
     }
     pub(super) fn set(&mut self, attr: &str, v: AttributeValue) {
-        let name = format!("#{attr}");
-        let val = format!(":{attr}");
+        self.set_as(attr, attr, v);
+    }
+    /// `SET attr = v` through the placeholders `#<placeholder>` and `:<placeholder>`: for an
+    /// attribute whose name is no valid placeholder (`obs#log:…`).
+    pub(super) fn set_as(&mut self, placeholder: &str, attr: &str, v: AttributeValue) {
+        let name = format!("#{placeholder}");
+        let val = format!(":{placeholder}");
         self.set.push(format!("{name} = {val}"));
         self.names.insert(name, attr.to_owned());
         self.values.insert(val, v);

@@ -45,15 +45,12 @@ impl TransitionWrites for DynamoLedger {
         carry: bool,
     ) -> PortResult<Option<(IntentRecord, Option<Observation>)>> {
         let (mut update, mut condition) = transition_update(t);
-        let carried_as = carry.then(|| carried_attribute(&t.observation.id));
-        if let Some(name) = &carried_as {
+        if carry {
             // The observation travels with the change it describes, in the same write: never
             // lost, never written twice (a retry meets it and is refused).
             let json = serde_json::to_string(&t.observation)
                 .map_err(|e| PortError::Corrupt { what: t.observation.id.clone(), message: e.to_string() })?;
-            update.names.insert("#carried".into(), name.clone());
-            update.values.insert(":carried".into(), s(json));
-            update.set.push("#carried = :carried".into());
+            update.set_as("carried", &carried_attribute(&t.observation.id), s(json));
             condition.push_str(" AND attribute_not_exists(#carried)");
         }
         let Some(item) = self.update_intent(&t.key, update, condition).await? else { return Ok(None) };
