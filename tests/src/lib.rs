@@ -354,6 +354,7 @@ impl Pipeline {
                 registry: registry_of(&status_sdk),
                 clock: clock.clone(),
                 config: status_cfg,
+                carriers_written: status::CarriersWritten::default(),
             },
             timeout: function_timeout(&stack, "StatusFunction"),
         };

@@ -129,6 +129,59 @@ async fn a_delivery_record_keeps_the_numbers_carrier_and_an_older_record_never_r
     assert!(p.registry.carriers_of(&[other]).await.expect("read").is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_call_numbers_next_records_write_its_carrier_only_when_it_changes_or_an_hour_has_passed() {
+    Box::pin(an_on_call_numbers_next_records_write_its_carrier_only_when_it_changes_or_an_hour_has_passed_through(
+        Provider::Sns,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_end_user_messaging_an_on_call_numbers_next_records_write_its_carrier_only_when_it_changes_or_an_hour_has_passed()
+ {
+    Box::pin(an_on_call_numbers_next_records_write_its_carrier_only_when_it_changes_or_an_hour_has_passed_through(
+        Provider::EndUserMessaging,
+    ))
+    .await;
+}
+
+/// The registry's `CARRIER` item is written by the number's first record, then again only for
+/// news: another carrier at once, the same one an hour on (its retention counts from it). The
+/// records between are applied to their alerts all the same.
+async fn an_on_call_numbers_next_records_write_its_carrier_only_when_it_changes_or_an_hour_has_passed_through(
+    provider: Provider,
+) {
+    let p = pipeline(provider).await;
+    let to = number(2611);
+    let kept = async |p: &Pipeline| {
+        let mut kept = p.registry.carriers_of(std::slice::from_ref(&to)).await.expect("read");
+        kept.remove(to.expose()).expect("the number's carrier is kept")
+    };
+    let first = sent(&p, "rewrite-1", &to, "15m").await;
+    delivered_via(&p, &first, &to, "Verizon Wireless", 0).await;
+    let written = kept(&p).await;
+    assert_eq!(written.carrier, "Verizon Wireless");
+
+    p.clock.advance(Duration::minutes(20));
+    let second = sent(&p, "rewrite-2", &to, "15m").await;
+    delivered_via(&p, &second, &to, "Verizon Wireless", 0).await;
+    assert_eq!(p.record(&second).await.status.state, State::Delivered);
+    assert_eq!(kept(&p).await, written, "the same carrier 20 minutes later: nothing written");
+
+    p.clock.advance(Duration::minutes(41));
+    let third = sent(&p, "rewrite-3", &to, "15m").await;
+    delivered_via(&p, &third, &to, "Verizon Wireless", 0).await;
+    let rewritten = kept(&p).await;
+    assert_eq!(rewritten.carrier, "Verizon Wireless");
+    assert!(rewritten.at > written.at + Duration::minutes(60), "an hour on, written again: {rewritten:?}");
+
+    p.clock.advance(Duration::minutes(1));
+    let fourth = sent(&p, "rewrite-4", &to, "15m").await;
+    delivered_via(&p, &fourth, &to, "Ported Away Mobile", 0).await;
+    assert_eq!(kept(&p).await.carrier, "Ported Away Mobile", "another carrier: written at once");
+}
+
 /// An alert storm to one carrier's numbers stops with its incident: the status function tallies
 /// tocsin's own records apart from other applications', so the traffic baseline never learns a
 /// storm's rate as the carrier's and never judges its end a silence.

@@ -424,6 +424,7 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
         registry: p.status.registry.clone(),
         clock: p.clock.clone(),
         config: p.status.config.clone(),
+        carriers_written: status::CarriersWritten::default(),
     };
     let deadline = || p.clock.in_(p.status.timeout);
     let event = logs_envelope(&logs_payload(

@@ -120,12 +120,16 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 // The number's carrier, for the carrier view of its next SMS (kept on a retry too:
                 // the write is idempotent and an older record never overwrites a newer one). From
                 // an outcome only: End User Messaging's progress events name the same carrier.
+                // Written only when it is news to what this instance wrote for the number.
                 let outcome_of_ours = p.record.status.receipt().is_some() && o.applied != Applied::NoSuchIntent;
                 if outcome_of_ours
                     && let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
-                    && let Err(e) = self.registry.record_carrier(&recipient, &seen).await
+                    && self.carriers_written.needs_writing(&recipient, &seen)
                 {
-                    return (Err(e), o.suppressed);
+                    if let Err(e) = self.registry.record_carrier(&recipient, &seen).await {
+                        return (Err(e), o.suppressed);
+                    }
+                    self.carriers_written.written(&recipient, &seen);
                 }
                 emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
                 if matches!(o.applied, Applied::Effect(ReceiptEffect::Moved { to: State::Delivered, .. })) {

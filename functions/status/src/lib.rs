@@ -15,9 +15,11 @@
 //! The story of a batch, one module a chapter: [`payload`] (decoding), then each [`chunk`] of up
 //! to 100 log events looked up together, its records [`applying`] to their intents, the young
 //! unmatched ones [`waiting`] for the sender's write, the rest kept as [`orphans`], every record
-//! tallied for the carrier [`traffic`]; [`reporting`] is what the batch did.
+//! tallied for the carrier [`traffic`]; [`reporting`] is what the batch did. A number's carrier is
+//! written only when it is news to what this instance already wrote ([`carriers_written`]).
 
 mod applying;
+mod carriers_written;
 mod chunk;
 mod orphans;
 pub mod payload;
@@ -25,6 +27,7 @@ mod reporting;
 mod traffic;
 mod waiting;
 
+pub use carriers_written::CarriersWritten;
 pub use reporting::{EventOutcome, Summary};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,6 +88,8 @@ pub struct StatusHandler<S, R, C> {
     pub registry: R,
     pub clock: C,
     pub config: StatusConfig,
+    /// The numbers' carriers this instance wrote (from its first invocation on).
+    pub carriers_written: CarriersWritten,
 }
 
 /// Records looked up together: one BatchGetItem call (DynamoDB's limit is 100 keys).

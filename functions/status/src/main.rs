@@ -18,6 +18,7 @@ async fn main() -> Result<(), Error> {
         registry: DynamoRegistry::new(dynamodb, &config.recipients_table),
         clock: System,
         config,
+        carriers_written: status::CarriersWritten::default(),
     };
     let handler = &handler;
     run(service_fn(move |event: LambdaEvent<Value>| async move {

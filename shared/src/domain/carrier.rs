@@ -53,7 +53,28 @@ impl CarrierSeen {
         let carrier = slice_of(record.carrier.as_deref());
         (carrier != UNKNOWN).then(|| CarrierSeen { carrier, mcc: record.mcc.clone(), mnc: record.mnc.clone(), at })
     }
+
+    /// Whether writing this sighting tells the registry anything beyond `written`, the number's
+    /// sighting already written (and so kept, or outdone by a later one): another carrier or
+    /// network, or the same one [`CARRIER_REWRITE_AFTER`] later — the kept item's retention counts
+    /// from its sighting. An older sighting never does: the registry keeps the later one.
+    pub fn is_news_after(&self, written: &CarrierSeen) -> bool {
+        if self.at <= written.at {
+            return false;
+        }
+        self.carrier != written.carrier
+            || self.mcc != written.mcc
+            || self.mnc != written.mnc
+            || self.at >= written.at + CARRIER_REWRITE_AFTER
+    }
 }
+
+/// How long a number's carrier, once written, is not written again while its delivery records
+/// keep naming the same carrier and network. An on-call phone gets many alerts: one write a
+/// number an hour (per status instance) instead of one a delivery record. The bound on staleness
+/// too: a number that moves to another carrier and back within the hour may be kept on the
+/// carrier it left until then.
+pub const CARRIER_REWRITE_AFTER: chrono::Duration = chrono::Duration::hours(1);
 
 /// One SMS tocsin had accepted by SNS recently (the ledger's in-flight index), in any state since.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +360,40 @@ pub fn early_escalation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seen(carrier: &str, mnc: &str, at: DateTime<Utc>) -> CarrierSeen {
+        CarrierSeen { carrier: carrier.into(), mcc: Some("310".into()), mnc: Some(mnc.into()), at }
+    }
+
+    #[test]
+    fn the_same_carrier_again_within_the_hour_is_no_news() {
+        let written = seen("Verizon Wireless", "004", t0());
+        let again = seen("Verizon Wireless", "004", t0() + chrono::Duration::minutes(59));
+        assert!(!again.is_news_after(&written));
+    }
+
+    #[test]
+    fn the_same_carrier_an_hour_later_is_written_again() {
+        let written = seen("Verizon Wireless", "004", t0());
+        assert!(seen("Verizon Wireless", "004", t0() + CARRIER_REWRITE_AFTER).is_news_after(&written));
+    }
+
+    #[test]
+    fn another_carrier_or_network_is_news_at_once() {
+        let written = seen("Verizon Wireless", "004", t0());
+        let later = t0() + chrono::Duration::seconds(1);
+        assert!(seen("T-Mobile USA", "004", later).is_news_after(&written));
+        assert!(seen("Verizon Wireless", "012", later).is_news_after(&written));
+        let unnamed = CarrierSeen { mnc: None, ..seen("Verizon Wireless", "004", later) };
+        assert!(unnamed.is_news_after(&written));
+    }
+
+    #[test]
+    fn an_older_sighting_is_never_news() {
+        let written = seen("Verizon Wireless", "004", t0());
+        assert!(!seen("T-Mobile USA", "260", t0() - chrono::Duration::hours(3)).is_news_after(&written));
+        assert!(!seen("T-Mobile USA", "260", t0()).is_news_after(&written));
+    }
 
     fn t0() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-09-23T12:00:00Z").map(|d| d.with_timezone(&Utc)).unwrap_or_default()

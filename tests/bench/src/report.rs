@@ -653,8 +653,9 @@ impl Report {
         let _ = writeln!(
             out,
             "Method: one alert on the happy path (intake → sender → carrier's SUCCESS record → status → `delivered`) \
-             through the real handlers and adapters (`tocsin_tests::Pipeline`, in-process), after one warm-up alert. \
-             The emulator's request recorder runs around each handler call only, so harness calls standing in for AWS \
+             through the real handlers and adapters (`tocsin_tests::Pipeline`, in-process), after one warm-up alert to \
+             the same number (an on-call phone's next alert; a number's first costs one call and one write unit more, \
+             below). The emulator's request recorder runs around each handler call only, so harness calls standing in for AWS \
              (the SQS event source mapping's ReceiveMessage/DeleteMessage, SNS writing the log record, the \
              subscription reading it) are not counted as the functions' calls. Storm mode off: the default (on) adds \
              the sender's backlog `Query` and its send-log `GetItem` and `PutItem` (17 calls; docs/storm-mode.md, \
@@ -700,7 +701,7 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call is a guarantee (source: `functions/*/src/lib.rs`; the count is pinned by \
-             `tests/tests/pipeline.rs`, `a_delivered_alert_costs_fourteen_aws_calls_three_intake_seven_sender_four_status`): \
+             `tests/tests/pipeline.rs`, `an_on_call_numbers_delivered_alert_costs_thirteen_aws_calls_three_intake_seven_sender_three_status`): \
              intake — `UpdateItem`, the producer's counter for the minute (`ProducerRatePerMinute`: one \
              producer's flood is shed without touching the others; one call and one write unit per request), \
              `PutItem`, the conditional put of the intent (one intent per business event), and \
@@ -713,9 +714,12 @@ impl Report {
              `MSG#` index, then one `UpdateItem` of the state that carries its observation on the intent \
              (`Commit::Carried`: no observation item of its own), decided on the state the index implies \
              (accepted with that message id, not escalated) and conditioned on it; when the intent has moved on, \
-             the refused write costs one read more; the number's last-seen carrier (`UpdateItem`) and the \
-             batch's traffic tally per minute and carrier (`UpdateItem ADD`, shared by every record of the batch) \
-             are the carrier view's.\n"
+             the refused write costs one read more; the batch's traffic tally per minute and carrier \
+             (`UpdateItem ADD`, shared by every record of the batch) is the carrier view's. So is the number's \
+             last-seen carrier (`UpdateItem`), written only when it is news to what the status instance already \
+             wrote for the number: its first record, another carrier, or the same one an hour on \
+             (`functions/status/src/carriers_written.rs`; until 2026-12-07 every record wrote it, 1 call and \
+             1 WRU). The measured alert's record names the carrier its warm-up's wrote: not written.\n"
         );
         let _ =
             writeln!(out, "Their write and read units, and the cost per alert, are measured in sections 4b and 4c.\n");
@@ -765,9 +769,9 @@ impl Report {
              the intent's state (1 call; 2 WRU, section 4b: it takes the intent over 1 KB). Until 2026-12-07 it \
              was an observation item written with a check of the intent's state in one `TransactWriteItems` \
              (4 WRU), and each delivery's observation was an item of its own (`PutItem`, 1 call and 1 WRU, on \
-             both providers): 14 calls and 22 WRU then. With the carrier view's two `UpdateItem`s (the number's \
-             last-seen carrier and the batch's traffic tally, as under SNS), that is where the calls above the \
-             goal of {} go{}. One alert's events in a batch are applied one after another, in the order they \
+             both providers): 14 calls and 22 WRU then. With the carrier view's batch traffic tally (`UpdateItem`, \
+             as under SNS; the number's carrier is written on its first record, not on this next one), that is \
+             where the calls above the goal of {} go{}. One alert's events in a batch are applied one after another, in the order they \
              were logged (`functions/status/src/chunk.rs`), so the acceptance never loses to its own delivery: \
              before that (2026-12-03), the two were applied side by side, and when the acceptance lost it was \
              refused, read the intent (`GetItem`) and was written again — 2 calls more. Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \

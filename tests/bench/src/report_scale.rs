@@ -63,10 +63,11 @@ fn diagnosis(w: &Wru) -> String {
     }
     parts.push(
         "A delivery record's observation already travels on the intent in its one state write \
-         (`Commit::Carried`). What else would cut them: keep the intent under 1 KB once it carries an \
-         observation (the carried JSON takes it over: 2 WRU), the sender's publish outcome carried the same way \
-         where its facts-first order allows, an SMS moved from the pending to the in-flight index without a delete \
-         and a put, and the number's carrier written only when it changed."
+         (`Commit::Carried`), and the number's carrier is written only when it is news (a number's first \
+         record, another carrier, or an hour on: the measured alert's is not; 1 WRU more otherwise). What else \
+         would cut them: keep the intent under 1 KB once it carries an observation (the carried JSON takes it \
+         over: 2 WRU), the sender's publish outcome carried the same way where its facts-first order allows, and \
+         an SMS moved from the pending to the in-flight index without a delete and a put."
             .into(),
     );
     parts.join(" ")
@@ -77,7 +78,7 @@ impl Report {
         let _ = writeln!(out, "## 4b. Write units per delivered alert (measured)\n");
         let _ = writeln!(
             out,
-            "Method (`tests/bench/src/wru.rs`): one delivered alert (after a warm-up alert) through the real handlers \
+            "Method (`tests/bench/src/wru.rs`): one delivered alert (after a warm-up alert to the same number: an on-call phone's next alert) through the real handlers \
              (`tocsin_tests::Pipeline`: submit → sender → the carrier's SUCCESS record → status), storm mode off (the \
              default, on, adds the send log's write: one write unit more per SMS), the emulator's \
              request recorder on around each handler. Every write request (PutItem, UpdateItem, DeleteItem, \

@@ -23,7 +23,8 @@ impl Report {
              (one `BatchGetItem` per 100 message ids, an `UpdateItem` (the state, carrying its observation) per applied record, one `BatchWriteItem` per \
              25 orphans, one `TransactWriteItems` per suppression), on a current-thread runtime as in the function, the \
              event handed over as the JSON text the runtime receives and parsed from it. One warm-up run, then {} \
-             measured; median. CPU time is the process's, all threads (the payload decoder runs on a blocking \
+             measured; median. Each run's handler is as a new instance's (every record is to a number it has not \
+             written the carrier of: one carrier `UpdateItem` per delivery record, the most there can be). CPU time is the process's, all threads (the payload decoder runs on a blocking \
              thread). `TOCSIN_ORPHAN_WAIT` as deployed (2 s); the records are an hour old, so none waits. The \
              handler's EMF lines (one per record) are formatted and discarded rather than written to stdout. \
              Records/s per instance at the deployed memory = records ÷ (CPU time ÷ the memory's vCPU share): an \

@@ -331,7 +331,7 @@ fn settled_cpu() -> Duration {
 /// current-thread runtime.
 fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingPorts) -> Result<Workload> {
     let tally = ports.tally.clone();
-    let handler = status::StatusHandler {
+    let mut handler = status::StatusHandler {
         store: ports,
         registry: CountingRegistry(tally.clone()),
         clock: System,
@@ -344,6 +344,7 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
             canary_number: None,
             delay_suspected_after: Duration::from_secs(600),
         },
+        carriers_written: status::CarriersWritten::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut cpu = Vec::new();
@@ -351,6 +352,9 @@ fn run_workload(name: &'static str, text: &str, records: usize, ports: CountingP
     let mut calls = BTreeMap::new();
     let mut summary = String::new();
     for run in 0..=RUNS {
+        // Each run as a new instance's first: every record's number is new to it, so each
+        // delivery record writes its number's carrier (an on-call phone's next records would not).
+        handler.carriers_written = status::CarriersWritten::default();
         tally.take();
         let (c0, t0) = (settled_cpu(), Instant::now());
         let outcome = rt.block_on(async {

@@ -830,7 +830,8 @@ impl Run<'_> {
     }
 }
 
-/// One delivered alert (after a warm-up alert) with every write's size and units, sent through
+/// One delivered alert (after a warm-up alert to the same number: an on-call phone's next alert,
+/// its carrier already written) with every write's size and units, sent through
 /// SNS. Storm mode off (the default, on, adds one send-log write: BENCHMARKS.md section 4b).
 pub async fn measure() -> Result<Wru> {
     measure_with(tocsin_tests::Options::sns()).await
@@ -864,7 +865,7 @@ async fn measure_with(mut options: tocsin_tests::Options) -> Result<Wru> {
         ]),
     };
     // Warm-up: connections, the emulator's caches (not measured).
-    deliver(&p, None, "wru-warmup", "+14155553100").await?;
+    deliver(&p, None, "wru-warmup", "+14155553101").await?;
     let mut run = Run {
         p: &p,
         tables,

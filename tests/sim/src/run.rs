@@ -333,6 +333,7 @@ impl Driver {
             registry: registry.clone(),
             clock: clock.clone(),
             config: d.status.clone(),
+            carriers_written: status::CarriersWritten::default(),
         });
         let replies = Arc::new(replies::Replies {
             store: ledger(d.intake.due_shards),
