@@ -186,6 +186,12 @@ pub struct Transition {
     pub retain_until: Option<DateTime<Utc>>,
     /// How the writes reach the store (one transaction, or in an order that a retry completes).
     pub commit: Commit,
+    /// Observations carried along in the same write when the observation is carried
+    /// ([`Commit::Carried`]; ignored otherwise): earlier events of the same SMS that change
+    /// nothing, decided on the state this change starts from — End User Messaging's progress
+    /// (the carrier's acceptance) logged before its delivery in one batch. Each is kept unless the
+    /// intent carries it already (an earlier try's, then, which stays): no condition of its own.
+    pub carried_along: Vec<Observation>,
 }
 
 impl Transition {
@@ -290,7 +296,9 @@ pub trait IntentStore: Send + Sync {
     ) -> impl Future<Output = PortResult<PutOutcome>> + Send;
     fn get(&self, key: &IdempotencyKey) -> impl Future<Output = PortResult<Option<IntentRecord>>> + Send;
     fn transition(&self, t: Transition) -> impl Future<Output = PortResult<TransitionOutcome>> + Send;
-    /// Conditionally moves a claimable intent to `sending` with a new attempt.
+    /// Conditionally moves a claimable intent to `sending` with a new attempt. The claimed
+    /// intent's next check (the sweep's due-index entry) is no later than `lease_until`: the
+    /// sweep finds a sender that died holding it by the lease's end, whatever the entry was.
     fn claim(
         &self,
         key: &IdempotencyKey,

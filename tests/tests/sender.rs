@@ -216,6 +216,30 @@ async fn a_claim_whose_lease_expires_without_a_result_becomes_unknown_not_a_rese
     assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
 }
 
+/// An intent the sweep re-enqueued a while ago has its next check far ahead; a sender claims it
+/// and dies at once. The claim's own write has brought the check to the lease's end, so the sweep
+/// (not the message's return) finds the lapsed lease then: `send_unknown`, its moment kept.
+/// Before, the check was moved by a second write after the claim, which a dying sender skipped
+/// (SNS seed 142759: a chain level `sending` for 23 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_dying_right_after_claiming_a_re_enqueued_intent_leaves_it_to_the_sweep_by_the_lease_end() {
+    use tocsin::ports::{DueIndex, NextCheck};
+    let p = Pipeline::start().await;
+    let (_, body) = p.submit(&alert("claim-late-check", "+14155550129")).await;
+    let key = key_of(&body);
+    let now = p.clock.now_utc();
+    // As the sweep's re-enqueue leaves it: the next look 20 minutes on.
+    p.ledger.set_next_check(&key, NextCheck::At(now + Duration::minutes(20)), None).await.expect("check");
+    let lease_until = now + Duration::minutes(2);
+    p.ledger.claim(&key, "died-at-once", now, lease_until).await.expect("claim");
+    let check = p.record(&key).await.status.next_check.map(|c| c.timestamp_millis());
+    assert_eq!(check, Some(lease_until.timestamp_millis()), "the claim moved the check to the lease's end");
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown, "the sweep found the lapsed lease");
+    assert_eq!(sms_count(&p.emulator).await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_record_fails_alone_and_the_good_ones_are_sent() {
     let p = Pipeline::start().await;

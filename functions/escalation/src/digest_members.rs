@@ -133,6 +133,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
             commit: Commit::Atomic,
+            carried_along: Vec::new(),
         };
         self.store.transition(t).await?;
         tracing::info!(key = key.short(), digest = digest.id.short(), sns_message_id = %message_id, "unknown outcome settled from its digest's sibling");

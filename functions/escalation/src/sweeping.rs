@@ -187,6 +187,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
             commit: Commit::Atomic,
+            carried_along: Vec::new(),
         }
     }
 

@@ -349,6 +349,7 @@ where
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
             commit: Commit::Atomic,
+            carried_along: Vec::new(),
         };
         match self.store.transition(t).await {
             Ok(TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied) => Ok(queued),

@@ -14,7 +14,7 @@ use tocsin::domain::intent::IntentRecord;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::storm::{self, Lane};
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::{ClaimOutcome, NextCheck, RecipientRegistry, RecipientRoster, SmsGateway, StatusPatch, new_id};
+use tocsin::ports::{ClaimOutcome, RecipientRegistry, RecipientRoster, SmsGateway, StatusPatch, new_id};
 
 /// An intent whose claim this invocation holds, with the SQS message that brought it (none for
 /// one pulled from the recipient's backlog: its own message is still on the queue).
@@ -92,14 +92,8 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             .buffer_unordered(PULL_CONCURRENCY)
             .collect::<Vec<_>>()
             .await;
-        for (mut record, attempt_id) in claims.into_iter().flatten() {
-            if record.status.next_check.is_none_or(|c| c > lease_until) {
-                let key = record.intent.key.clone();
-                match self.store.set_next_check(&key, NextCheck::At(lease_until), Some(State::Sending)).await {
-                    Ok(()) => record.status.next_check = Some(lease_until),
-                    Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
-                }
-            }
+        // The claim itself leaves each in the sweep's index by its lease's end at the latest.
+        for (record, attempt_id) in claims.into_iter().flatten() {
             group.push((None, Claimed { record, attempt_id, msg: None, started: self.clock.now() }));
         }
     }
@@ -119,7 +113,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
         let now = self.clock.now();
         let lease_until =
             now + chrono::Duration::from_std(self.config.claim_lease).unwrap_or(chrono::Duration::minutes(5));
-        let mut record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
+        let record = match self.store.claim(&key, &attempt_id, now, lease_until).await {
             Ok(ClaimOutcome::Claimed(r)) => *r,
             Ok(ClaimOutcome::NotClaimable(current)) => {
                 return Claim::Done(self.not_claimable(*current, (msg, lane), now).await);
@@ -133,17 +127,9 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
                 return Claim::Done(Outcome::Retry);
             }
         };
-        // The sweep must look at a claimed intent by the lease's end at the latest (a sender that
-        // died holding it). The claim kept the due-index entry, which is nearly always earlier;
-        // when it is later (an intent re-enqueued a while ago) or absent, it is moved here.
-        if record.status.next_check.is_none_or(|c| c > lease_until) {
-            match self.store.set_next_check(&key, NextCheck::At(lease_until), Some(State::Sending)).await {
-                Ok(()) => record.status.next_check = Some(lease_until),
-                // The send goes on: SQS redelivers the message of a sender that dies, and the
-                // claim's lease still marks the outcome unknown then.
-                Err(e) => tracing::warn!(key = key.short(), error = %e, "lease check not indexed"),
-            }
-        }
+        // The sweep looks at a claimed intent by the lease's end at the latest (a sender that
+        // died holding it): the claim's own write keeps its due-index entry no later than that
+        // (`IntentStore::claim`), so no second write is left for a dying sender to skip.
         Claim::Held(Box::new(Claimed { record, attempt_id, msg: Some((msg, lane)), started }))
     }
 

@@ -91,6 +91,7 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
             // the message index) before the state changes, so a crash between them never loses
             // the MessageId, and a delivery record can find the intent while it is still `sending`.
             commit: Commit::FactsFirst,
+            carried_along: Vec::new(),
         }
     }
 

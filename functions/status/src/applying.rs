@@ -10,9 +10,10 @@ use tocsin::domain::send_context::{SendContext, Subject};
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
 use tocsin::ports::{Clock, IndexEntry, LoggedRecord, PortError};
-use tocsin::services::receipts::{self, Applied, Link, LogEvent};
+use tocsin::services::receipts::{self, Along, Applied, Link, LogEvent};
 use tocsin::telemetry::{Metrics, Unit};
 
+use crate::chunk::copy_error;
 use crate::{CONCURRENCY, EventOutcome, Parsed, Processed, StatusHandler, StatusRegistry, StatusStore};
 
 /// How long a digest's fan-out has before the sweep checks the members it did not reach: long
@@ -72,12 +73,62 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         )
     }
 
+    /// Applies one subject's keyed events (an alert's, or a digest's), one after another in the
+    /// order they were logged. A provider's progress on an SMS (its carrier's acceptance) that an
+    /// outcome of the same SMS follows in this batch rides in that outcome's one write
+    /// ([`receipts::apply_carrying`]): one write for the SMS, not one an event.
+    pub(crate) async fn apply_keyed_group(&self, events: Vec<Parsed>) -> Vec<Processed> {
+        let mut out = Vec::with_capacity(events.len());
+        let mut held: Vec<&Parsed> = Vec::new();
+        for (i, p) in events.iter().enumerate() {
+            let Some(context) = &p.record.context else {
+                out.push((Ok(EventOutcome::Unparseable), false));
+                continue;
+            };
+            if rides_with_a_later_outcome(p, &events[i + 1..]) {
+                held.push(p);
+                continue;
+            }
+            let along: Vec<&Parsed> = std::mem::take(&mut held);
+            let (own, along) = if along.iter().all(|a| same_sms(a, p)) {
+                self.apply_keyed(p, context, &along).await
+            } else {
+                // Never expected (a held event rides with the first outcome of its SMS); alone,
+                // in order, if it ever is.
+                let mut alone = Vec::with_capacity(along.len());
+                for a in along {
+                    alone.extend(self.apply_keyed_alone(a).await);
+                }
+                let (own, _) = self.apply_keyed(p, context, &[]).await;
+                (own, alone)
+            };
+            out.extend(along);
+            out.push(own);
+        }
+        for a in held {
+            out.extend(self.apply_keyed_alone(a).await);
+        }
+        out
+    }
+
+    async fn apply_keyed_alone(&self, p: &Parsed) -> Option<Processed> {
+        let context = p.record.context.as_ref()?;
+        Some(self.apply_keyed(p, context, &[]).await.0)
+    }
+
     /// Applies a record whose own context names its alert (or digest) and the attempt that sent
     /// it — End User Messaging echoes the context in every event: no index, no guess. An event
-    /// naming another stack is never applied here.
-    pub(crate) async fn apply_keyed(&self, p: &Parsed, context: &SendContext) -> Processed {
+    /// naming another stack is never applied here. `along`: earlier progress events of the same
+    /// SMS, carried in its write ([`Self::apply_along`]); their outcomes come second.
+    pub(crate) async fn apply_keyed(
+        &self,
+        p: &Parsed,
+        context: &SendContext,
+        along: &[&Parsed],
+    ) -> (Processed, Vec<Processed>) {
         if context.stack != self.config.stack {
-            return (Ok(EventOutcome::OtherStack), false);
+            let along = along.iter().map(|_| (Ok(EventOutcome::OtherStack), false)).collect();
+            return ((Ok(EventOutcome::OtherStack), false), along);
         }
         match &context.subject {
             Subject::Alert { key, .. } => {
@@ -85,10 +136,23 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 // the intent's before it suppresses anything on the event's word.
                 let Some(recipient) = p.record.destination.as_deref().and_then(|d| PhoneNumber::parse(d).ok()) else {
                     tracing::warn!(log_event_id = %p.entry.id, key = key.short(), "keyed event without a destination number skipped");
-                    return (Ok(EventOutcome::Unparseable), false);
+                    let mut alone = Vec::with_capacity(along.len());
+                    for a in along {
+                        alone.extend(Box::pin(self.apply_keyed_alone(a)).await);
+                    }
+                    return ((Ok(EventOutcome::Unparseable), false), alone);
                 };
-                self.apply(p, key.clone(), recipient, Link::Keyed).await
+                return self.apply_along(p, along, key.clone(), recipient, Link::Keyed).await;
             }
+            Subject::Digest { .. } | Subject::Reply { .. } => {}
+        }
+        // Only an alert's SMS carries progress along (`rides_with_a_later_outcome`).
+        let mut alone = Vec::with_capacity(along.len());
+        for a in along {
+            alone.extend(Box::pin(self.apply_keyed_alone(a)).await);
+        }
+        let own = match &context.subject {
+            Subject::Alert { .. } => (Ok(EventOutcome::Unparseable), false),
             // A digest's members are on the digest item, written before its SMS was sent.
             Subject::Digest { id } => match self.store.get_digest(id).await {
                 Ok(Some(digest)) => match digest.members.first() {
@@ -107,48 +171,79 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             },
             // A confirmation answering a reply carries no alert: counted, nothing applied.
             Subject::Reply { .. } => (Ok(EventOutcome::Confirmation), false),
-        }
+        };
+        (own, alone)
     }
 
     /// Applies a record to the intent it belongs to; returns the outcome and whether the
     /// recipient was suppressed.
     pub(crate) async fn apply(&self, p: &Parsed, key: IdempotencyKey, recipient: PhoneNumber, link: Link) -> Processed {
+        self.apply_along(p, &[], key, recipient, link).await.0
+    }
+
+    /// Applies a record as [`Self::apply`] does, with `along` — earlier progress events of the same
+    /// SMS in this batch — carried in its one write when it changes the state (else applied alone
+    /// before it). Returns the record's outcome, then each of `along`'s.
+    pub(crate) async fn apply_along(
+        &self,
+        p: &Parsed,
+        along: &[&Parsed],
+        key: IdempotencyKey,
+        recipient: PhoneNumber,
+        link: Link,
+    ) -> (Processed, Vec<Processed>) {
         let event = LogEvent { id: &p.entry.id, timestamp_ms: p.entry.timestamp };
+        let carried: Vec<Along<'_>> = along
+            .iter()
+            .map(|a| Along { event: LogEvent { id: &a.entry.id, timestamp_ms: a.entry.timestamp }, record: &a.record })
+            .collect();
         let now = self.clock.now();
-        match receipts::apply(&self.store, &self.registry, &key, &recipient, event, &p.record, link, now).await {
-            Ok(o) => {
-                // The number's carrier, for the carrier view of its next SMS (kept on a retry too:
-                // the write is idempotent and an older record never overwrites a newer one). From
-                // an outcome only: End User Messaging's progress events name the same carrier.
-                // Written only when it is news to what this instance wrote for the number.
-                let outcome_of_ours = p.record.status.receipt().is_some() && o.applied != Applied::NoSuchIntent;
-                if outcome_of_ours
-                    && let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
-                    && self.carriers_written.needs_writing(&recipient, &seen)
-                {
-                    if let Err(e) = self.registry.record_carrier(&recipient, &seen).await {
-                        return (Err(e), o.suppressed);
-                    }
-                    self.carriers_written.written(&recipient, &seen);
-                }
-                emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
-                if matches!(o.applied, Applied::Effect(ReceiptEffect::Moved { to: State::Delivered, .. })) {
-                    self.count_canary(&recipient);
-                }
-                let outcome = match o.applied {
-                    Applied::Effect(ReceiptEffect::Unrecognised)
-                        if matches!(p.record.status, DeliveryStatus::Pending(_)) =>
-                    {
-                        EventOutcome::Progress
-                    }
-                    Applied::Effect(effect) => EventOutcome::Applied(effect),
-                    Applied::Duplicate => EventOutcome::Duplicate,
-                    Applied::NoSuchIntent => EventOutcome::NoSuchIntent,
-                };
-                (Ok(outcome), o.suppressed)
+        let applied = receipts::apply_carrying(
+            &self.store,
+            &self.registry,
+            &key,
+            &recipient,
+            event,
+            &p.record,
+            &carried,
+            link,
+            now,
+        )
+        .await;
+        let (o, along_applied) = match applied {
+            Ok(applied) => applied,
+            Err(e) => {
+                let along = along.iter().map(|_| (Err(copy_error(&e)), false)).collect();
+                return ((Err(e), false), along);
             }
-            Err(e) => (Err(e), false),
+        };
+        let along: Vec<Processed> = along
+            .iter()
+            .zip(along_applied)
+            .map(|(a, applied)| {
+                emit_delivery_metrics(&a.record, None);
+                (Ok(event_outcome(applied, &a.record)), false)
+            })
+            .collect();
+        // The number's carrier, for the carrier view of its next SMS (kept on a retry too: the
+        // write is idempotent and an older record never overwrites a newer one). From an outcome
+        // only: End User Messaging's progress events name the same carrier. Written only when it
+        // is news to what this instance wrote for the number.
+        let outcome_of_ours = p.record.status.receipt().is_some() && o.applied != Applied::NoSuchIntent;
+        if outcome_of_ours
+            && let Some(seen) = CarrierSeen::from_record(&p.record, p.written_at.unwrap_or(now))
+            && self.carriers_written.needs_writing(&recipient, &seen)
+        {
+            if let Err(e) = self.registry.record_carrier(&recipient, &seen).await {
+                return ((Err(e), o.suppressed), along);
+            }
+            self.carriers_written.written(&recipient, &seen);
         }
+        emit_delivery_metrics(&p.record, o.class.map(|c| (c, o.recognised)));
+        if matches!(o.applied, Applied::Effect(ReceiptEffect::Moved { to: State::Delivered, .. })) {
+            self.count_canary(&recipient);
+        }
+        ((Ok(event_outcome(o.applied, &p.record)), o.suppressed), along)
     }
 
     /// A delivery to the canary's number (`TOCSIN_CANARY_NUMBER`): the whole loop worked, from the
@@ -161,6 +256,35 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             m.flush();
             tracing::info!(recipient = %recipient, "canary delivered");
         }
+    }
+}
+
+/// Whether `p` is a provider's progress on an alert's SMS that an outcome of the same SMS follows
+/// in `later` (the rest of its subject's events, in log order): then it rides with that outcome.
+fn rides_with_a_later_outcome(p: &Parsed, later: &[Parsed]) -> bool {
+    let alert = matches!(p.record.context.as_ref().map(|c| &c.subject), Some(Subject::Alert { .. }));
+    alert
+        && Along::can_carry(&p.record)
+        && later
+            .iter()
+            .find(|q| same_sms(p, q) && !Along::can_carry(&q.record))
+            .is_some_and(|q| q.record.status.receipt().is_some())
+}
+
+/// Whether two events are about the same SMS: one message, one context (stack, alert, attempt).
+fn same_sms(a: &Parsed, b: &Parsed) -> bool {
+    a.record.message_id == b.record.message_id && a.record.context == b.record.context
+}
+
+/// What a record's application counts as in the batch's summary.
+fn event_outcome(applied: Applied, record: &DeliveryRecord) -> EventOutcome {
+    match applied {
+        Applied::Effect(ReceiptEffect::Unrecognised) if matches!(record.status, DeliveryStatus::Pending(_)) => {
+            EventOutcome::Progress
+        }
+        Applied::Effect(effect) => EventOutcome::Applied(effect),
+        Applied::Duplicate => EventOutcome::Duplicate,
+        Applied::NoSuchIntent => EventOutcome::NoSuchIntent,
     }
 }
 

@@ -61,16 +61,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         // shares the event group): alert traffic, not the carrier's steady load.
         let mut traffic = self.traffic_tallies(keyed.iter().map(|p| (p, Sender::Tocsin)));
         let keyed = futures::stream::iter(by_subject(keyed))
-            .map(|events| async move {
-                let mut applied = Vec::with_capacity(events.len());
-                for p in events {
-                    applied.push(match &p.record.context {
-                        Some(context) => self.apply_keyed(&p, context).await,
-                        None => (Ok(EventOutcome::Unparseable), false),
-                    });
-                }
-                applied
-            })
+            .map(|events| self.apply_keyed_group(events))
             .buffer_unordered(CONCURRENCY)
             .flat_map(futures::stream::iter)
             .collect::<Vec<_>>();

@@ -35,6 +35,7 @@ pub fn acknowledgement_transition(
         expect: Expect { not_acknowledged: true, ..Default::default() },
         retain_until: Some(record.intent.expires_at()),
         commit: Commit::Atomic,
+        carried_along: Vec::new(),
     }
 }
 

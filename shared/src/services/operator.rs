@@ -110,6 +110,7 @@ pub async fn claim_for_operator<S: IntentStore>(
         retain_until: Some(record.intent.expires_at()),
         // The operator's action is recorded only if it takes place.
         commit: Commit::Atomic,
+        carried_along: Vec::new(),
     };
     match store.transition(t).await? {
         TransitionOutcome::Applied | TransitionOutcome::AlreadyApplied => {
@@ -357,6 +358,7 @@ async fn record_resend<S: IntentStore>(
         expect: Default::default(),
         retain_until: Some(intent.expires_at()),
         commit: Commit::Atomic,
+        carried_along: Vec::new(),
     };
     if let PublishOutcome::Accepted { message_id } = published {
         t.index_message = Some((message_id.clone(), intent.recipient.clone()));
@@ -451,6 +453,7 @@ pub async fn acknowledge<S: IntentStore + EscalationBacklog>(
                 expect: Default::default(),
                 retain_until: Some(record.intent.expires_at()),
                 commit: Commit::Atomic,
+                carried_along: Vec::new(),
             };
             match store.transition(t).await.map_err(port("recording the acknowledgement"))? {
                 TransitionOutcome::Applied => Acknowledged::Now,

@@ -29,6 +29,28 @@ pub struct LogEvent<'a> {
     pub timestamp_ms: i64,
 }
 
+/// An earlier event of the same SMS that changes nothing — a provider's progress (End User
+/// Messaging's carrier acceptance, queued, pending) logged before the record it goes with in one
+/// batch — carried along in that record's one write when the record changes the state
+/// ([`Transition::carried_along`]), else applied alone first, as it would have been.
+#[derive(Debug, Clone)]
+pub struct Along<'a> {
+    pub event: LogEvent<'a>,
+    pub record: &'a DeliveryRecord,
+}
+
+impl Along<'_> {
+    /// Whether `record` is an event that [`apply_carrying`] can carry along: a provider's progress
+    /// (no outcome, so no effect but its observation).
+    pub fn can_carry(record: &DeliveryRecord) -> bool {
+        record.status.receipt().is_none() && matches!(record.status, DeliveryStatus::Pending(_))
+    }
+
+    fn class(&self) -> Option<FailureClass> {
+        self.record.failure.map(|c| c.class)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
     Effect(ReceiptEffect),
@@ -79,6 +101,51 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
     link: Link,
     now: DateTime<Utc>,
 ) -> Result<Outcome, PortError> {
+    let (outcome, _) = apply_carrying(store, registry, key, recipient, event, record, &[], link, now).await?;
+    Ok(outcome)
+}
+
+/// Applies `record` as [`apply`] does, with `along` — earlier progress events of the same SMS
+/// ([`Along`]) — carried in its write when it changes the state, else applied alone before it.
+/// Also answers how each of `along` was applied, in order.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply_carrying<S: IntentStore, R: RecipientRegistry>(
+    store: &S,
+    registry: &R,
+    key: &IdempotencyKey,
+    recipient: &PhoneNumber,
+    event: LogEvent<'_>,
+    record: &DeliveryRecord,
+    along: &[Along<'_>],
+    link: Link,
+    now: DateTime<Utc>,
+) -> Result<(Outcome, Vec<Applied>), PortError> {
+    // A record that may suppress reads its intent first and may apply nothing: its progress goes
+    // alone, before it, as it would have (never carried by a record that is not applied).
+    let along_alone = record.failure.is_some_and(|c| c.class == FailureClass::PermanentRecipient);
+    let mut along_applied = Vec::with_capacity(along.len());
+    let along = if along_alone {
+        for a in along {
+            along_applied.push(
+                Box::pin(apply_observation(
+                    store,
+                    key,
+                    recipient,
+                    a.event.clone(),
+                    a.record,
+                    a.class(),
+                    &[],
+                    link,
+                    now,
+                ))
+                .await?
+                .0,
+            );
+        }
+        &[]
+    } else {
+        along
+    };
     let classification = record.failure;
     let class = classification.map(|c| c.class);
     // The number first: the record proves it unusable whatever becomes of the state write. Were
@@ -92,7 +159,10 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
         // intent is read and must be that number's and that attempt's (an event anyone could
         // write into the group suppresses nothing).
         if link == Link::Keyed && !keyed_record_is_the_intents(store, key, recipient, record).await? {
-            return Ok(Outcome { applied: Applied::NoSuchIntent, suppressed, class, recognised: c.recognised });
+            return Ok((
+                Outcome { applied: Applied::NoSuchIntent, suppressed, class, recognised: c.recognised },
+                along_applied,
+            ));
         }
         let evidence = SuppressionEvidence {
             log_event_id: event.id.to_owned(),
@@ -105,8 +175,10 @@ pub async fn apply<S: IntentStore, R: RecipientRegistry>(
         suppressed = true;
         tracing::warn!(recipient = %recipient, key = key.short(), reason = record.provider_response.as_deref().unwrap_or(""), "recipient suppressed");
     }
-    let applied = apply_observation(store, key, recipient, event.clone(), record, class, link, now).await?;
-    Ok(Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) })
+    let (applied, carried) =
+        apply_observation(store, key, recipient, event.clone(), record, class, along, link, now).await?;
+    along_applied.extend(carried);
+    Ok((Outcome { applied, suppressed, class, recognised: classification.is_none_or(|c| c.recognised) }, along_applied))
 }
 
 /// Whether the intent `key` exists, is to `recipient`, and is the attempt (or the SMS) the keyed
@@ -236,16 +308,14 @@ async fn apply_observation<S: IntentStore>(
     event: LogEvent<'_>,
     record: &DeliveryRecord,
     class: Option<FailureClass>,
+    along: &[Along<'_>],
     link: Link,
     now: DateTime<Utc>,
-) -> Result<Applied, PortError> {
-    // What the record reports happened then: End User Messaging's event time, else (SNS) when the
-    // SMS was sent, else when the record was logged.
-    let at = record
-        .reported_at
-        .or(record.timestamp)
-        .or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single())
-        .unwrap_or(now);
+) -> Result<(Applied, Vec<Applied>), PortError> {
+    let at = reported_at(record, &event, now);
+    // How each of `along` was applied: alone (when this record changes no state), else with it.
+    let mut along_alone: Vec<Applied> = Vec::new();
+    let mut along = along;
     let read = || async {
         match store.get(key).await? {
             Some(current) => Ok(Basis::of(&current)),
@@ -265,7 +335,8 @@ async fn apply_observation<S: IntentStore>(
         // the write; a read intent is judged by the attempt its context names.
         let keyed = (link == Link::Keyed && !basis.presumed).then(|| basis.keyed_attempt(record));
         if keyed == Some(KeyedAttempt::Other) {
-            return Ok(Applied::NoSuchIntent);
+            along_alone.extend(along.iter().map(|_| Applied::NoSuchIntent));
+            return Ok((Applied::NoSuchIntent, along_alone));
         }
         // A record for an earlier attempt's message (the intent was resent since) is evidence
         // about that message, not about the current attempt: stored, never applied. An intent
@@ -334,23 +405,38 @@ async fn apply_observation<S: IntentStore>(
             }
             _ => vec![state],
         };
-        let observation = Observation::new(
-            format!("log:{}", event.id),
-            at,
-            ObservationKind::DeliveryStatus {
-                log_event_id: event.id.to_owned(),
-                sns_message_id: record.message_id.clone(),
-                status: record.status.as_str().to_owned(),
-                provider_response: record.provider_response.clone(),
-                class,
-                carrier: record.carrier.clone(),
-                dwell_ms: record.dwell_ms,
-                effect,
-                late: basis.escalated,
-            },
-        )
-        .with_state(patch.state.unwrap_or(state));
+        let observation = record_observation(&event, record, at, class, effect, basis.escalated)
+            .with_state(patch.state.unwrap_or(state));
         let effect_moves = patch.state.is_some();
+        // The earlier progress rides with a change; without one, it is applied alone first.
+        if !effect_moves && !along.is_empty() {
+            for a in along {
+                along_alone.push(
+                    Box::pin(apply_observation(
+                        store,
+                        key,
+                        recipient,
+                        a.event.clone(),
+                        a.record,
+                        a.class(),
+                        &[],
+                        link,
+                        now,
+                    ))
+                    .await?
+                    .0,
+                );
+            }
+            along = &[];
+        }
+        let carried_along: Vec<Observation> = along
+            .iter()
+            .map(|a| {
+                let at = reported_at(a.record, &a.event, now);
+                record_observation(&a.event, a.record, at, a.class(), ReceiptEffect::Unrecognised, basis.escalated)
+                    .with_state(state)
+            })
+            .collect();
         let index_message =
             (link == Link::Reconciled && !basis.in_digest).then(|| (record.message_id.clone(), recipient.clone()));
         let t = Transition {
@@ -379,12 +465,16 @@ async fn apply_observation<S: IntentStore>(
             // redundant) update a counter at most and are items of their own: one transaction
             // keeps that counter exact under redelivery.
             commit: if effect_moves || progress { Commit::Carried } else { Commit::Atomic },
+            carried_along,
         };
         let written = match store.transition(t).await {
             // Presumed, and the intent is not there at all: a keyed record may name a key this
             // stack never had (or one long expired). Read to be sure; nothing is written.
             Err(PortError::Corrupt { .. }) if link == Link::Keyed && basis.presumed => match store.get(key).await? {
-                None => return Ok(Applied::NoSuchIntent),
+                None => {
+                    along_alone.extend(along.iter().map(|_| Applied::NoSuchIntent));
+                    return Ok((Applied::NoSuchIntent, along_alone));
+                }
                 Some(current) => {
                     basis = Basis::of(&current);
                     continue;
@@ -397,9 +487,14 @@ async fn apply_observation<S: IntentStore>(
                 if effect == ReceiptEffect::Conflicting {
                     tracing::warn!(key = key.short(), state = %state, status = record.status.as_str(), "conflicting delivery record stored; state kept");
                 }
-                return Ok(Applied::Effect(effect));
+                along_alone.extend(along.iter().map(|_| Applied::Effect(ReceiptEffect::Unrecognised)));
+                return Ok((Applied::Effect(effect), along_alone));
             }
-            TransitionOutcome::AlreadyApplied => return Ok(Applied::Duplicate),
+            // Its earlier try carried the progress along, or wrote it alone before.
+            TransitionOutcome::AlreadyApplied => {
+                along_alone.extend(along.iter().map(|_| Applied::Duplicate));
+                return Ok((Applied::Duplicate, along_alone));
+            }
             TransitionOutcome::Refused(current) => basis = Basis::of(&current),
         }
     }
@@ -407,4 +502,40 @@ async fn apply_observation<S: IntentStore>(
         operation: "delivery record",
         message: format!("intent {} kept changing", key.short()),
     })
+}
+
+/// What a record reports happened then: End User Messaging's event time, else (SNS) when the SMS
+/// was sent, else when the record was logged.
+fn reported_at(record: &DeliveryRecord, event: &LogEvent<'_>, now: DateTime<Utc>) -> DateTime<Utc> {
+    record
+        .reported_at
+        .or(record.timestamp)
+        .or_else(|| Utc.timestamp_millis_opt(event.timestamp_ms).single())
+        .unwrap_or(now)
+}
+
+/// The observation a delivery record leaves, keyed by its log event.
+fn record_observation(
+    event: &LogEvent<'_>,
+    record: &DeliveryRecord,
+    at: DateTime<Utc>,
+    class: Option<FailureClass>,
+    effect: ReceiptEffect,
+    late: bool,
+) -> Observation {
+    Observation::new(
+        format!("log:{}", event.id),
+        at,
+        ObservationKind::DeliveryStatus {
+            log_event_id: event.id.to_owned(),
+            sns_message_id: record.message_id.clone(),
+            status: record.status.as_str().to_owned(),
+            provider_response: record.provider_response.clone(),
+            class,
+            carrier: record.carrier.clone(),
+            dwell_ms: record.dwell_ms,
+            effect,
+            late,
+        },
+    )
 }

@@ -137,6 +137,7 @@ pub async fn link<S: IntentStore + MessageIndex, R: RecipientRegistry, L: Delive
             expect: Default::default(),
             retain_until: Some(record.intent.expires_at()),
             commit: Commit::Atomic,
+            carried_along: Vec::new(),
         })
         .await?;
     for c in mine {

@@ -765,16 +765,21 @@ impl Report {
              reads none (no `BatchGetItem`): each event names its intent, read by key (`GetItem`) only when the \
              conditional write is refused. End User Messaging writes two events for a delivered SMS — the \
              carrier's acceptance (`TEXT_SUCCESSFUL`, non-final) and the delivery — and the acceptance is kept as \
-             an observation (progress, never delivery), carried on the intent in one `UpdateItem` conditioned on \
-             the intent's state (1 call; 2 WRU, section 4b: it takes the intent over 1 KB). Until 2026-12-07 it \
-             was an observation item written with a check of the intent's state in one `TransactWriteItems` \
-             (4 WRU), and each delivery's observation was an item of its own (`PutItem`, 1 call and 1 WRU, on \
-             both providers): 14 calls and 22 WRU then. With the carrier view's batch traffic tally (`UpdateItem`, \
-             as under SNS; the number's carrier is written on its first record, not on this next one), that is \
-             where the calls above the goal of {} go{}. One alert's events in a batch are applied one after another, in the order they \
-             were logged (`functions/status/src/chunk.rs`), so the acceptance never loses to its own delivery: \
-             before that (2026-12-03), the two were applied side by side, and when the acceptance lost it was \
-             refused, read the intent (`GetItem`) and was written again — 2 calls more. Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \
+             an observation (progress, never delivery). When both come in one subscription batch (as here: the \
+             stand-in's carrier writes them at once; on AWS, when the delivery follows within the batching window, \
+             and more often the busier the stack), the acceptance rides in the delivery's one conditional \
+             `UpdateItem` (`Transition::carried_along`, `functions/status/src/applying.rs`, \
+             `apply_keyed_group`): one write for the SMS. Alone in its batch, the acceptance is its own \
+             `UpdateItem` conditioned on the intent's state (1 call more, 2 WRU: it takes the intent over \
+             1 KB). Until 2026-12-07 it was always its own write — before that, an observation item with a check \
+             of the intent's state in one `TransactWriteItems` (4 WRU), and each delivery's observation an item \
+             of its own (`PutItem`, 1 call and 1 WRU, on both providers): 14 calls and 22 WRU then. With the \
+             carrier view's batch traffic tally (`UpdateItem`, as under SNS; the number's carrier is written on \
+             its first record, not on this next one), that is where the calls above the goal of {} go{}. One \
+             alert's events in a batch are applied in the order they were logged (`functions/status/src/chunk.rs`), \
+             so the acceptance never loses to its own delivery: before that (2026-12-03), the two were applied \
+             side by side, and when the acceptance lost it was refused, read the intent (`GetItem`) and was \
+             written again — 2 calls more. Under both providers the sender's `UpdateItem`s include the stack's SMS spend meter \
              (`METER#sms-parts`, issue 36's breaker): 1 call and 1 WRU per SMS, counted before the publish; the \
              meter is one item for the whole stack, so section 4c's storage line, which counts it per alert, \
              overstates by its 46 bytes.\n",

@@ -367,9 +367,13 @@ fn chains_walked(world: &World) -> Vec<Violation> {
                     .and_then(|i| i.record.status.escalation.as_ref())
                     .map(|e| &e.reason)
             });
+            // A carrier is degraded by its own signal ("carrier …") or by every carrier falling
+            // silent together ("all carriers silent: …", which degrades each of them too).
             let early = started_for.is_some_and(|reason| {
                 let why = reason.rsplit_once("the last): ").map_or(reason.as_str(), |(_, why)| why);
-                why.starts_with("carrier ") || why.contains("escalated before the deadline")
+                why.starts_with("carrier ")
+                    || why.starts_with("all carriers silent")
+                    || why.contains("escalated before the deadline")
             });
             if at < moment && !early {
                 let was = previous_status

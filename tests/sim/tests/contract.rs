@@ -129,6 +129,7 @@ fn transition(
         expect: Expect::default(),
         retain_until: None,
         commit,
+        carried_along: Vec::new(),
     }
 }
 
@@ -263,7 +264,14 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         "progress 0 on a state it is not in (refused)",
         l.transition(progress("log:00", State::Sending)).await,
     ));
-    out.push(line("delivered 0", l.transition(delivered("log:1")).await));
+    // The delivery carries along the progress events logged before it in its batch: one kept as
+    // the intent already carries it ("log:0", written above: its state stays Accepted), one new.
+    let mut delivered_along = delivered("log:1");
+    delivered_along.carried_along = vec![
+        obs("log:0", m(29), ObservationKind::DelaySuspected, Some(State::Sending)),
+        obs("log:0b", m(29), ObservationKind::DelaySuspected, Some(State::Accepted)),
+    ];
+    out.push(line("delivered 0, carrying progress along", l.transition(delivered_along).await));
     out.push(line("delivered 0 again (redelivered event)", l.transition(delivered("log:1")).await));
     out.push(line("delivered 0 by another event (refused)", l.transition(delivered("log:2")).await));
     // A record that changes no state: an observation under a condition (atomic).
@@ -483,6 +491,20 @@ async fn ledger_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     out.push(line("accepted since t0", l.accepted_since(t0, 100).await));
     out.push(line("accepted since t0, at most 1", l.accepted_since(t0, 1).await.map(|v| v.len())));
     out.push(line("accepted since later", l.accepted_since(m(3600), 100).await));
+    // A claim whose intent's next check is later than the lease's end (re-enqueued a while ago):
+    // the claim itself moves the check to the lease's end.
+    out.push(line(
+        "next check 5 at +3000s in received",
+        l.set_next_check(&key(5), NextCheck::At(m(3000)), Some(State::Received)).await,
+    ));
+    out.push(line(
+        "claim 5, whose check is later than the lease's end: the lease's end is its check",
+        l.claim(&key(5), "e1", m(500), m(620)).await.map(|o| match o {
+            ClaimOutcome::Claimed(r) => format!("claimed, next check {:?}", r.status.next_check),
+            other => format!("{other:?}"),
+        }),
+    ));
+    out.push(line("get 5 after", l.get(&key(5)).await.map(|r| r.map(|r| (r.status.state, r.status.next_check)))));
     out
 }
 
@@ -748,6 +770,16 @@ async fn the_simulated_ports_answer_as_the_aws_adapters_do_on_the_emulator() {
     let t0 = base();
     let p = tocsin_tests::Pipeline::start().await;
     let emulator_ledger = Box::pin(ledger_contract(&p.ledger, t0)).await;
+    // A claim whose intent's check was later than the lease's end moved it to the lease's end.
+    let claimed = emulator_ledger.iter().find(|l| l.starts_with("get 5 after =>")).expect("get 5 after");
+    let lease_end = format!("{:?}", Some(t0 + Duration::seconds(620)));
+    assert!(claimed.contains("Sending") && claimed.contains(&lease_end), "{claimed} (lease end {lease_end})");
+    // Progress carried along with a delivery: the new one kept, the one already carried unchanged.
+    let observations = emulator_ledger.iter().find(|l| l.starts_with("observations 0 =>")).expect("observations 0");
+    assert!(
+        observations.contains(r#"("log:0", Some(Accepted))"#) && observations.contains(r#"("log:0b", Some(Accepted))"#),
+        "{observations}"
+    );
     let emulator_registry = Box::pin(registry_contract(&p.registry, t0)).await;
     let emulator_carriers = Box::pin(carrier_contract(&p.registry, t0)).await;
     let emulator_traffic = Box::pin(traffic_contract(&p.registry, t0)).await;

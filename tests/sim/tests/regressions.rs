@@ -340,3 +340,28 @@ fn an_alert_storms_end_is_never_its_carrier_gone_silent() {
 fn a_resent_levels_wait_counts_from_the_resend() {
     green_through(Provider::EndUserMessaging, &[135349, 136926], 330);
 }
+
+/// Found by the long mode after a number's carrier was written only when it is news (SNS seed
+/// 142379): every carrier fell silent together, which degrades each of them, and a chain level
+/// caught in it was moved on early, its reason "all carriers silent: …; at that delay this SMS
+/// arrives after its deadline". Promise 19 allows that (its carrier is degraded); the chain judge
+/// knew only a single carrier's reason ("carrier …"). A judge defect, fixed in
+/// `tests/sim/src/invariants.rs` (`ChainWalked`'s early reasons).
+#[test]
+fn a_level_moved_on_early_when_every_carrier_fell_silent_is_moved_on_for_its_carrier() {
+    green_through(Provider::Sns, &[142379], 330);
+}
+
+/// Found by the long mode (SNS seed 142759, sender crashes and crash streaks, storm mode on): a
+/// chain level the sweep had re-enqueued (its next check then 23 minutes on) was claimed by a
+/// sender that died before its second write, the one that brought the check to the lease's end.
+/// The level sat `sending` until the old check, and the next level started 613 s after promise
+/// 19's bound. A product defect: the claim itself now keeps the check no later than the lease's
+/// end (`IntentStore::claim`, `shared/src/adapters/ledger/intents.rs`: a claim refused for a
+/// later check is made again moving it), pinned on the emulator by
+/// `sender::a_sender_dying_right_after_claiming_a_re_enqueued_intent_leaves_it_to_the_sweep_by_the_lease_end`
+/// and the ledger contract (`tests/sim/tests/contract.rs`, "claim 5").
+#[test]
+fn a_sender_dying_right_after_its_claim_leaves_the_intent_checked_by_the_lease_end() {
+    green_through(Provider::Sns, &[142759], 330);
+}

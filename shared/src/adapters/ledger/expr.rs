@@ -35,6 +35,15 @@ impl Expr {
         self.names.insert(name, attr.to_owned());
         self.values.insert(val, v);
     }
+    /// `SET attr = if_not_exists(attr, v)` through the placeholders `#<placeholder>` and
+    /// `:<placeholder>`: written unless the item has it already.
+    pub(super) fn set_if_absent_as(&mut self, placeholder: &str, attr: &str, v: AttributeValue) {
+        let name = format!("#{placeholder}");
+        let val = format!(":{placeholder}");
+        self.set.push(format!("{name} = if_not_exists({name}, {val})"));
+        self.names.insert(name, attr.to_owned());
+        self.values.insert(val, v);
+    }
     pub(super) fn add(&mut self, attr: &str) {
         let name = format!("#{attr}");
         self.set.push(format!("{name} = if_not_exists({name}, :zero) + :one"));
@@ -238,6 +247,7 @@ mod tests {
             expect: Expect::default(),
             retain_until: None,
             commit: Commit::Carried,
+            carried_along: Vec::new(),
         }
     }
 

@@ -65,55 +65,27 @@ impl IntentStore for DynamoLedger {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> PortResult<ClaimOutcome> {
-        let mut x = Expr::new();
-        x.set("state", s(State::Sending.as_str()));
-        x.set("attempt_id", s(attempt_id));
-        x.set("claimed_at", s(ts(now)));
-        x.set("lease_until", s(ts(lease_until)));
-        // Still pending (in the pending-index since intake): no index entry changes.
-        // The due-index entry is left as it is: intake's first check (its re-enqueue grace) is
-        // nearly always earlier than the lease's end, and an earlier check is allowed (it costs
-        // the sweep one read). The sender moves it only when it is later (`Sender::process`).
-        // An intent with no entry at all (escalated past its deadline, then re-enqueued) gets
-        // the lease's end in this same write: a sender that dies right after claiming it must
-        // not leave it `sending` where no sweep ever looks.
-        x.set.push("#due_at = if_not_exists(#due_at, :lease_due)".into());
-        x.set.push("#due_shard = if_not_exists(#due_home, :legacy_shard)".into());
-        x.names.insert("#due_at".into(), "due_at".into());
-        x.names.insert("#due_shard".into(), "due_shard".into());
-        x.names.insert("#due_home".into(), "due_home".into());
-        x.values.insert(":lease_due".into(), n(lease_until.timestamp_millis()));
-        x.values.insert(":legacy_shard".into(), s(super::DUE_SHARD));
-        let condition = x.condition(&State::CLAIMABLE, None);
-        let res = self
-            .update_intent_item(key, x, condition)
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match res {
-            Ok(out) => match out.attributes {
-                Some(item) => Ok(ClaimOutcome::Claimed(Box::new(record_from_item(&item)?))),
-                None => {
-                    Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() })
-                }
-            },
-            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                let old = match e.err() {
-                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
-                        c.item.clone()
-                    }
-                    _ => None,
-                };
-                let Some(item) = self.refused_intent(old, key).await? else { return Ok(ClaimOutcome::Missing) };
+        // The sweep must look at a claimed intent by the lease's end at the latest (its sender may
+        // die holding it): the claim's own write sees to it. Nearly always the due-index entry is
+        // already earlier (intake's first check, its re-enqueue grace) and is left as it is — no
+        // index write. An entry later than the lease's end (an intent the sweep re-enqueued a
+        // while ago) refuses that first try, and the claim is made again moving the entry to the
+        // lease's end: one call more, only then. Never a second write after the claim, which a
+        // sender that dies between the two would skip, leaving its intent `sending` until the old
+        // check — for a chain level, past the moment it should have moved on.
+        match Box::pin(self.claim_once(key, attempt_id, now, lease_until, false)).await? {
+            Claimed::Refused(item) => {
                 let record = record_from_item(&item)?;
-                // Our own claim whose answer was lost and retried by the SDK: it is ours.
-                if record.status.state == State::Sending && record.status.attempt_id.as_deref() == Some(attempt_id) {
-                    return Ok(ClaimOutcome::Claimed(Box::new(record)));
+                let claimable = State::CLAIMABLE.contains(&record.status.state);
+                if claimable && record.status.next_check.is_some_and(|c| c > lease_until) {
+                    return match Box::pin(self.claim_once(key, attempt_id, now, lease_until, true)).await? {
+                        Claimed::Refused(item) => self.not_claimed(&item, attempt_id),
+                        Claimed::Done(outcome) => Ok(outcome),
+                    };
                 }
-                Ok(ClaimOutcome::NotClaimable(Box::new(record)))
+                self.not_claimed(&item, attempt_id)
             }
-            Err(e) => Err(unavailable("DynamoDB UpdateItem (claim)", &e)),
+            Claimed::Done(outcome) => Ok(outcome),
         }
     }
 
@@ -172,5 +144,86 @@ impl IntentStore for DynamoLedger {
         }
         observations.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
         Ok(observations)
+    }
+}
+
+/// How one try of a claim ended.
+enum Claimed {
+    Done(ClaimOutcome),
+    /// The condition failed: the intent as it is.
+    Refused(super::items::Item),
+}
+
+impl DynamoLedger {
+    /// One conditional claim: the intent in a claimable state and, unless `move_due`, its
+    /// due-index entry absent or no later than the lease's end (kept); with `move_due`, the entry
+    /// is moved to the lease's end.
+    async fn claim_once(
+        &self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        move_due: bool,
+    ) -> PortResult<Claimed> {
+        let mut x = Expr::new();
+        x.set("state", s(State::Sending.as_str()));
+        x.set("attempt_id", s(attempt_id));
+        x.set("claimed_at", s(ts(now)));
+        x.set("lease_until", s(ts(lease_until)));
+        x.names.insert("#due_at".into(), "due_at".into());
+        x.names.insert("#due_shard".into(), "due_shard".into());
+        x.names.insert("#due_home".into(), "due_home".into());
+        x.values.insert(":lease_due".into(), n(lease_until.timestamp_millis()));
+        x.values.insert(":legacy_shard".into(), s(super::DUE_SHARD));
+        // The due-index entry: kept when it is no later than the lease's end; an intent with no
+        // entry at all (escalated past its deadline, then re-enqueued) gets the lease's end.
+        if move_due {
+            x.set.push("#due_at = :lease_due".into());
+        } else {
+            x.set.push("#due_at = if_not_exists(#due_at, :lease_due)".into());
+        }
+        x.set.push("#due_shard = if_not_exists(#due_home, :legacy_shard)".into());
+        let mut condition = x.condition(&State::CLAIMABLE, None);
+        if !move_due {
+            condition.push_str(" AND (attribute_not_exists(#due_at) OR #due_at <= :lease_due)");
+        }
+        let res = self
+            .update_intent_item(key, x, condition)
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => match out.attributes {
+                Some(item) => Ok(Claimed::Done(ClaimOutcome::Claimed(Box::new(record_from_item(&item)?)))),
+                None => {
+                    Err(PortError::Corrupt { what: key.to_string(), message: "claim returned no attributes".into() })
+                }
+            },
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let old = match e.err() {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
+                        c.item.clone()
+                    }
+                    _ => None,
+                };
+                match self.refused_intent(old, key).await? {
+                    Some(item) => Ok(Claimed::Refused(item)),
+                    None => Ok(Claimed::Done(ClaimOutcome::Missing)),
+                }
+            }
+            Err(e) => Err(unavailable("DynamoDB UpdateItem (claim)", &e)),
+        }
+    }
+
+    /// A claim refused with the intent as `item`: ours after all (the SDK's retry of a claim whose
+    /// answer was lost), or someone else's state.
+    fn not_claimed(&self, item: &super::items::Item, attempt_id: &str) -> PortResult<ClaimOutcome> {
+        let record = record_from_item(item)?;
+        if record.status.state == State::Sending && record.status.attempt_id.as_deref() == Some(attempt_id) {
+            return Ok(ClaimOutcome::Claimed(Box::new(record)));
+        }
+        Ok(ClaimOutcome::NotClaimable(Box::new(record)))
     }
 }

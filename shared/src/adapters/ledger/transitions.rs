@@ -52,6 +52,12 @@ impl TransitionWrites for DynamoLedger {
                 .map_err(|e| PortError::Corrupt { what: t.observation.id.clone(), message: e.to_string() })?;
             update.set_as("carried", &carried_attribute(&t.observation.id), s(json));
             condition.push_str(" AND attribute_not_exists(#carried)");
+            // Earlier events of the same SMS, carried along: kept unless already carried.
+            for (i, along) in t.carried_along.iter().enumerate() {
+                let json = serde_json::to_string(along)
+                    .map_err(|e| PortError::Corrupt { what: along.id.clone(), message: e.to_string() })?;
+                update.set_if_absent_as(&format!("along{i}"), &carried_attribute(&along.id), s(json));
+            }
         }
         let Some(item) = self.update_intent(&t.key, update, condition).await? else { return Ok(None) };
         let carried = carried_by(&item, &t.observation.id)

@@ -274,6 +274,13 @@ impl World {
             NextCheck::Remove => item.record.status.next_check = None,
         }
         if carry {
+            // Earlier events of the same SMS, carried along: kept unless already carried.
+            for along in &t.carried_along {
+                if !item.carried.contains_key(&along.id) {
+                    item.carried.insert(along.id.clone(), along.clone());
+                    self.oracle.observation_written(self.now, &t.key, along);
+                }
+            }
             item.carried.insert(t.observation.id.clone(), t.observation.clone());
             self.oracle.observation_written(self.now, &t.key, &t.observation);
         }
@@ -334,12 +341,33 @@ impl World {
         PutOutcome::Created
     }
 
+    /// One try of a claim, as `shared/src/adapters/ledger/intents.rs` makes it: unless
+    /// `move_due`, refused (`None`) when the intent is claimable but its due-index entry is later
+    /// than the lease's end; with `move_due`, the entry is moved there.
     pub fn ledger_claim(
         &mut self,
         key: &IdempotencyKey,
         attempt_id: &str,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
+        move_due: bool,
+    ) -> Option<ClaimOutcome> {
+        let Some(item) = self.ledger.intents.get(key) else { return Some(ClaimOutcome::Missing) };
+        let s = &item.record.status;
+        let claimable = State::CLAIMABLE.contains(&s.state);
+        if claimable && !move_due && s.next_check.is_some_and(|c| c > ms(lease_until)) {
+            return None;
+        }
+        Some(self.ledger_claim_made(key, attempt_id, now, lease_until, move_due))
+    }
+
+    fn ledger_claim_made(
+        &mut self,
+        key: &IdempotencyKey,
+        attempt_id: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        move_due: bool,
     ) -> ClaimOutcome {
         let Some(item) = self.ledger.intents.get(key) else { return ClaimOutcome::Missing };
         let s = &item.record.status;
@@ -356,8 +384,9 @@ impl World {
         s.attempt_id = Some(attempt_id.to_owned());
         s.claimed_at = Some(ms(now));
         s.lease_until = Some(ms(lease_until));
-        // An intent with no due-index entry gets the lease's end in the claim itself.
-        if s.next_check.is_none() {
+        // An intent with no due-index entry gets the lease's end in the claim itself, and so does
+        // one whose entry is later (the claim's second try).
+        if s.next_check.is_none() || move_due {
             s.next_check = Some(ms(lease_until));
         }
         let record = item.record.clone();
@@ -634,14 +663,27 @@ impl IntentStore for SimLedger {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> PortResult<ClaimOutcome> {
-        let (key, attempt) = (key.clone(), attempt_id.to_owned());
-        port(
+        let (k, attempt) = (key.clone(), attempt_id.to_owned());
+        let first = port(
             self.sim
                 .call("DynamoDB UpdateItem (claim)", OpKind::Write, move |w| {
-                    w.ledger_claim(&key, &attempt, now, lease_until)
+                    w.ledger_claim(&k, &attempt, now, lease_until, false)
                 })
                 .await,
-        )
+        )?;
+        if let Some(outcome) = first {
+            return Ok(outcome);
+        }
+        // Its due-index entry is later than the lease's end: claimed again, moving it there.
+        let (k, attempt) = (key.clone(), attempt_id.to_owned());
+        let second = port(
+            self.sim
+                .call("DynamoDB UpdateItem (claim, its check moved to the lease's end)", OpKind::Write, move |w| {
+                    w.ledger_claim(&k, &attempt, now, lease_until, true)
+                })
+                .await,
+        )?;
+        second.ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "claim refused twice".into() })
     }
 
     async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
