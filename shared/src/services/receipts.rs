@@ -123,28 +123,10 @@ pub async fn apply_carrying<S: IntentStore, R: RecipientRegistry>(
     // A record that may suppress reads its intent first and may apply nothing: its progress goes
     // alone, before it, as it would have (never carried by a record that is not applied).
     let along_alone = record.failure.is_some_and(|c| c.class == FailureClass::PermanentRecipient);
-    let mut along_applied = Vec::with_capacity(along.len());
-    let along = if along_alone {
-        for a in along {
-            along_applied.push(
-                Box::pin(apply_observation(
-                    store,
-                    key,
-                    recipient,
-                    a.event.clone(),
-                    a.record,
-                    a.class(),
-                    &[],
-                    link,
-                    now,
-                ))
-                .await?
-                .0,
-            );
-        }
-        &[]
+    let (mut along_applied, along) = if along_alone {
+        (apply_alone(store, key, recipient, along, link, now).await?, &[][..])
     } else {
-        along
+        (Vec::new(), along)
     };
     let classification = record.failure;
     let class = classification.map(|c| c.class);
@@ -410,23 +392,7 @@ async fn apply_observation<S: IntentStore>(
         let effect_moves = patch.state.is_some();
         // The earlier progress rides with a change; without one, it is applied alone first.
         if !effect_moves && !along.is_empty() {
-            for a in along {
-                along_alone.push(
-                    Box::pin(apply_observation(
-                        store,
-                        key,
-                        recipient,
-                        a.event.clone(),
-                        a.record,
-                        a.class(),
-                        &[],
-                        link,
-                        now,
-                    ))
-                    .await?
-                    .0,
-                );
-            }
+            along_alone.extend(apply_alone(store, key, recipient, along, link, now).await?);
             along = &[];
         }
         let carried_along: Vec<Observation> = along
@@ -502,6 +468,24 @@ async fn apply_observation<S: IntentStore>(
         operation: "delivery record",
         message: format!("intent {} kept changing", key.short()),
     })
+}
+
+/// Applies each of `along` on its own, in order (as it would have been without the record it
+/// came with); how each was applied.
+async fn apply_alone<S: IntentStore>(
+    store: &S,
+    key: &IdempotencyKey,
+    recipient: &PhoneNumber,
+    along: &[Along<'_>],
+    link: Link,
+    now: DateTime<Utc>,
+) -> Result<Vec<Applied>, PortError> {
+    let mut applied = Vec::with_capacity(along.len());
+    for a in along {
+        let alone = apply_observation(store, key, recipient, a.event.clone(), a.record, a.class(), &[], link, now);
+        applied.push(Box::pin(alone).await?.0);
+    }
+    Ok(applied)
 }
 
 /// What a record reports happened then: End User Messaging's event time, else (SNS) when the SMS

@@ -663,27 +663,16 @@ impl IntentStore for SimLedger {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> PortResult<ClaimOutcome> {
-        let (k, attempt) = (key.clone(), attempt_id.to_owned());
-        let first = port(
-            self.sim
-                .call("DynamoDB UpdateItem (claim)", OpKind::Write, move |w| {
-                    w.ledger_claim(&k, &attempt, now, lease_until, false)
-                })
-                .await,
-        )?;
-        if let Some(outcome) = first {
+        let claim = |op: &'static str, move_due: bool| {
+            let (k, attempt) = (key.clone(), attempt_id.to_owned());
+            self.sim.call(op, OpKind::Write, move |w| w.ledger_claim(&k, &attempt, now, lease_until, move_due))
+        };
+        if let Some(outcome) = port(claim("DynamoDB UpdateItem (claim)", false).await)? {
             return Ok(outcome);
         }
         // Its due-index entry is later than the lease's end: claimed again, moving it there.
-        let (k, attempt) = (key.clone(), attempt_id.to_owned());
-        let second = port(
-            self.sim
-                .call("DynamoDB UpdateItem (claim, its check moved to the lease's end)", OpKind::Write, move |w| {
-                    w.ledger_claim(&k, &attempt, now, lease_until, true)
-                })
-                .await,
-        )?;
-        second.ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "claim refused twice".into() })
+        port(claim("DynamoDB UpdateItem (claim, its check moved to the lease's end)", true).await)?
+            .ok_or_else(|| PortError::Corrupt { what: key.to_string(), message: "claim refused twice".into() })
     }
 
     async fn observations(&self, key: &IdempotencyKey) -> PortResult<Vec<Observation>> {
