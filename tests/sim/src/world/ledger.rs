@@ -358,25 +358,12 @@ impl World {
         if claimable && !move_due && s.next_check.is_some_and(|c| c > ms(lease_until)) {
             return None;
         }
-        Some(self.ledger_claim_made(key, attempt_id, now, lease_until, move_due))
-    }
-
-    fn ledger_claim_made(
-        &mut self,
-        key: &IdempotencyKey,
-        attempt_id: &str,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-        move_due: bool,
-    ) -> ClaimOutcome {
-        let Some(item) = self.ledger.intents.get(key) else { return ClaimOutcome::Missing };
-        let s = &item.record.status;
-        if !State::CLAIMABLE.contains(&s.state) {
+        if !claimable {
             // Our own claim whose answer was lost and retried by the SDK: it is ours.
             if s.state == State::Sending && s.attempt_id.as_deref() == Some(attempt_id) {
-                return ClaimOutcome::Claimed(Box::new(item.record.clone()));
+                return Some(ClaimOutcome::Claimed(Box::new(item.record.clone())));
             }
-            return ClaimOutcome::NotClaimable(Box::new(item.record.clone()));
+            return Some(ClaimOutcome::NotClaimable(Box::new(item.record.clone())));
         }
         let mut item = item.clone();
         let s = &mut item.record.status;
@@ -392,7 +379,7 @@ impl World {
         let record = item.record.clone();
         self.store_intent(key, item, "claim");
         self.oracle.claimed(self.now, key, attempt_id);
-        ClaimOutcome::Claimed(Box::new(record))
+        Some(ClaimOutcome::Claimed(Box::new(record)))
     }
 
     pub fn ledger_update(
