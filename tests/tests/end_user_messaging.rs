@@ -242,6 +242,39 @@ async fn reconciliation_finds_an_unknown_outcomes_events_by_key_when_the_subscri
     assert!(p.escalations().await.is_empty());
 }
 
+/// An unknown outcome whose search finds only the carrier's acceptance (no outcome yet) is
+/// counted like any search that settles nothing: searched again after its backoff, not first in
+/// every run's batch ahead of every other unknown outcome (simulation seed 150834: such alerts,
+/// never counted, took the batch every run and starved others of their search).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_that_finds_only_the_carriers_acceptance_is_counted_and_waits_its_backoff() {
+    let p = pipeline_with_faults(346).await;
+    let number = "+14155550224";
+    p.emulator.eum().set_carrier(number, Carrier::new(CarrierBehaviour::Silent)).await.expect("carrier");
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-progress-only", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let record = p.record(&key).await;
+    assert_eq!(record.status.state, State::SendUnknown);
+    let sent = p.emulator.eum().sent_texts().await.expect("texts");
+    let attempt = record.status.attempt_id.expect("an attempt");
+    // The carrier's acceptance only, missed by the subscription: in the group for the search.
+    let acceptance = format!(
+        r#"{{"eventType":"TEXT_SUCCESSFUL","isFinal":false,"destinationPhoneNumber":"{number}","messageId":"{}","messageStatus":"SUCCESSFUL","messageStatusDescription":"Message has been accepted by phone carrier","context":{{"tocsin-stack":"{}","tocsin-key":"{}","tocsin-attempt":"{attempt}"}}}}"#,
+        sent[0].message_id,
+        p.stack.name,
+        key.as_str()
+    );
+    p.put_log(p.stack.log_group("SmsEventLogGroup"), &acceptance).await;
+    p.clock.advance(Duration::minutes(3));
+    p.run_escalation().await;
+    let status = p.record(&key).await.status;
+    assert_eq!(status.state, State::SendUnknown, "progress is no outcome");
+    assert_eq!(status.reconcile_attempts, 1, "the search is counted: {status:?}");
+    assert!(status.reconcile_next_at.is_some_and(|at| at > p.clock.now_utc()), "its next search waits: {status:?}");
+}
+
 /// CloudWatch Logs as AWS serves it: the alert's events were put a moment ago and are not yet
 /// searchable (ingestion takes seconds, sometimes minutes), and the search's pages come back one
 /// event at a time, every other one empty with a next token. A sweep that finds nothing leaves

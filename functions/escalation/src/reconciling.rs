@@ -162,6 +162,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                     if let Some(d) = &digest {
                         self.accepted_as_sibling(record, d, &message_id, accepted_at).await?;
                     }
+                    self.searched_again_later_if_still_unknown(record, self.clock.now()).await?;
                     return Ok(Some(Verdict::Link { sns_message_id: message_id, records: Vec::new() }));
                 }
                 records.sort_by_key(|f| (f.timestamp_ms, f.log_event_id.clone()));

@@ -32,6 +32,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         match &verdict {
             Verdict::Link { sns_message_id, records } => {
                 self.apply_link(record, sns_message_id, records, digest, now).await?;
+                self.searched_again_later_if_still_unknown(record, now).await?;
             }
             Verdict::Unattributed(candidates) => {
                 let outcome = if candidates.len() == 1 {
@@ -111,6 +112,27 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         }
         tracing::info!(key = key.short(), sns_message_id = %sns_message_id, "unknown outcome reconciled from the delivery-status logs");
         Ok(())
+    }
+
+    /// A search that found the alert's SMS but nothing that settles it — only a provider's
+    /// progress (End User Messaging's non-final acceptance), or a write refused — is counted, and
+    /// the next search waits its backoff like any other: otherwise the alert, still `send_unknown`
+    /// and never searched by the count, would come first in every run's batch and, with enough
+    /// like it, starve every other unknown outcome of its search (simulation seed 150834).
+    pub(crate) async fn searched_again_later_if_still_unknown(
+        &self,
+        record: &IntentRecord,
+        now: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        let Some(current) = self.store.get(&record.intent.key).await? else { return Ok(()) };
+        if current.status.state != State::SendUnknown
+            || current.status.reconcile_attempts != record.status.reconcile_attempts
+        {
+            return Ok(());
+        }
+        let search = current.status.reconcile_attempts + 1;
+        let outcome = "its SMS found, but no outcome yet (only the provider's progress): searched again later";
+        self.search_again_later(&current, search, outcome, vec![], now).await
     }
 
     /// An unknown outcome the search could not settle yet: what it found that is not the alert's
