@@ -377,3 +377,14 @@ fn a_sender_dying_right_after_its_claim_leaves_the_intent_checked_by_the_lease_e
 fn a_search_that_finds_only_progress_waits_its_backoff_and_starves_no_other() {
     green_through(Provider::EndUserMessaging, &[150834], 330);
 }
+
+/// SNS long-mode seed 150546: a digest of seven's delivery record overtook the sender's MessageId
+/// write and was kept as an orphan; the sweep applied it to five members at their own checks, but
+/// two, escalated already and suspected late, had theirs three days away, long after the orphan is
+/// forgotten: they never learned their SMS arrived. The first member the orphan reaches spreads it
+/// to the digest (`functions/escalation/src/orphans.rs`); emulator test
+/// `storm_digest::a_digests_record_kept_as_an_orphan_reaches_every_member_at_the_next_sweep`.
+#[test]
+fn a_digests_orphaned_record_reaches_every_member_not_only_those_checked_soon() {
+    green_through(Provider::Sns, &[150546], 330);
+}
