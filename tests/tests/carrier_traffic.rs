@@ -224,3 +224,45 @@ async fn a_batch_whose_traffic_tally_cannot_be_written_still_applies_its_receipt
     let stored = p.registry.tallies(minute_of(at), minute_of(at)).await.expect("read");
     assert!(stored.is_empty(), "{stored:?}");
 }
+
+/// Found by the simulation (long mode, SNS seed 151048): during an outage the status function's
+/// index lookup failed try after try, and every failed try of a batch tallied its records — as
+/// other applications', since no index said they were tocsin's. A carrier's baseline learnt a
+/// rate three times its real one, and when the outage ended it looked silent: "degraded", with
+/// nothing wrong. A batch's traffic is tallied once it has all succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_tried_again_after_a_failure_tallies_its_records_once_and_tocsins_as_tocsins() {
+    let p = Pipeline::start_with(Options { fault_seed: Some(27), ..Default::default() }).await;
+    let proxy = p.proxy.as_ref().expect("a fault proxy");
+    let number = "+14155552651";
+    let (_, body) = p.submit(&alert("traffic-tally-retried", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    let at = p.clock.now_utc() - Duration::seconds(30);
+    let own = LogLine {
+        id: "600000011".into(),
+        timestamp: at.timestamp_millis(),
+        message: sns_delivery_record(&id, number, true, DELIVERED, at),
+    };
+    let lines = vec![own, foreign(11, "FastTel", at)];
+    let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
+    let batch = logs_envelope(&logs_payload(&group, "DATA_MESSAGE", &lines));
+    // The first try fails at the message-index lookup, the second at the alert's own write (the
+    // SDK's retries included): each time Lambda tries the batch again.
+    proxy.add_rule(Rule::times("DynamoDB_20120810.BatchGetItem", Fault::http_status(500), 1_000));
+    assert!(p.status.handle(batch.clone()).await.is_err(), "the lookup failed");
+    proxy.clear_rules();
+    proxy.add_rule(
+        Rule::times("DynamoDB_20120810.UpdateItem", Fault::http_status(500), 1_000).when_body_contains(key.as_str()),
+    );
+    assert!(p.status.handle(batch.clone()).await.is_err(), "the alert's write failed");
+    proxy.clear_rules();
+    let s = p.status.handle(batch).await.expect("the third try succeeds");
+    assert_eq!((s.delivered, s.orphaned), (1, 1), "{s:?}");
+    let stored = p.registry.tallies(minute_of(at), minute_of(at)).await.expect("read");
+    let whole = tocsin::domain::carrier_traffic::per_carrier(&stored);
+    let records: u64 = whole.values().map(|t| t.records).sum();
+    let tocsins: u64 = whole.values().map(|t| t.tocsin).sum();
+    assert_eq!((records, tocsins), (2, 1), "each record once, tocsin's own as tocsin's: {stored:?}");
+}

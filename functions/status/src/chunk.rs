@@ -13,6 +13,7 @@ use tocsin::domain::delivery::{DeliveryRecord, parse_record};
 use tocsin::domain::provider::FailureClass;
 use tocsin::ports::{Clock, IndexEntries, IndexEntry, PortError};
 
+use crate::traffic::add_all;
 use crate::{CONCURRENCY, EventOutcome, Parsed, Processed, StatusHandler, StatusRegistry, StatusStore};
 
 impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
@@ -23,7 +24,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         entries: Vec<LogEntry>,
         wait_horizon: DateTime<Utc>,
         spend_exhausted: &AtomicUsize,
-    ) -> Vec<Processed> {
+    ) -> (Vec<Processed>, CountryTallies) {
         let mut out: Vec<Processed> = Vec::with_capacity(entries.len());
         let mut parsed = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -41,15 +42,16 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             }
         }
         if parsed.is_empty() {
-            return out;
+            return (out, CountryTallies::new());
         }
         // Any application's record counts: the limit is the account's, so a foreign SMS refused
         // for it means tocsin's are refused too.
         let refused_for_spend = parsed.iter().filter(|p| says_spend_exhausted(&p.record)).count();
         spend_exhausted.fetch_add(refused_for_spend, Ordering::Relaxed);
         // Every record's carrier, minute, outcome and dwell — tocsin's and other applications' —
-        // for the carrier view's traffic signal, written alongside the receipts, best effort; a
-        // record is tocsin's when its context names an alert, or once this stack's index has it.
+        // for the carrier view's traffic signal, returned for the invocation to write once the
+        // whole batch has succeeded ([`Self::process`]); a record is tocsin's when its context
+        // names an alert, or once this stack's index has it.
         // A record whose context names its alert needs no index: it is applied by its key. The
         // rest (SNS's records, another application's events) are looked up by message id. One
         // alert's (or digest's) events are applied one after another, in the order they were
@@ -66,9 +68,8 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             .flat_map(futures::stream::iter)
             .collect::<Vec<_>>();
         if parsed.is_empty() {
-            let (applied, ()) = futures::join!(keyed, self.add_traffic(&traffic));
-            out.extend(applied);
-            return out;
+            out.extend(keyed.await);
+            return (out, traffic);
         }
         let ids: Vec<String> = parsed.iter().map(|p| p.record.message_id.clone()).collect();
         let (index, keyed) = futures::join!(self.store.lookup_many(&ids), keyed);
@@ -76,10 +77,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         let index = match index {
             Ok(index) => index,
             Err(e) => {
+                // The batch fails and is tried again: that try tallies it, knowing whose each is.
                 out.extend(parsed.iter().map(|_| (Err(copy_error(&e)), false)));
-                add_all(&mut traffic, self.traffic_tallies(parsed.iter().map(|p| (p, Sender::Other))));
-                self.add_traffic(&traffic).await;
-                return out;
+                return (out, traffic);
             }
         };
         let now = self.clock.now();
@@ -97,14 +97,11 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         add_all(
             &mut traffic,
             self.traffic_tallies(
-                indexed
-                    .iter()
-                    .map(|(p, _)| (p, Sender::Tocsin))
-                    .chain(young.iter().chain(old.iter()).map(|p| (p, Sender::Other))),
+                indexed.iter().map(|(p, _)| (p, Sender::Tocsin)).chain(old.iter().map(|p| (p, Sender::Other))),
             ),
         );
         let old: Vec<&Parsed> = old.iter().collect();
-        let (applied, waited, orphaned, ()) = futures::join!(
+        let (applied, (waited, young_traffic), orphaned) = futures::join!(
             futures::stream::iter(indexed)
                 .map(|(p, entry)| async move {
                     match entry {
@@ -116,19 +113,12 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 .collect::<Vec<_>>(),
             self.settle_young(log_group, young, wait_horizon),
             self.orphans(log_group, &old),
-            self.add_traffic(&traffic),
         );
+        add_all(&mut traffic, young_traffic);
         out.extend(applied);
         out.extend(waited);
         out.extend(orphaned);
-        out
-    }
-}
-
-/// Adds `more` into `tallies`.
-fn add_all(tallies: &mut CountryTallies, more: CountryTallies) {
-    for (key, t) in more {
-        tallies.entry(key).or_default().add(&t);
+        (out, traffic)
     }
 }
 

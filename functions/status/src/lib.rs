@@ -40,6 +40,7 @@ use payload::{Header, Payload, Piece};
 use serde_json::Value;
 use tocsin::config::StatusConfig;
 use tocsin::domain::State;
+use tocsin::domain::carrier_traffic::CountryTallies;
 use tocsin::domain::delivery::DeliveryRecord;
 use tocsin::domain::state::ReceiptEffect;
 use tocsin::ports::carriers::{CarrierBook, CarrierTraffic};
@@ -204,7 +205,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         let spend_exhausted = AtomicUsize::new(0);
         let chunks = events.chunks(LOOKUP_CHUNK).map(|c| self.process_chunk(group, c, wait_horizon, &spend_exhausted));
         let mut results = std::pin::pin!(chunks.buffer_unordered(2));
-        while let Some(chunk) = results.next().await {
+        let mut traffic = CountryTallies::new();
+        while let Some((chunk, tallies)) = results.next().await {
+            traffic::add_all(&mut traffic, tallies);
             for (r, suppressed) in chunk {
                 summary.events += 1;
                 summary.suppressed += usize::from(suppressed);
@@ -229,6 +232,13 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             }
         }
         summary.spend_exhausted = spend_exhausted.load(Ordering::Relaxed);
+        // The batch's traffic is tallied once it has all succeeded: a failed try is tried again
+        // whole (Lambda's retries), and counting each try would multiply a batch's records by its
+        // tries — an outage's worth of tries taught the baseline a rate ten times the carrier's,
+        // and the carrier then looked silent (simulation seed 151048).
+        if errors.is_empty() {
+            self.add_traffic(&traffic).await;
+        }
         (summary, errors)
     }
 }

@@ -1,6 +1,7 @@
-//! The carrier traffic signal: every record of a chunk, tocsin's or another application's, tallied
-//! by minute, carrier and country (counts and dwell times only), tocsin's own counted apart.
-//! Best effort; never fails a batch.
+//! The carrier traffic signal: every record of a batch, tocsin's or another application's, tallied
+//! by minute, carrier and country (counts and dwell times only), tocsin's own counted apart, and
+//! written once the whole batch has succeeded (a failed try is tried again whole: counted once,
+//! not once a try). Best effort; never fails a batch.
 
 use tocsin::domain::carrier_traffic::{self, CountryTallies, Sender, TrafficPolicy};
 use tocsin::ports::Clock;
@@ -20,11 +21,12 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         )
     }
 
-    /// Adds the chunk's tallies to the carrier view's traffic. Best effort: a failed write is
+    /// Adds the batch's tallies to the carrier view's traffic. Best effort: a failed write is
     /// logged and counted (`traffic_tally_failed`) and never fails the batch nor holds up a
-    /// delivery record — the traffic signal is a statistic, the receipts are facts. (A batch
-    /// Lambda retries for another reason counts its records again: the detector judges ratios
-    /// against the other carriers, which the retry inflates alike.)
+    /// delivery record — the traffic signal is a statistic, the receipts are facts. Called once a
+    /// batch has succeeded: a try that fails tallies nothing. (A batch CloudWatch Logs delivers
+    /// twice is counted twice: the detector judges ratios against the other carriers, which the
+    /// second delivery inflates alike.)
     pub(crate) async fn add_traffic(&self, tallies: &CountryTallies) {
         if tallies.is_empty() {
             return;
@@ -35,5 +37,12 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             m.count("traffic_tally_failed", tallies.len() as u64);
             m.flush();
         }
+    }
+}
+
+/// Adds `more` into `tallies`.
+pub(crate) fn add_all(tallies: &mut CountryTallies, more: CountryTallies) {
+    for (key, t) in more {
+        tallies.entry(key).or_default().add(&t);
     }
 }

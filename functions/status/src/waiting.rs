@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use tocsin::domain::carrier_traffic::{CountryTallies, Sender};
 use tocsin::ports::{Clock, after};
 
 use crate::chunk::{copy_error, entry_of};
@@ -13,15 +14,16 @@ use crate::{CONCURRENCY, Parsed, Processed, StatusHandler, StatusRegistry, Statu
 
 impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
     /// Young unmatched records: one wait for the chunk (bounded as [`Self::handle`] says), one
-    /// lookup again, then applied through the index, else kept as orphans.
+    /// lookup again, then applied through the index, else kept as orphans. With their traffic
+    /// tallies: tocsin's once the index has them, other applications' if it still has not.
     pub(crate) async fn settle_young(
         &self,
         log_group: &str,
         young: Vec<Parsed>,
         wait_horizon: DateTime<Utc>,
-    ) -> Vec<Processed> {
+    ) -> (Vec<Processed>, CountryTallies) {
         if young.is_empty() {
-            return Vec::new();
+            return (Vec::new(), CountryTallies::new());
         }
         let until = young
             .iter()
@@ -33,7 +35,7 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
         let ids: Vec<String> = young.iter().map(|p| p.record.message_id.clone()).collect();
         let index = match self.store.lookup_many(&ids).await {
             Ok(index) => index,
-            Err(e) => return young.iter().map(|_| (Err(copy_error(&e)), false)).collect(),
+            Err(e) => return (young.iter().map(|_| (Err(copy_error(&e)), false)).collect(), CountryTallies::new()),
         };
         let (mut indexed, mut unmatched) = (Vec::new(), Vec::new());
         for p in &young {
@@ -42,6 +44,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 None => unmatched.push(p),
             }
         }
+        let traffic = self.traffic_tallies(
+            indexed.iter().map(|(p, _)| (*p, Sender::Tocsin)).chain(unmatched.iter().map(|p| (*p, Sender::Other))),
+        );
         let applied = futures::stream::iter(indexed)
             .map(|(p, entry)| async move {
                 match entry {
@@ -53,6 +58,6 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
             .collect::<Vec<_>>();
         let (mut out, orphaned) = futures::join!(applied, self.orphans(log_group, &unmatched));
         out.extend(orphaned);
-        out
+        (out, traffic)
     }
 }

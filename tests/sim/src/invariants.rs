@@ -282,8 +282,10 @@ fn stopped_waiting(
     let handed_back = |i: usize| states.get(i + 1).is_some_and(|(_, s)| matches!(s, State::Queued | State::Received));
     let claimed =
         states.iter().enumerate().find(|(i, (_, s))| *s == State::Sending && !handed_back(*i)).map(|(_, (at, _))| *at);
-    // The claim as the sender timed it (a moment before its write reached the ledger).
-    let claim_recorded = claimed.and(status.and_then(|s| s.claimed_at).map(crate::exec::to_ms));
+    // The claim as the sender timed it (a moment before its write reached the ledger): that
+    // claim's own time, which a later claim overwrites in the ledger (long-mode seed 151138).
+    let claim_recorded =
+        claimed.and_then(|c| truth.claim_times.iter().find(|(written, _)| *written == c).map(|(_, timed)| *timed));
     let accepted = [recorded, first(&[State::Accepted]), claimed, claim_recorded].into_iter().flatten().min();
     let undelivered = accepted.map_or(truth.deadline, |a| (a + wait_ms).min(truth.deadline));
     let delivered = status.filter(|s| s.state == State::Delivered).and_then(|s| s.final_at).map(crate::exec::to_ms);

@@ -123,6 +123,9 @@ pub struct Truth {
     pub due_index_behind: Vec<(Millis, Millis)>,
     /// Attempts that claimed it, with when.
     pub attempts: BTreeMap<String, Millis>,
+    /// Each claim as it reached the ledger and as its sender timed it (its `claimed_at`, a moment
+    /// before): a later claim overwrites the ledger's, so the earlier ones are kept here.
+    pub claim_times: Vec<(Millis, Millis)>,
     /// When delivery records settled it (their observations' times).
     pub receipts: Vec<Millis>,
     /// Attempts an observation names.
@@ -252,9 +255,12 @@ impl Oracle {
         }
     }
 
-    pub fn claimed(&mut self, now: Millis, key: &IdempotencyKey, attempt: &str) {
+    /// `attempt` claimed the intent, its write reaching the ledger `now`, timed by its sender at
+    /// `timed`.
+    pub fn claimed(&mut self, now: Millis, key: &IdempotencyKey, attempt: &str, timed: Millis) {
         if let Some(t) = self.intents.get_mut(key) {
             t.attempts.entry(attempt.to_owned()).or_insert(now);
+            t.claim_times.push((now, timed));
         }
     }
 

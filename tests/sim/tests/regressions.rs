@@ -388,3 +388,24 @@ fn a_search_that_finds_only_progress_waits_its_backoff_and_starves_no_other() {
 fn a_digests_orphaned_record_reaches_every_member_not_only_those_checked_soon() {
     green_through(Provider::Sns, &[150546], 330);
 }
+
+/// SNS long-mode seed 151048 (a throttled account, an outage): the status function's index lookup
+/// failed try after try, and every failed try of a batch tallied its records as other
+/// applications'. US Cellular's baseline learnt three times its rate and then looked silent with
+/// nothing wrong (`CarrierVerdictClears`). A batch's traffic is tallied once the batch has
+/// succeeded (`functions/status/src/lib.rs`); emulator test
+/// `carrier_traffic::a_batch_tried_again_after_a_failure_tallies_its_records_once_and_tocsins_as_tocsins`.
+#[test]
+fn a_batch_tried_again_tallies_its_traffic_once_and_no_carrier_looks_silent_for_it() {
+    green_through(Provider::Sns, &[151048], 330);
+}
+
+/// SNS long-mode seed 151138, a judge defect: a chain level whose outcome was unknown was claimed
+/// again later, which overwrote its first claim's time in the ledger; the judge then counted the
+/// level's wait from the first claim's state write, a second after its sender timed it, and
+/// found the next level started a second early (`ChainWalked`). The oracle keeps every claim's
+/// time as its sender wrote it (`Truth::claim_times`).
+#[test]
+fn a_level_claimed_again_waits_from_its_first_claim_as_its_sender_timed_it() {
+    green_through(Provider::Sns, &[151138], 330);
+}

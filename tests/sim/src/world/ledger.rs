@@ -378,7 +378,7 @@ impl World {
         }
         let record = item.record.clone();
         self.store_intent(key, item, "claim");
-        self.oracle.claimed(self.now, key, attempt_id);
+        self.oracle.claimed(self.now, key, attempt_id, to_ms(now));
         Some(ClaimOutcome::Claimed(Box::new(record)))
     }
 
