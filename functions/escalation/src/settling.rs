@@ -29,10 +29,11 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         let key = &record.intent.key;
         let now = self.clock.now();
         let search = record.status.reconcile_attempts + 1;
-        match &verdict {
+        // The intent as it stands after the settling, when a step read it after its last write.
+        let read = match &verdict {
             Verdict::Link { sns_message_id, records } => {
                 self.apply_link(record, sns_message_id, records, digest, now).await?;
-                self.searched_again_later_if_still_unknown(record, now).await?;
+                self.searched_again_later_if_still_unknown(record, now).await?
             }
             Verdict::Unattributed(candidates) => {
                 let outcome = if candidates.len() == 1 {
@@ -46,11 +47,19 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                     candidates = candidates.len(),
                     "records to the number that nothing ties to this alert; kept for a human, searched again later"
                 );
+                None
             }
-            Verdict::NoMatch => self.search_again_later(record, search, "no delivery record yet", vec![], now).await?,
-        }
+            Verdict::NoMatch => {
+                self.search_again_later(record, search, "no delivery record yet", vec![], now).await?;
+                None
+            }
+        };
         // Where the intent stands now decides its next check (delivered leaves the index).
-        if let Some(current) = self.store.get(key).await? {
+        let current = match read {
+            Some(current) => Some(current),
+            None => self.store.get(key).await?,
+        };
+        if let Some(current) = current {
             let next = self.next_check_from(&current, now);
             self.store.set_next_check(key, next, Some(current.status.state)).await?;
         }
@@ -119,20 +128,23 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
     /// the next search waits its backoff like any other: otherwise the alert, still `send_unknown`
     /// and never searched by the count, would come first in every run's batch and, with enough
     /// like it, starve every other unknown outcome of its search (simulation seed 150834).
+    /// Returns the intent as it read it when it wrote nothing (`None` when it wrote, or the
+    /// intent is gone), so its caller need not read it again.
     pub(crate) async fn searched_again_later_if_still_unknown(
         &self,
         record: &IntentRecord,
         now: DateTime<Utc>,
-    ) -> Result<(), PortError> {
-        let Some(current) = self.store.get(&record.intent.key).await? else { return Ok(()) };
+    ) -> Result<Option<IntentRecord>, PortError> {
+        let Some(current) = self.store.get(&record.intent.key).await? else { return Ok(None) };
         if current.status.state != State::SendUnknown
             || current.status.reconcile_attempts != record.status.reconcile_attempts
         {
-            return Ok(());
+            return Ok(Some(current));
         }
         let search = current.status.reconcile_attempts + 1;
         let outcome = "its SMS found, but no outcome yet (only the provider's progress): searched again later";
-        self.search_again_later(&current, search, outcome, vec![], now).await
+        self.search_again_later(&current, search, outcome, vec![], now).await?;
+        Ok(None)
     }
 
     /// An unknown outcome the search could not settle yet: what it found that is not the alert's

@@ -89,19 +89,9 @@ impl<S: StatusStore, R: StatusRegistry, C: Clock> StatusHandler<S, R, C> {
                 held.push(p);
                 continue;
             }
-            let along: Vec<&Parsed> = std::mem::take(&mut held);
-            let (own, along) = if along.iter().all(|a| same_sms(a, p)) {
-                self.apply_keyed(p, context, &along).await
-            } else {
-                // Never expected (a held event rides with the first outcome of its SMS); alone,
-                // in order, if it ever is.
-                let mut alone = Vec::with_capacity(along.len());
-                for a in along {
-                    alone.extend(self.apply_keyed_alone(a).await);
-                }
-                let (own, _) = self.apply_keyed(p, context, &[]).await;
-                (own, alone)
-            };
+            // This SMS's held events ride with it; another SMS's (the alert resent) wait for theirs.
+            let along: Vec<&Parsed> = held.extract_if(.., |a| same_sms(a, p)).collect();
+            let (own, along) = self.apply_keyed(p, context, &along).await;
             out.extend(along);
             out.push(own);
         }

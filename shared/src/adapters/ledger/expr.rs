@@ -29,18 +29,25 @@ impl Expr {
     /// `SET attr = v` through the placeholders `#<placeholder>` and `:<placeholder>`: for an
     /// attribute whose name is no valid placeholder (`obs#log:…`).
     pub(super) fn set_as(&mut self, placeholder: &str, attr: &str, v: AttributeValue) {
-        let name = format!("#{placeholder}");
-        let val = format!(":{placeholder}");
-        self.set.push(format!("{name} = {val}"));
-        self.names.insert(name, attr.to_owned());
-        self.values.insert(val, v);
+        self.set_placeholders(placeholder, attr, v, |name, val| format!("{name} = {val}"));
     }
     /// `SET attr = if_not_exists(attr, v)` through the placeholders `#<placeholder>` and
     /// `:<placeholder>`: written unless the item has it already.
     pub(super) fn set_if_absent_as(&mut self, placeholder: &str, attr: &str, v: AttributeValue) {
+        self.set_placeholders(placeholder, attr, v, |name, val| format!("{name} = if_not_exists({name}, {val})"));
+    }
+    /// One `SET` clause, written by `clause` from the name and value placeholders
+    /// (`#<placeholder>`, `:<placeholder>`), which are bound to `attr` and `v`.
+    fn set_placeholders(
+        &mut self,
+        placeholder: &str,
+        attr: &str,
+        v: AttributeValue,
+        clause: impl FnOnce(&str, &str) -> String,
+    ) {
         let name = format!("#{placeholder}");
         let val = format!(":{placeholder}");
-        self.set.push(format!("{name} = if_not_exists({name}, {val})"));
+        self.set.push(clause(&name, &val));
         self.names.insert(name, attr.to_owned());
         self.values.insert(val, v);
     }
