@@ -321,19 +321,24 @@ fn chains_walked(world: &World) -> Vec<Violation> {
         if starts.windows(2).any(|w| w[1].0 <= w[0].0) {
             v(format!("levels started out of order or twice: {starts:?}"));
         }
-        // The first acknowledgement written at any level.
-        let acked = levels.iter().filter_map(|(_, t)| t.and_then(|t| t.acknowledged_written)).min();
+        // The first acknowledgement written at any level, and each start, in the order the
+        // ledger made them (two in one millisecond too: long-mode seed 153928).
+        let acked_in_order =
+            levels.iter().filter_map(|(_, t)| t.and_then(|t| t.acknowledged_written.zip(t.acknowledged_seq))).min();
+        let acked = acked_in_order.map(|(at, _)| at);
+        let starts_in_order = || starts.iter().zip(&truth.chain_start_seqs).map(|(&(l, at), &seq)| (l, (at, seq)));
         // Whatever the root's record says: no level's intent is written, and on-call is not paged,
         // after the chain was acknowledged (but by a sweep that leased the level before).
         // A level started on the root before the acknowledgement (the ledger's arbitration: it
         // came first) is written and texted even when the write lands after it.
         for (n, (_, t)) in levels.iter().enumerate().skip(1) {
-            let started_before = |a: Millis| starts.iter().any(|&(l, at)| usize::from(l) == n && at < a);
-            if let (Some(a), Some(t)) = (acked, t)
-                && a <= t.created
+            let started_before =
+                |a: (Millis, u64)| starts_in_order().any(|(l, started)| usize::from(l) == n && started < a);
+            if let (Some(a), Some(t)) = (acked_in_order, t)
+                && a.0 <= t.created
                 && !started_before(a)
             {
-                v(format!("level {n} written at {} ms, after the chain was acknowledged at {a} ms", t.created));
+                v(format!("level {n} written at {} ms, after the chain was acknowledged at {} ms", t.created, a.0));
             }
         }
         if let (Some(a), Some((_, Some(last)))) = (acked, levels.last()) {
@@ -343,8 +348,8 @@ fn chains_walked(world: &World) -> Vec<Violation> {
                 }
             }
         }
-        for &(level, at) in starts {
-            if acked.is_some_and(|a| a <= at) {
+        for (level, (at, seq)) in starts_in_order() {
+            if acked_in_order.is_some_and(|a| a <= (at, seq)) {
                 v(format!("level {level} started at {at} ms, after the chain was acknowledged at {acked:?} ms"));
             }
             let Some(previous) = levels.get(usize::from(level).saturating_sub(1)).and_then(|(_, t)| *t) else {

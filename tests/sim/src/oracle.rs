@@ -119,6 +119,9 @@ pub struct Truth {
     pub lease_untils: Vec<(Millis, Millis)>,
     /// When an acknowledgement reached the ledger.
     pub acknowledged_written: Option<Millis>,
+    /// Its place among everything the oracle recorded: two writes of one millisecond are still
+    /// in the order the ledger made them.
+    pub acknowledged_seq: Option<u64>,
     /// Writes whose due-index entry showed later than the write: (written, visible).
     pub due_index_behind: Vec<(Millis, Millis)>,
     /// Attempts that claimed it, with when.
@@ -137,6 +140,8 @@ pub struct Truth {
     pub chain: Option<ChainPlace>,
     /// On a chain's root: the levels started, with when (`ChainLedger::start_level`).
     pub chain_starts: Vec<(u8, Millis)>,
+    /// Each start's place among everything the oracle recorded (beside `chain_starts`).
+    pub chain_start_seqs: Vec<u64>,
 }
 
 /// Where an intent stands in its escalation chain.
@@ -151,6 +156,8 @@ pub struct ChainPlace {
 #[derive(Default)]
 pub struct Oracle {
     pub intents: BTreeMap<IdempotencyKey, Truth>,
+    /// How many chain starts and acknowledgements it has recorded: their order within a millisecond.
+    seq: u64,
     /// Confirmation SMS per reply (`inboundMessageId`).
     pub confirmations: BTreeMap<String, u32>,
     /// The alerts by their text: a chain's levels share their root's text, each to its own phone.
@@ -369,8 +376,12 @@ impl Oracle {
     /// An acknowledgement reached the ledger (its `at` is when it was made; the write may land
     /// later: a sweep that leased the alert in between decided on it unacknowledged).
     pub fn acknowledgement_written(&mut self, now: Millis, key: &IdempotencyKey) {
-        if let Some(t) = self.intents.get_mut(key) {
-            t.acknowledged_written.get_or_insert(now);
+        let seq = self.next_seq();
+        if let Some(t) = self.intents.get_mut(key)
+            && t.acknowledged_written.is_none()
+        {
+            t.acknowledged_written = Some(now);
+            t.acknowledged_seq = Some(seq);
         }
     }
 
@@ -448,9 +459,17 @@ impl Oracle {
 
     /// A level of an escalation chain started on its root.
     pub fn chain_level_started(&mut self, now: Millis, root: &IdempotencyKey, level: u8) {
+        let seq = self.next_seq();
         if let Some(t) = self.intents.get_mut(root) {
             t.chain_starts.push((level, now));
+            t.chain_start_seqs.push(seq);
         }
+    }
+
+    /// The next place in the order of what the oracle records.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
     }
 
     /// A level of a chain was handed on to the next (its person texted, not paged): its

@@ -409,3 +409,13 @@ fn a_batch_tried_again_tallies_its_traffic_once_and_no_carrier_looks_silent_for_
 fn a_level_claimed_again_waits_from_its_first_claim_as_its_sender_timed_it() {
     green_through(Provider::Sns, &[151138], 330);
 }
+
+/// SNS long-mode seed 153928, a judge defect: an operator acknowledged a chain's root in the very
+/// millisecond a sweep started its next level — the ledger started the level first (it refuses a
+/// start on an acknowledged root) — and the judge, comparing milliseconds, called the start
+/// "after the chain was acknowledged". The oracle now keeps the order of the two writes
+/// (`Truth::acknowledged_seq`, `Truth::chain_start_seqs`).
+#[test]
+fn a_level_started_in_the_millisecond_its_chain_is_acknowledged_is_judged_in_the_ledgers_order() {
+    green_through(Provider::Sns, &[153928], 330);
+}
