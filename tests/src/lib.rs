@@ -793,6 +793,34 @@ impl Pipeline {
         self.inspect.observations(key).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Takes SNS message `id`'s index item out of the ledger, as if the sender's MessageId write
+    /// had not landed yet; [`Self::put_back`] lands it.
+    pub async fn take_message_index(&self, id: &str) -> HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        ddb.delete_item()
+            .table_name(self.stack.table("LedgerTable"))
+            .key("pk", AttributeValue::S(format!("MSG#{id}")))
+            .key("sk", AttributeValue::S("MSG".into()))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .attributes
+            .expect("the sender indexed its message id")
+    }
+
+    /// Writes `item` back into the ledger (one [`Self::take_message_index`] took).
+    pub async fn put_back(&self, item: HashMap<String, aws_sdk_dynamodb::types::AttributeValue>) {
+        let ddb = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        ddb.put_item()
+            .table_name(self.stack.table("LedgerTable"))
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// The ledger's items about alerts (0: nothing was written): intents, observations, indexes,
     /// digests, escalations — not the producers' minute counters (`PRODUCER#`), which count requests,
     /// nor the stack's SMS spend meter (`METER#`), which counts parts.

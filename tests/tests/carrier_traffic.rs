@@ -33,6 +33,27 @@ fn foreign(n: usize, carrier: &str, at: DateTime<Utc>) -> LogLine {
     LogLine { id: format!("5{n:08}"), timestamp: at.timestamp_millis(), message: rec.to_string() }
 }
 
+/// An alert to `number` sent, and the carrier's delivery record of its SMS, written at `at`
+/// (log event `log_id`): its key and that record.
+async fn delivered_alert(
+    p: &Pipeline,
+    event_id: &str,
+    number: &str,
+    log_id: &str,
+    at: DateTime<Utc>,
+) -> (tocsin::domain::IdempotencyKey, LogLine) {
+    let (_, body) = p.submit(&alert(event_id, number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    let line = LogLine {
+        id: log_id.into(),
+        timestamp: at.timestamp_millis(),
+        message: sns_delivery_record(&id, number, true, DELIVERED, at),
+    };
+    (key, line)
+}
+
 /// What the harness arranges as the account's past traffic: `per_minute(m, carrier)` records
 /// for every minute of `minutes` (as the status function would have tallied them).
 async fn history(p: &Pipeline, minutes: std::ops::Range<Minute>, per_minute: impl Fn(Minute, &str) -> u64) {
@@ -190,21 +211,12 @@ async fn a_baseline_with_normal_variation_and_a_daily_slope_never_degrades_a_car
 async fn a_batch_whose_traffic_tally_cannot_be_written_still_applies_its_receipts() {
     let p = Pipeline::start_with(Options { fault_seed: Some(26), ..Default::default() }).await;
     let proxy = p.proxy.as_ref().expect("a fault proxy");
-    let number = "+14155552650";
-    let (_, body) = p.submit(&alert("traffic-tally-down", number)).await;
-    let key = key_of(&body);
-    p.run_sender().await;
-    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
+    let at = p.clock.now_utc() - Duration::seconds(30);
+    let (key, own) = delivered_alert(&p, "traffic-tally-down", "+14155552650", "600000001", at).await;
     // Every tally write fails (the SDK's retries included).
     proxy.add_rule(
         Rule::times("DynamoDB_20120810.UpdateItem", Fault::http_status(500), 50).when_body_contains("TRAFFIC#"),
     );
-    let at = p.clock.now_utc() - Duration::seconds(30);
-    let own = LogLine {
-        id: "600000001".into(),
-        timestamp: at.timestamp_millis(),
-        message: sns_delivery_record(&id, number, true, DELIVERED, at),
-    };
     let lines = vec![own, foreign(1, "FastTel", at)];
     let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
     let s = p
@@ -234,17 +246,8 @@ async fn a_batch_whose_traffic_tally_cannot_be_written_still_applies_its_receipt
 async fn a_batch_tried_again_after_a_failure_tallies_its_records_once_and_tocsins_as_tocsins() {
     let p = Pipeline::start_with(Options { fault_seed: Some(27), ..Default::default() }).await;
     let proxy = p.proxy.as_ref().expect("a fault proxy");
-    let number = "+14155552651";
-    let (_, body) = p.submit(&alert("traffic-tally-retried", number)).await;
-    let key = key_of(&body);
-    p.run_sender().await;
-    let id = p.record(&key).await.status.sns_message_id.expect("accepted");
     let at = p.clock.now_utc() - Duration::seconds(30);
-    let own = LogLine {
-        id: "600000011".into(),
-        timestamp: at.timestamp_millis(),
-        message: sns_delivery_record(&id, number, true, DELIVERED, at),
-    };
+    let (key, own) = delivered_alert(&p, "traffic-tally-retried", "+14155552651", "600000011", at).await;
     let lines = vec![own, foreign(11, "FastTel", at)];
     let group = p.stack.log_group("SmsSuccessLogGroup").to_owned();
     let batch = logs_envelope(&logs_payload(&group, "DATA_MESSAGE", &lines));

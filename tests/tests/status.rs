@@ -462,27 +462,14 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
 /// failed as its record says — not escalated as carrier-silent — and the dead number suppressed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_overtook_the_senders_message_id_write_is_applied_by_the_next_sweep() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let p = Pipeline::start().await;
     let number = "+14155550148";
     let (key, id) = sent(&p, "overtaken-1", number).await;
     // The MessageId write has not landed yet when the record is read: its index item is away.
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    let table = p.stack.table("LedgerTable");
-    let index_item = ddb
-        .delete_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("MSG#{id}")))
-        .key("sk", AttributeValue::S("MSG".into()))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .attributes
-        .expect("the sender indexed its message id");
+    let index_item = p.take_message_index(&id).await;
     let s = feed(&p, FAILURE_GROUP, &[line("9301", record(&p, &id, number, false, "Phone number is opted out"))]).await;
     assert_eq!((s.orphaned, s.failed, s.suppressed), (1, 0, 0), "{s:?}");
-    ddb.put_item().table_name(table).set_item(Some(index_item)).send().await.unwrap_or_else(|e| panic!("{e}"));
+    p.put_back(index_item).await;
     assert_eq!(p.record(&key).await.status.state, State::Accepted);
 
     // The alert's first check: no receipt after `delay_suspected_after` (10 minutes).

@@ -535,30 +535,17 @@ async fn a_digest_member_the_status_fan_out_never_reached_learns_the_digests_fat
 /// member the orphan reaches now spreads it to the whole digest, as the status function does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digests_record_kept_as_an_orphan_reaches_every_member_at_the_next_sweep() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let p = Pipeline::start_with(storm_on()).await;
     let a = "+14155550322";
     let keys = submit_many(&p, "orphaned", a, 3).await;
     p.run_sender().await;
     let (id, _) = only_sms_to(&p, a).await;
     // The record is read before the sender's MessageId write lands: its index item is away.
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    let table = p.stack.table("LedgerTable");
-    let index_item = ddb
-        .delete_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("MSG#{id}")))
-        .key("sk", AttributeValue::S("MSG".into()))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .attributes
-        .expect("the sender indexed the digest's message id");
+    let index_item = p.take_message_index(&id).await;
     let delivered = sns_delivery_record(&id, a, true, "Message has been accepted by phone", p.clock.now_utc());
     let s = feed(&p, SUCCESS_GROUP, &[line("9801", delivered)]).await;
     assert_eq!((s.orphaned, s.delivered), (1, 0), "{s:?}");
-    ddb.put_item().table_name(table).set_item(Some(index_item)).send().await.unwrap_or_else(|e| panic!("{e}"));
+    p.put_back(index_item).await;
     // Two members wait with their next check days away, as members escalated already do.
     check_later(&p, &keys[..2], Duration::days(3)).await;
 
