@@ -261,6 +261,11 @@ pub struct Expect {
     /// The intent is no level of an escalation chain (a presumed record assumes so: a chained
     /// intent's delivery keeps it due for its wait, which only a read record tells).
     pub unchained: bool,
+    /// No escalation run holds the intent's lease at this moment (`SweepStore::lease_escalation`,
+    /// released when the run marks it escalated): a change that must not slip between a sweep's
+    /// decision, made on the intent as its lease read it, and the page or the chain's next level
+    /// that follows it (an operator's resend).
+    pub no_escalation_run_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

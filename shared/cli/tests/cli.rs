@@ -10,7 +10,7 @@ use serde_json::Value;
 use tocsin::adapters::registry::RegistryEvent;
 use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::{IdempotencyKey, PhoneNumber, State};
-use tocsin::ports::RecipientRegistry;
+use tocsin::ports::{DueIndex, RecipientRegistry};
 use tocsin_harness::Principal;
 use tocsin_harness::fault_proxy::{Fault, FaultProxy, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -528,6 +528,37 @@ async fn scenario_5_an_operator_resend_racing_an_automatic_retry_publishes_one_s
         "the last attempt is the retry's, never the refused operator's: {attempt}"
     );
     assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refused claim records nothing");
+}
+
+/// A sweep leases an alert to escalate it and decides on the intent as its lease read it; the page
+/// (or a chain's next level) follows. A resend in between would slip under that decision: long
+/// mode, SNS seed 170134, texted a chain's next person a second after an operator's resend texted
+/// the first anew. So the resend is refused while the lease is held, says why, and sends and
+/// records nothing; once the lease is gone (the run finished, or died and its lease lapsed), it
+/// goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_while_a_sweep_is_escalating_the_alert_is_refused_and_says_so() {
+    let (p, _proxy, key) = send_unknown("being-escalated-1", "+14155550136").await;
+    // The sweep's lease, taken as a run takes it, held for 15 s of real time (the command reads
+    // the system clock); the run then dies.
+    let until = chrono::Utc::now() + chrono::Duration::seconds(15);
+    let leased = p.ledger.lease_escalation(&key, "run-escalating", chrono::Utc::now(), until).await.expect("lease");
+    assert_eq!(leased.map(|r| r.status.state), Some(State::SendUnknown));
+
+    let r = tocsin(&p, &["resend", key.as_str(), "--reason", "meanwhile"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("is being escalated right now") && r.stderr.contains("nothing was sent"), "{r:?}");
+    assert_eq!(sms_count(&p).await, 1, "nothing more was sent");
+    assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refused claim records nothing");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
+
+    // The run died: once its lease lapses, the resend goes out.
+    let left = (until - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(left + std::time::Duration::from_millis(200)).await;
+    let again = tocsin(&p, &["resend", key.as_str(), "--reason", "after the lease"]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(sms_count(&p).await, 2, "one more SMS");
+    assert_eq!(p.record(&key).await.status.state, State::Accepted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,14 +4,17 @@
 //!
 //! A resend takes the same kind of claim as the sender — a conditional move to `sending` with an
 //! attempt id and a lease — so an operator and the automation can never both publish one intent.
-//! It differs in two ways only:
+//! It differs in three ways only:
 //!
 //! - it claims from the states in which nothing will happen by itself and no SMS is known to be
 //!   on its way ([`RESENDABLE`]), never from the states the automation owns (`received`, `queued`,
 //!   `sending`) nor from those where SNS took the message (`accepted`, `delay_suspected`) or the
 //!   carrier delivered it;
 //! - the claim and the operator's observation (who, why) are one atomic write: a refused claim
-//!   records nothing, an applied one always says who took it.
+//!   records nothing, an applied one always says who took it;
+//! - it is refused while an escalation run holds the intent (between the sweep's lease, on which
+//!   it decides, and its page or the chain's next level): of a resend and an escalation, exactly
+//!   one comes first, and a chain's level waits from a resend that did.
 //!
 //! After the claim it publishes once and records the outcome exactly as the sender does (a
 //! transition out of `sending` conditioned on its attempt id). A command that dies after the
@@ -26,9 +29,9 @@ use crate::domain::observation::{Observation, ObservationKind};
 use crate::domain::send_context::SendContext;
 use crate::domain::{IdempotencyKey, IntentRecord, State};
 use crate::ports::{
-    Clock, Commit, EscalationBacklog, IntentStore, NextCheck, PortError, PortResult, PublishOutcome, RecipientRegistry,
-    Refusal, SmsGateway, SmsMessage, StatusPatch, Suppression, SuppressionEvidence, Transition, TransitionOutcome,
-    after,
+    Clock, Commit, EscalationBacklog, Expect, IntentStore, NextCheck, PortError, PortResult, PublishOutcome,
+    RecipientRegistry, Refusal, SmsGateway, SmsMessage, StatusPatch, Suppression, SuppressionEvidence, Transition,
+    TransitionOutcome, after,
 };
 
 /// The states an operator may resend from: the outcome is unknown, or the intent ended without a
@@ -64,6 +67,10 @@ pub enum OperatorClaimOutcome {
     Claimed(Box<IntentRecord>),
     /// Not in a resendable state (any more): the current record. Nothing was written.
     NotResendable(Box<IntentRecord>),
+    /// Resendable, but an escalation run holds it: that run decided on the intent as it was, and
+    /// its page (or the chain's next level) follows; a resend now would slip in between and the
+    /// level would not wait for it (promise 19). The current record; nothing was written.
+    BeingEscalated(Box<IntentRecord>),
     Missing,
 }
 
@@ -106,7 +113,11 @@ pub async fn claim_for_operator<S: IntentStore>(
         // sweeps that could act skipped it).
         next_check: NextCheck::At(resend_check(&record, claim.now, claim.lease_until)),
         index_message: None,
-        expect: Default::default(),
+        // Never between a sweep's decision and its page or next level (long mode, SNS seed
+        // 170134: a sweep leased a chain's first level, whose outcome was unknown, and decided to
+        // move on; an operator's resend claimed it before the sweep started the next level, which
+        // then texted the next person a second after the first was texted anew).
+        expect: Expect { no_escalation_run_at: Some(claim.now), ..Default::default() },
         retain_until: Some(record.intent.expires_at()),
         // The operator's action is recorded only if it takes place.
         commit: Commit::Atomic,
@@ -120,6 +131,11 @@ pub async fn claim_for_operator<S: IntentStore>(
             s.claimed_at = Some(claim.now);
             s.lease_until = Some(claim.lease_until);
             Ok(OperatorClaimOutcome::Claimed(Box::new(record)))
+        }
+        // Refused in a resendable state: the escalation lease was held (the claim's only other
+        // condition is the state).
+        TransitionOutcome::Refused(current) if RESENDABLE.contains(&current.status.state) => {
+            Ok(OperatorClaimOutcome::BeingEscalated(current))
         }
         TransitionOutcome::Refused(current) => Ok(OperatorClaimOutcome::NotResendable(current)),
     }
@@ -164,6 +180,11 @@ pub enum ResendError {
     /// Not resendable: the record as it is, and whether it changed while claiming it.
     #[error("intent {} is {}: not resendable", .record.intent.key, .record.status.state)]
     NotResendable { record: Box<IntentRecord>, changed: bool },
+    /// An escalation run holds the intent now (its page or the chain's next level follows):
+    /// nothing was sent; look again once it is escalated (at most the escalation lease, when
+    /// that run died).
+    #[error("intent {} is being escalated right now: not resent", .record.intent.key)]
+    BeingEscalated { record: Box<IntentRecord> },
     /// The recipient is suppressed: re-enable the number first.
     #[error("the recipient {} is suppressed", .record.intent.recipient.masked())]
     Suppressed { record: Box<IntentRecord>, suppression: Suppression },
@@ -252,6 +273,7 @@ where
         OperatorClaimOutcome::NotResendable(current) => {
             return Err(ResendError::NotResendable { record: current, changed: true });
         }
+        OperatorClaimOutcome::BeingEscalated(record) => return Err(ResendError::BeingEscalated { record }),
         OperatorClaimOutcome::Missing => return Err(ResendError::Missing(key.clone())),
     };
     // Claimed: this operator alone may publish now, once.

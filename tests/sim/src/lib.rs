@@ -159,6 +159,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
                 world::second_stack::COVERAGE,
                 world::THROTTLE_COVERAGE,
                 world::ACK_COVERAGE,
+                world::RESEND_COVERAGE,
                 world::people::REPLY_COVERAGE,
                 world::CHAIN_COVERAGE,
                 world::networks::COVERAGE,
@@ -180,6 +181,7 @@ pub fn coverage_markdown(c: &world::Coverage, workloads: &Workloads) -> String {
         ("A second tocsin stack paging the same phones", world::second_stack::COVERAGE),
         ("Lambda throttling tocsin's functions (the account's unreserved concurrency taken)", world::THROTTLE_COVERAGE),
         ("Acknowledgements (someone takes an open alert, racing the automation)", world::ACK_COVERAGE),
+        ("Operators' resends (racing the sender and the sweep)", world::RESEND_COVERAGE),
         ("People who reply (End User Messaging's two-way numbers)", world::people::REPLY_COVERAGE),
         ("Escalation chains, by where the alert's chain came from", world::CHAIN_COVERAGE),
         (

@@ -845,7 +845,9 @@ impl Driver {
     /// moment, racing the automation.
     fn operator(&mut self, n: usize) {
         use tocsin::ports::{RecipientRegistry, new_id};
-        use tocsin::services::operator::{RESENDABLE, ResendRequest, acknowledge, operator_attempt_id, resend};
+        use tocsin::services::operator::{
+            RESENDABLE, ResendError, ResendRequest, acknowledge, operator_attempt_id, resend,
+        };
         let (action, target, number) = {
             let mut st = self.sim.lock();
             let w = &mut st.world;
@@ -874,6 +876,7 @@ impl Driver {
         let gateway = SimGateway::of(self.provider, self.sim.clone());
         let defaults = self.deployment.sender.sms_policy.defaults.clone();
         let stack = self.deployment.sender.stack.clone();
+        let sim = self.sim.clone();
         let fut: crate::exec::TaskFuture<Done> = match (action, target, number) {
             (0, Some(key), _) => Box::pin(async move {
                 let attempt = operator_attempt_id(&new_id(&clock));
@@ -886,7 +889,16 @@ impl Driver {
                     defaults: &defaults,
                     stack: &stack,
                 };
-                let _ = resend(&store, &registry, &gateway, &clock, req).await;
+                let what = match resend(&store, &registry, &gateway, &clock, req).await {
+                    Ok(r) if r.outcome.accepted() => "sent: accepted",
+                    Ok(_) => "sent: not accepted",
+                    Err(ResendError::BeingEscalated { .. }) => "refused: an escalation run held it",
+                    Err(ResendError::NotResendable { .. }) => "refused: not resendable (any more)",
+                    Err(ResendError::Suppressed { .. }) => "refused: the number is suppressed",
+                    Err(ResendError::Missing(_)) => "refused: gone",
+                    Err(ResendError::Port { .. }) => "failed (a fault; nobody retries)",
+                };
+                sim.lock().world.coverage.count(crate::world::RESEND_COVERAGE, what, 1);
                 Done::Operator
             }),
             (1, Some(key), _) => Box::pin(async move {

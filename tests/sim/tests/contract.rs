@@ -693,6 +693,52 @@ async fn ack_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     out
 }
 
+/// An operator's resend never slips between a sweep's lease, on which the run decides, and its
+/// page or the chain's next level (long mode, SNS seed 170134): its claim is refused while an
+/// escalation run holds the intent, and taken once that run's lease has lapsed.
+async fn resend_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
+    use tocsin::services::operator::{OperatorClaim, claim_for_operator};
+    let mut out = Vec::new();
+    let r = intent(61, "+12065550180", t0, 10);
+    let key = r.intent.key.clone();
+    l.put_new(&r, t0).await.expect("put");
+    let unknown = transition(
+        &key,
+        vec![State::Received],
+        StatusPatch { state: Some(State::SendUnknown), ..Default::default() },
+        obs(
+            "attempt:a:unknown",
+            later_ms(t0, 1),
+            ObservationKind::SendUnknown { attempt_id: "a".into(), cause: "operation timeout".into() },
+            Some(State::SendUnknown),
+        ),
+        Commit::Atomic,
+    );
+    out.push(line("send unknown", l.transition(unknown).await));
+    let leased = l.lease_escalation(&key, "run-1", later_ms(t0, 10), later_ms(t0, 130)).await;
+    out.push(line("lease", leased.map(|r| r.map(|r| r.status.state))));
+    let claim = |now: DateTime<Utc>| OperatorClaim {
+        key: &key,
+        attempt_id: "operator:c1",
+        operator: "dana",
+        reason: "contract",
+        now,
+        lease_until: now + Duration::minutes(2),
+    };
+    let during = claim_for_operator(l, claim(later_ms(t0, 20))).await;
+    out.push(line(
+        "resend while the run holds it",
+        during.map(|o| format!("{o:?}").split('(').next().map(str::to_owned)),
+    ));
+    let after = claim_for_operator(l, claim(later_ms(t0, 140))).await;
+    out.push(line(
+        "resend once its lease lapsed",
+        after.map(|o| format!("{o:?}").split('(').next().map(str::to_owned)),
+    ));
+    out.push(line("stored", l.get(&key).await.map(|r| r.map(|r| (r.status.state, r.status.attempt_id)))));
+    out
+}
+
 fn later_ms(t0: DateTime<Utc>, seconds: i64) -> DateTime<Utc> {
     t0 + Duration::seconds(seconds)
 }
@@ -871,6 +917,24 @@ async fn the_simulated_ledger_records_an_acknowledgement_as_the_adapter_does() {
     assert!(
         emulator_acks[2].starts_with("ack again => Ok(Before(") && emulator_acks[2].contains("dana"),
         "{emulator_acks:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_ledger_refuses_a_resend_while_an_escalation_run_holds_the_alert_as_the_adapter_does() {
+    let t0 = base();
+    let p = tocsin_tests::Pipeline::start().await;
+    let emulator = Box::pin(resend_contract(&p.ledger, t0)).await;
+    let ledger = SimLedger { sim: sim_world(), shards: 16 };
+    let sim = block_on(Box::pin(resend_contract(&ledger, t0)));
+    assert_same("resend during an escalation run", &sim, &emulator);
+    assert_eq!(
+        emulator[2..4],
+        [
+            r#"resend while the run holds it => Ok(Some("BeingEscalated"))"#.to_owned(),
+            r#"resend once its lease lapsed => Ok(Some("Claimed"))"#.to_owned(),
+        ],
+        "{emulator:#?}"
     );
 }
 

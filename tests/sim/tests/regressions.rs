@@ -419,3 +419,13 @@ fn a_level_claimed_again_waits_from_its_first_claim_as_its_sender_timed_it() {
 fn a_level_started_in_the_millisecond_its_chain_is_acknowledged_is_judged_in_the_ledgers_order() {
     green_through(Provider::Sns, &[153928], 330);
 }
+
+/// SNS long-mode seed 170134, a product defect: a sweep leased a chain's first level, whose send's
+/// outcome was unknown, and decided to move on; while it was slow, an operator's resend claimed
+/// the level and texted its person anew; the sweep then started the next level, which texted the
+/// next person a second later — the level never waited from the resend (promise 19). A resend is
+/// now refused while an escalation run holds the intent (`Expect::no_escalation_run_at`).
+#[test]
+fn a_resend_never_slips_between_a_sweeps_decision_and_the_chains_next_level() {
+    green_through(Provider::Sns, &[170134], 330);
+}

@@ -63,6 +63,15 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
                 "not resent: intent {key} changed while claiming it; nothing was sent — look at `tocsin show {key}`"
             )));
         }
+        Err(ResendError::BeingEscalated { record }) => {
+            return Err(CliError::Refused(format!(
+                "not resent: intent {key} is being escalated right now — a sweep decided on it as it was ({}), and its \
+                 page to on-call (or the chain's next person) is on its way; nothing was sent. Look at `tocsin show \
+                 {key}`: once it shows the escalation (within the escalation lease, 2 minutes, if that run died), \
+                 resend if the person still needs it.",
+                record.status.state
+            )));
+        }
         Err(ResendError::Suppressed { record, suppression }) => {
             return Err(CliError::Refused(format!(
                 "not resent: the recipient {} is suppressed since {} ({}). Re-enable the number first \

@@ -223,6 +223,12 @@ pub(super) fn transition_update(t: &Transition) -> (Expr, String) {
         x.names.insert("#cchain".into(), "chain_root".into());
         condition.push_str(" AND attribute_not_exists(#cchain)");
     }
+    if let Some(now) = t.expect.no_escalation_run_at {
+        // As `lease_escalation` takes the lease: free when absent or lapsed.
+        x.names.insert("#cesclease".into(), "esc_lease".into());
+        x.values.insert(":cesclease".into(), s(ts(now)));
+        condition.push_str(" AND (attribute_not_exists(#cesclease) OR #cesclease < :cesclease)");
+    }
     (x, condition)
 }
 

@@ -196,7 +196,8 @@ impl World {
             && t.expect.sns_message_id.as_ref().is_none_or(|m| s.sns_message_id.as_ref() == Some(m))
             && (!t.expect.not_escalated || s.escalation.is_none())
             && (!t.expect.not_acknowledged || s.acknowledgement.is_none())
-            && (!t.expect.unchained || item.record.intent.chain.is_none());
+            && (!t.expect.unchained || item.record.intent.chain.is_none())
+            && t.expect.no_escalation_run_at.is_none_or(|now| item.esc_lease.is_none_or(|l| l < ms(now)));
         if ok { Ok(item) } else { Err(()) }
     }
 

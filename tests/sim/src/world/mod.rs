@@ -271,6 +271,8 @@ pub const THROTTLE_COVERAGE: &str = "Lambda throttling tocsin's functions";
 /// The coverage section of escalation chains: where each alert's chain came from.
 pub const CHAIN_COVERAGE: &str = "escalation chain";
 pub const ACK_COVERAGE: &str = "Acknowledgements";
+/// The coverage section of operators' resends, by how each ended.
+pub const RESEND_COVERAGE: &str = "Operator resends";
 
 /// Per-op counts: every op label by how it ended (the coverage table's crash points).
 #[derive(Debug, Default, Clone)]
