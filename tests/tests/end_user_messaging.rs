@@ -517,6 +517,55 @@ async fn a_digest_whose_answer_was_lost_is_settled_for_every_member_by_its_event
     assert_eq!(p.emulator.eum().sent_texts().await.expect("texts").len(), 1, "one SMS, never re-sent");
 }
 
+/// An SMS whose events name the alert and the attempt that sent it carried that alert alone,
+/// whatever digest the recipient's listing suggests: here an earlier attempt's digest of the
+/// alert and another alert to the same phone, recorded but never sent (its write landed with its
+/// answer lost; its claims were handed back), listed as made at the alert's claim. Settled as that
+/// digest's SMS, the other alert — its own outcome unknown — would be called delivered by an
+/// SMS that never carried it (the digest branch's guess the SNS simulation's seed 189177 exposed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sms_whose_events_name_the_alert_alone_never_settles_a_digest_listed_beside_it() {
+    use tocsin::domain::digest_id::DigestId;
+    use tocsin::ports::{DigestRecord, DigestStore, DueIndex};
+    let p = Pipeline::start_with(Options { fault_seed: Some(346), ..storm_on() }).await;
+    let number = "+14155550216";
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-alone-other", number)).await;
+    let other = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&other).await.status.state, State::SendUnknown, "sent alone, its answer lost");
+    proxy(&p).add_rule(Rule::once("PinpointSMSVoiceV2.SendTextMessage", Fault::DropResponse));
+    let (_, body) = p.submit(&alert("eum-alone", number)).await;
+    let key = key_of(&body);
+    p.run_sender().await;
+    let claimed = p.record(&key).await.status.claimed_at.expect("claimed");
+    assert_eq!(p.record(&key).await.status.state, State::SendUnknown, "the answer was lost");
+    let members = vec![key.clone(), other.clone()];
+    p.ledger
+        .put_digest(&DigestRecord {
+            id: DigestId::derive(&members),
+            recipient: tocsin::domain::PhoneNumber::parse(number).expect("number"),
+            members,
+            segments: 1,
+            created_at: claimed,
+            expires_at: claimed + Duration::days(30),
+            outcome: None,
+        })
+        .await
+        .expect("the unsent digest recorded");
+    // The subscription never hands the events over; only the alert is searched for.
+    p.ledger
+        .set_next_check(&other, tocsin::ports::NextCheck::At(p.clock.now_utc() + Duration::hours(1)), None)
+        .await
+        .expect("next check");
+    p.clock.advance(Duration::minutes(3));
+    let summary = p.run_escalation().await;
+    assert_eq!(summary.reconciled, 1, "{summary:?}");
+    assert_eq!(p.record(&key).await.status.state, State::Delivered, "its own events, by key and attempt");
+    let r = p.record(&other).await;
+    assert_eq!(r.status.state, State::SendUnknown, "that SMS never carried it: {:?}", r.status);
+}
+
 /// A digest member whose sender lost its state write after the send (its own record of the SMS,
 /// and of its digest, never landed) while its siblings recorded the SMS: when the only event so
 /// far is the carrier's non-final acceptance, the member is accepted as its siblings are — the

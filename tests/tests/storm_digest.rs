@@ -768,6 +768,114 @@ async fn a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never a second SMS");
 }
 
+/// Records digest `members` to `number` made at `created_at`, never sent: what a sender leaves
+/// behind when its write of the digest landed with its answer lost — it hands its claims back
+/// unsent, and the members are claimed again a moment later, by another sender, into another
+/// digest.
+async fn unsent_digest(
+    p: &Pipeline,
+    number: &str,
+    members: &[&IdempotencyKey],
+    created_at: chrono::DateTime<chrono::Utc>,
+) {
+    use tocsin::domain::digest_id::DigestId;
+    use tocsin::ports::DigestRecord;
+    let d = DigestRecord {
+        id: DigestId::derive(members.iter().copied()),
+        recipient: PhoneNumber::parse(number).expect("number"),
+        members: members.iter().map(|k| (*k).clone()).collect(),
+        segments: 1,
+        created_at,
+        expires_at: created_at + Duration::days(30),
+        outcome: None,
+    };
+    p.ledger.put_digest(&d).await.expect("the unsent digest recorded");
+}
+
+/// Found by the simulator's long mode (SNS seed 189177 at 330 alerts, storm to one phone): a
+/// sender's write of a digest landed with its answer lost, so it handed its claims back unsent;
+/// a moment later another sender claimed some of those alerts into a digest of its own, sent it,
+/// indexed its SMS and ended before recording it on any member. Searching for a member, the sweep
+/// took the digest listed by the recipient and time — the unsent one — over the one the SMS's
+/// index entry names, re-indexed the SMS to it, and called its members delivered: seven alerts
+/// that SMS never carried. The index ties an SMS to its digest by key; a digest listed by time is
+/// a guess it overrides. Here the unsent digest is listed as made at the member's claim (another
+/// sender's clock a few milliseconds ahead: by time, it cannot be told from the member's own) and
+/// the sent one is not listed yet (the list-index lags).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_listed_by_time_never_takes_an_sms_its_index_entry_gives_to_another_digest() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(Options { fault_seed: Some(36), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550322";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "index-over-listing", a).await;
+    let sent_digest = p.record(&keys[0]).await.status.digest_id.expect("the digest");
+    // Another alert to the same phone, sent alone, its answer lost too.
+    proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
+    let (status, body) = p.submit(&alert_due_in("index-over-listing-other", a, "15m")).await;
+    assert_eq!(status, 201, "{body}");
+    let other = key_of(&body);
+    p.run_sender().await;
+    assert_eq!(p.record(&other).await.status.state, State::SendUnknown);
+    // The sender indexed the digest's SMS; no member's write naming it landed; the list-index
+    // has not caught up with it.
+    index_the_digests_sms(&p, &keys[0], &id).await;
+    forget_digest(&p, &keys).await;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("DIGEST#{sent_digest}")))
+        .key("sk", AttributeValue::S("DIGEST".into()))
+        .update_expression("REMOVE list_pk, list_sk")
+        .send()
+        .await
+        .expect("the sent digest out of the list-index");
+    // The unsent digest of the first member and the other alert, listed at the member's claim.
+    let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
+    unsent_digest(&p, a, &[&keys[0], &other], claimed + Duration::milliseconds(3)).await;
+    // Only the first member is searched for in this run.
+    check_later(&p, [&keys[1], &keys[2], &other], Duration::hours(1)).await;
+    let run = p.run_escalation().await;
+    let r = p.record(&other).await;
+    assert_eq!(r.status.state, State::SendUnknown, "that SMS never carried it: {:?}", r.status);
+    assert_eq!((run.reconciled, run.unattributed), (1, 0), "{run:?}");
+    for key in &keys {
+        assert_eq!(p.record(key).await.status.state, State::Delivered, "its digest's SMS: {key}");
+    }
+    let entry = p.ledger.lookup(&id).await.expect("index").expect("entry");
+    assert!(keys.iter().all(|k| entry.covers(k)) && !entry.covers(&other), "the SMS stays its digest's: {entry:?}");
+}
+
+/// The same race, with the unsent digest listed as made just before the member's claim (the
+/// clocks agree) and the sent one listed too, at the claim: the member never recorded its digest,
+/// and the digest its current attempt made is the latest holding it made at or after the claim —
+/// not the first the listing shows (which left the member `send_unknown` though its sibling had
+/// recorded the SMS, and, with the message id indexed, settled the unsent digest's members).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_never_recorded_its_digest_is_settled_with_the_digest_its_current_attempt_made() {
+    use tocsin::ports::MessageIndex;
+    let p = Pipeline::start_with(Options { fault_seed: Some(37), ..storm_on() }).await;
+    let proxy = p.proxy.clone().expect("proxy");
+    let a = "+14155550323";
+    let (keys, id) = digest_with_lost_answer(&p, &proxy, "current-digest", a).await;
+    // The first member's write of SNS's answer landed; the others' never did.
+    record_acceptance(&p, &keys[0], &id).await;
+    forget_digest(&p, &keys[1..]).await;
+    assert!(p.ledger.lookup(&id).await.expect("index").is_none(), "the message id was never indexed");
+    // An earlier attempt's unsent digest of the second and third members, made 100 ms before
+    // their claim: within the search window, which opens a moment before the claim.
+    let claimed = p.record(&keys[1]).await.status.claimed_at.expect("claimed");
+    unsent_digest(&p, a, &[&keys[1], &keys[2]], claimed - Duration::milliseconds(100)).await;
+    // Only the second member is searched for in this run.
+    check_later(&p, [&keys[0], &keys[2]], Duration::hours(1)).await;
+    let run = p.run_escalation().await;
+    assert_eq!((run.reconciled, run.unattributed), (1, 0), "{run:?}");
+    let r = p.record(&keys[1]).await;
+    assert_eq!(r.status.state, State::Delivered, "settled from its sibling's record of the SMS: {:?}", r.status);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
+}
+
 /// Found by the simulator's long mode (SNS seed 128945 at 330 alerts, storm to one): a digest of
 /// fifteen went out with its answer lost; an operator resent one member, and the resend's SMS —
 /// indexed to that member alone — was delivered while a sweep that had read the member before the

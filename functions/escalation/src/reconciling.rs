@@ -72,14 +72,20 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         // with a write of their own; a member whose write never landed learns it from a sibling's.
         let mut digest = match &record.status.digest_id {
             Some(digest_id) => self.store.get_digest(digest_id).await?,
-            // Its sender ended before recording which digest its SMS was: the digest recorded for
-            // this recipient in the attempt's window that holds it.
+            // Its sender ended before recording which digest its SMS was: the digest its current
+            // attempt made, if it made one — the latest recorded for this recipient that holds
+            // it, made at or after its claim (the sender makes it after claiming, on the same
+            // clock). One made before the claim is an earlier attempt's: its write landed with
+            // its answer lost, the member was handed back unsent and claimed again a moment
+            // later, into another digest (simulation seed 189177). Only a guess by time: what
+            // ties the SMS found to a digest (its index entry, its context) overrides it below.
             None => self
                 .store
                 .digests_to(recipient, window.from, window.to)
                 .await?
                 .into_iter()
-                .find(|d| d.members.contains(key)),
+                .filter(|d| d.members.contains(key) && d.created_at >= claimed_at)
+                .max_by_key(|d| d.created_at),
         }
         // Only the current attempt's digest (an operator may have resent the member alone since).
         .filter(|d| window.contains(d.created_at));
@@ -109,8 +115,15 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         for f in &found {
             let Some(context) = &f.record.context else { continue };
             let own = match &context.subject {
-                // This attempt's SMS: the context names the alert and the attempt that sent it.
-                Subject::Alert { key: k, attempt } => k == key && record.status.attempt_id.as_deref() == Some(attempt),
+                // This attempt's SMS: the context names the alert and the attempt that sent it —
+                // the alert alone, whatever digest the listing suggests.
+                Subject::Alert { key: k, attempt } => {
+                    let own = k == key && record.status.attempt_id.as_deref() == Some(attempt);
+                    if own {
+                        its_alone.insert(f.record.message_id.clone());
+                    }
+                    own
+                }
                 Subject::Digest { id } => digest.as_ref().is_some_and(|d| &d.id == id),
                 Subject::Reply { .. } => false,
             };
@@ -133,12 +146,18 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                     // Indexed as a digest's SMS: that digest, whatever the member's own writes
                     // say and whether or not the recipient's digests are visible yet (the index
                     // of them lags) — its records then reach every member, and the digest's entry
-                    // is never narrowed to this member alone (simulation seed 127064).
+                    // is never narrowed to this member alone (simulation seed 127064). The entry
+                    // ties the SMS to its digest by key, so it overrides a digest found by time:
+                    // kept, the guess would be indexed to the SMS and its members settled on
+                    // nobody's word (seed 189177: an earlier attempt's digest, never sent, took
+                    // the SMS, and seven alerts it never carried were called delivered).
                     match &entry.digest {
-                        Some((digest_id, _)) if digest.is_none() => {
-                            digest = self.store.get_digest(digest_id).await?.filter(|d| window.contains(d.created_at));
+                        Some((digest_id, _)) => {
+                            if digest.as_ref().is_none_or(|d| &d.id != digest_id) {
+                                digest =
+                                    self.store.get_digest(digest_id).await?.filter(|d| window.contains(d.created_at));
+                            }
                         }
-                        Some(_) => {}
                         None => {
                             its_alone.insert(id.clone());
                         }

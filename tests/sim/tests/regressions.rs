@@ -429,3 +429,16 @@ fn a_level_started_in_the_millisecond_its_chain_is_acknowledged_is_judged_in_the
 fn a_resend_never_slips_between_a_sweeps_decision_and_the_chains_next_level() {
     green_through(Provider::Sns, &[170134], 330);
 }
+
+/// SNS long-mode seed 189177, a product defect: a sender's digest write landed with its answer
+/// lost, so it handed its claims back unsent; 150 ms later another sender claimed some of those
+/// alerts into a digest of its own, sent it, indexed its SMS and died before recording it on any
+/// member. The sweep's search for a member took the first digest listed for the recipient in the
+/// window — the unsent one, made just before the claim — over the digest the SMS's index entry
+/// names, re-indexed the SMS to it and called its members delivered: seven alerts that SMS never
+/// carried. The index entry (or an event's context) now decides an SMS's digest, and the guess by
+/// time is the latest digest holding the member made at or after its claim.
+#[test]
+fn a_digest_never_sent_never_takes_the_sms_of_the_digest_its_members_went_out_in() {
+    green_through(Provider::Sns, &[189177], 330);
+}
