@@ -117,6 +117,21 @@ async fn forget_digest(p: &Pipeline, members: &[IdempotencyKey]) {
     }
 }
 
+/// Takes digest `id` out of the list-index, as a list-index that has not caught up with it yet
+/// (it lags: AWS promises no bound).
+async fn unlist_digest(p: &Pipeline, id: &tocsin::domain::digest_id::DigestId) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
+    ddb.update_item()
+        .table_name(p.stack.table("LedgerTable"))
+        .key("pk", AttributeValue::S(format!("DIGEST#{id}")))
+        .key("sk", AttributeValue::S("DIGEST".into()))
+        .update_expression("REMOVE list_pk, list_sk")
+        .send()
+        .await
+        .expect("the digest out of the list-index");
+}
+
 /// Moves the sweep's next look at each of `keys` `later` from now: only the others are due.
 async fn check_later<'a>(p: &Pipeline, keys: impl IntoIterator<Item = &'a IdempotencyKey>, later: Duration) {
     let at = p.clock.now_utc() + later;
@@ -736,7 +751,6 @@ async fn a_member_is_settled_from_its_siblings_record_of_the_sms_even_when_the_m
 /// names as a digest's is that digest's: its records reach every member.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_though_the_digest_is_not_listed_yet() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     use tocsin::ports::MessageIndex;
     let p = Pipeline::start_with(Options { fault_seed: Some(34), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
@@ -747,15 +761,7 @@ async fn a_member_whose_sms_the_index_names_as_its_digests_settles_every_member_
     index_the_digests_sms(&p, &keys[0], &id).await;
     forget_digest(&p, &keys).await;
     // The list-index has not caught up with the digest yet (it lags: AWS promises no bound).
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    ddb.update_item()
-        .table_name(p.stack.table("LedgerTable"))
-        .key("pk", AttributeValue::S(format!("DIGEST#{digest_id}")))
-        .key("sk", AttributeValue::S("DIGEST".into()))
-        .update_expression("REMOVE list_pk, list_sk")
-        .send()
-        .await
-        .expect("the digest out of the list-index");
+    unlist_digest(&p, &digest_id).await;
     // Only the first member is searched for in this run.
     check_later(&p, &keys[1..], Duration::hours(1)).await;
     let run = p.run_escalation().await;
@@ -804,7 +810,6 @@ async fn unsent_digest(
 /// the sent one is not listed yet (the list-index lags).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_listed_by_time_never_takes_an_sms_its_index_entry_gives_to_another_digest() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     use tocsin::ports::MessageIndex;
     let p = Pipeline::start_with(Options { fault_seed: Some(36), ..storm_on() }).await;
     let proxy = p.proxy.clone().expect("proxy");
@@ -822,15 +827,7 @@ async fn a_digest_listed_by_time_never_takes_an_sms_its_index_entry_gives_to_ano
     // has not caught up with it.
     index_the_digests_sms(&p, &keys[0], &id).await;
     forget_digest(&p, &keys).await;
-    let ddb = aws_sdk_dynamodb::Client::new(&p.emulator.sdk_config().await);
-    ddb.update_item()
-        .table_name(p.stack.table("LedgerTable"))
-        .key("pk", AttributeValue::S(format!("DIGEST#{sent_digest}")))
-        .key("sk", AttributeValue::S("DIGEST".into()))
-        .update_expression("REMOVE list_pk, list_sk")
-        .send()
-        .await
-        .expect("the sent digest out of the list-index");
+    unlist_digest(&p, &sent_digest).await;
     // The unsent digest of the first member and the other alert, listed at the member's claim.
     let claimed = p.record(&keys[0]).await.status.claimed_at.expect("claimed");
     unsent_digest(&p, a, &[&keys[0], &other], claimed + Duration::milliseconds(3)).await;
