@@ -20,6 +20,7 @@ mod carrier_view;
 mod chaining;
 mod digest_members;
 mod escalating;
+mod lapsed;
 mod orphans;
 mod reconciling;
 mod settling;

@@ -5,7 +5,8 @@
 //! defaults unless a workload overrides them (storm mode on or off, the SMS rate).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
@@ -67,8 +68,24 @@ pub struct Timeouts {
 }
 
 struct Template {
-    root: Value,
+    root: Arc<Value>,
     parameters: HashMap<String, String>,
+}
+
+/// The template as parsed, read once per process (every seed of a long run deploys the same
+/// file; parsing it was 2 % of a run's time).
+fn parsed(path: &Path) -> Result<Arc<Value>, DeploymentError> {
+    static PARSED: Mutex<Option<(PathBuf, Arc<Value>)>> = Mutex::new(None);
+    let mut cache = PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((p, root)) = cache.as_ref()
+        && p == path
+    {
+        return Ok(Arc::clone(root));
+    }
+    let root: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path)?).map_err(|e| err(format!("{e}")))?;
+    let root = Arc::new(root);
+    *cache = Some((path.to_owned(), Arc::clone(&root)));
+    Ok(root)
 }
 
 fn err(m: impl Into<String>) -> DeploymentError {
@@ -86,7 +103,7 @@ fn scalar(v: &Value) -> Option<String> {
 
 impl Template {
     fn load(path: &Path, overrides: &[(&str, &str)]) -> Result<Self, DeploymentError> {
-        let root: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path)?).map_err(|e| err(format!("{e}")))?;
+        let root = parsed(path)?;
         let mut parameters = HashMap::new();
         if let Some(params) = root.get("Parameters").and_then(Value::as_mapping) {
             for (k, v) in params {

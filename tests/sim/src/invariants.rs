@@ -270,7 +270,12 @@ fn stopped_waiting(
     let resends = truth.attempts.iter().filter(|(id, _)| id.starts_with("operator:")).map(|(_, at)| *at);
     let written =
         |claimed: Millis| truth.states.iter().find(|(at, s)| *at >= claimed && *s == State::Sending).map(|(at, _)| *at);
-    let resent = resends.filter_map(written).filter(|at| *at < next_started).max();
+    // Each resend's claim as the operator's command timed it, and its write in the ledger.
+    let (resend_timed, resent) = resends
+        .filter_map(|timed| written(timed).map(|at| (timed, at)))
+        .filter(|(_, at)| *at < next_started)
+        .max_by_key(|(_, at)| *at)
+        .unzip();
     let states: Vec<(Millis, State)> =
         truth.states.iter().copied().filter(|(at, _)| resent.is_none_or(|r| *at >= r)).collect();
     let first = |wanted: &[State]| states.iter().find(|(_, s)| wanted.contains(s)).map(|(at, _)| *at);
@@ -286,7 +291,10 @@ fn stopped_waiting(
     // claim's own time, which a later claim overwrites in the ledger (long-mode seed 151138).
     let claim_recorded =
         claimed.and_then(|c| truth.claim_times.iter().find(|(written, _)| *written == c).map(|(_, timed)| *timed));
-    let accepted = [recorded, first(&[State::Accepted]), claimed, claim_recorded].into_iter().flatten().min();
+    // A resend's claim counts from its own time too, as a sender's does (a moment before its
+    // write reached the ledger: long-mode seed 227992, a write slowed by 870 ms).
+    let accepted =
+        [recorded, first(&[State::Accepted]), claimed, claim_recorded, resend_timed].into_iter().flatten().min();
     let undelivered = accepted.map_or(truth.deadline, |a| (a + wait_ms).min(truth.deadline));
     let delivered = status.filter(|s| s.state == State::Delivered).and_then(|s| s.final_at).map(crate::exec::to_ms);
     let waiting = match (truth.delivered_at, delivered) {

@@ -7,7 +7,7 @@
 //!
 //! Beside [`super::sms`] (SNS): the world sends through one provider per run ([`Provider`]).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tocsin::domain::PhoneNumber;
 use tocsin::domain::segments::measure;
 use tocsin::ports::{OptIn, PortResult, PublishOutcome, Refusal, SmsGateway, SmsMessage};
@@ -31,31 +31,60 @@ pub(super) struct EventOf<'a> {
 impl EventOf<'_> {
     fn json(&self, event_type: &str, is_final: bool, status: &str, description: &str, at: Millis) -> String {
         let network = &super::networks::NETWORKS[super::networks::network_of(self.to)];
-        json!({
-            "eventType": event_type,
-            "eventVersion": "1.0",
-            "eventTimestamp": at,
-            "isFinal": is_final,
-            "originationPhoneNumber": "+18335550001",
-            "destinationPhoneNumber": self.to,
-            "isInternationalSend": false,
-            "isoCountryCode": "US",
-            "mcc": network.mcc,
-            "mnc": network.mnc,
-            "carrierName": network.name,
-            "messageId": self.message_id,
-            "messageRequestTimestamp": self.requested_at,
-            "messageEncoding": "GSM",
-            "messageType": "TRANSACTIONAL",
-            "messageStatus": status,
-            "messageStatusDescription": description,
-            "context": self.context,
-            "totalMessageParts": self.parts,
-            "totalMessagePrice": 0.00581 * f64::from(self.parts),
-            "totalCarrierFee": 0.00266 * f64::from(self.parts),
-        })
-        .to_string()
+        let event = EventJson {
+            carrier_name: network.name,
+            context: self.context,
+            destination_phone_number: self.to,
+            event_timestamp: at,
+            event_type,
+            event_version: "1.0",
+            is_final,
+            is_international_send: false,
+            iso_country_code: "US",
+            mcc: network.mcc,
+            message_encoding: "GSM",
+            message_id: self.message_id,
+            message_request_timestamp: self.requested_at,
+            message_status: status,
+            message_status_description: description,
+            message_type: "TRANSACTIONAL",
+            mnc: network.mnc,
+            origination_phone_number: "+18335550001",
+            total_carrier_fee: 0.00266 * f64::from(self.parts),
+            total_message_parts: self.parts,
+            total_message_price: 0.00581 * f64::from(self.parts),
+        };
+        // Plain strings, numbers and a map of strings: nothing in it can fail to serialise.
+        serde_json::to_string(&event).unwrap_or_default()
     }
+}
+
+/// An event's JSON, its fields as AWS names them (in the order a JSON object's keys sort, as
+/// the world wrote them before: the same bytes).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventJson<'a> {
+    carrier_name: &'a str,
+    context: &'a Map<String, Value>,
+    destination_phone_number: &'a str,
+    event_timestamp: Millis,
+    event_type: &'a str,
+    event_version: &'a str,
+    is_final: bool,
+    is_international_send: bool,
+    iso_country_code: &'a str,
+    mcc: &'a str,
+    message_encoding: &'a str,
+    message_id: &'a str,
+    message_request_timestamp: Millis,
+    message_status: &'a str,
+    message_status_description: &'a str,
+    message_type: &'a str,
+    mnc: &'a str,
+    origination_phone_number: &'a str,
+    total_carrier_fee: f64,
+    total_message_parts: u32,
+    total_message_price: f64,
 }
 
 /// Whether End User Messaging holds `number` in the stack's opt-out list: half the dead numbers

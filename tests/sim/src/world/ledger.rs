@@ -165,9 +165,22 @@ impl World {
     /// Every write of an intent item goes through here: the GSIs follow it (with their lag), and
     /// the oracle sees each state change.
     fn store_intent(&mut self, key: &IdempotencyKey, item: IntentItem, by: &str) {
+        let before = self.ledger.intents.get(key).map(|i| i.record.status.state);
+        self.store_changed(key, before, item, by);
+    }
+
+    /// The item taken out of the ledger to be changed in place (no copy of it), and the state it
+    /// was in: put it back with [`World::store_changed`].
+    fn take_intent(&mut self, key: &IdempotencyKey) -> Option<(IntentItem, State)> {
+        let item = self.ledger.intents.remove(key)?;
+        let before = item.record.status.state;
+        Some((item, before))
+    }
+
+    /// Stores `item` as `key`'s intent, which was in state `before` (none: new).
+    fn store_changed(&mut self, key: &IdempotencyKey, before: Option<State>, item: IntentItem, by: &str) {
         let lag = self.gsi_lag();
         let now = self.now;
-        let before = self.ledger.intents.get(key).map(|i| i.record.status.state);
         let due_visible = self.ledger.due_index.write(key, item.due_entry(), now, lag);
         self.ledger.pending_index.write(key, item.pending_entry(), now, lag);
         let after = item.record.status.state;
@@ -203,7 +216,7 @@ impl World {
 
     /// The adapter's `transition_update`, applied to the item.
     fn apply_patch(&mut self, t: &Transition, carry: bool) {
-        let Some(mut item) = self.ledger.intents.get(&t.key).cloned() else { return };
+        let Some((mut item, before)) = self.take_intent(&t.key) else { return };
         let p = &t.patch;
         let s = &mut item.record.status;
         if let Some(st) = p.state {
@@ -287,7 +300,7 @@ impl World {
         }
         // Written by whom: the observation's source (`attempt`, `sns`, `lease`, `sweep`, …).
         let by = t.observation.id.split(':').next().unwrap_or("transition").to_owned();
-        self.store_intent(&t.key, item, &by);
+        self.store_changed(&t.key, Some(before), item, &by);
     }
 
     fn observation_absent(&self, t: &Transition) -> bool {
@@ -366,7 +379,7 @@ impl World {
             }
             return Some(ClaimOutcome::NotClaimable(Box::new(item.record.clone())));
         }
-        let mut item = item.clone();
+        let Some((mut item, before)) = self.take_intent(key) else { return Some(ClaimOutcome::Missing) };
         let s = &mut item.record.status;
         s.state = State::Sending;
         s.attempt_id = Some(attempt_id.to_owned());
@@ -378,7 +391,7 @@ impl World {
             s.next_check = Some(ms(lease_until));
         }
         let record = item.record.clone();
-        self.store_intent(key, item, "claim");
+        self.store_changed(key, Some(before), item, "claim");
         self.oracle.claimed(self.now, key, attempt_id, to_ms(now));
         Some(ClaimOutcome::Claimed(Box::new(record)))
     }
@@ -497,16 +510,15 @@ impl World {
         if next == NextCheck::Keep {
             return;
         }
-        let Some(item) = self.ledger.intents.get(key) else { return };
-        if in_state.is_some_and(|s| s != item.record.status.state) {
+        if self.ledger.intents.get(key).is_none_or(|item| in_state.is_some_and(|s| s != item.record.status.state)) {
             return;
         }
-        let mut item = item.clone();
+        let Some((mut item, before)) = self.take_intent(key) else { return };
         item.record.status.next_check = match next {
             NextCheck::At(t) => Some(ms(t)),
             _ => None,
         };
-        self.store_intent(key, item, "set_next_check");
+        self.store_changed(key, Some(before), item, "set_next_check");
     }
 
     pub fn ledger_bring_check_forward(&mut self, key: &IdempotencyKey, by: DateTime<Utc>, while_in: &[State]) {
@@ -514,9 +526,9 @@ impl World {
         if !while_in.contains(&item.record.status.state) || item.record.status.next_check.is_some_and(|t| t <= ms(by)) {
             return;
         }
-        let mut item = item.clone();
+        let Some((mut item, before)) = self.take_intent(key) else { return };
         item.record.status.next_check = Some(ms(by));
-        self.store_intent(key, item, "bring_check_forward");
+        self.store_changed(key, Some(before), item, "bring_check_forward");
     }
 
     pub fn ledger_due(

@@ -53,6 +53,17 @@ pub struct Event {
     /// The record read as the judges read it, when it is a permanent failure of its recipient:
     /// read once, when written.
     pub permanent_failure: Option<Arc<DeliveryRecord>>,
+    /// The record as a search reads it (none: not a delivery record), read the first time a
+    /// search finds the event: reconciliation finds an event again and again, and the group's
+    /// copy keeps what the first reading made of it.
+    parsed: std::sync::OnceLock<Option<Arc<DeliveryRecord>>>,
+}
+
+impl Event {
+    /// The event's record, read once.
+    fn record(&self) -> Option<Arc<DeliveryRecord>> {
+        self.parsed.get_or_init(|| parse_record(&self.message).ok().map(Arc::new)).clone()
+    }
 }
 
 /// A batch the subscription handed to the status function, kept for Lambda's retries.
@@ -90,8 +101,15 @@ impl Logs {
         self.next_event += 1;
         // CloudWatch Logs event ids are long decimal strings.
         let id = format!("3{:017}{:020}", now, self.next_event);
-        let permanent_failure = permanent_failure(&message).map(Arc::new);
-        let event = Event { id, timestamp: now, message, searchable_at, permanent_failure };
+        // SNS writes only successful deliveries to its success group: none there is a failure
+        // (and nine in ten records are there, most of them other applications'), so those are
+        // read only when a search finds them.
+        let parsed = std::sync::OnceLock::new();
+        if group != Group::Success {
+            let _ = parsed.set(parse_record(&message).ok().map(Arc::new));
+        }
+        let permanent_failure = parsed.get().cloned().flatten().filter(|r| is_permanent_failure(r));
+        let event = Event { id, timestamp: now, message, searchable_at, permanent_failure, parsed };
         let group_events = self.groups.entry(group).or_default();
         assert!(group_events.last().is_none_or(|e| e.timestamp <= now), "a group's events are written in time order");
         if !group.subscribed() {
@@ -135,12 +153,20 @@ impl Logs {
     }
 
     /// The events of `group` that contain `term`, logged within `from..=to` and ingested by
-    /// `now`, in time order.
-    pub fn search(&mut self, group: Group, term: &str, from: Millis, to: Millis, now: Millis) -> Vec<Event> {
+    /// `now`, in time order, each with its record (none: not a delivery record).
+    pub fn search(
+        &mut self,
+        group: Group,
+        term: &str,
+        from: Millis,
+        to: Millis,
+        now: Millis,
+    ) -> Vec<(Event, Option<Arc<DeliveryRecord>>)> {
         let events = self.groups.get(&group).map(Vec::as_slice).unwrap_or_default();
         let found = self.found.entry((group, term.to_owned())).or_default();
         let unread = found.read..events.len();
-        found.at.extend(unread.filter(|&i| events[i].message.contains(term)));
+        let finder = memchr::memmem::Finder::new(term);
+        found.at.extend(unread.filter(|&i| finder.find(events[i].message.as_bytes()).is_some()));
         found.read = events.len();
         // A group's events are written in time order (each at the moment it is written), so the
         // window starts where bisection puts it.
@@ -150,7 +176,7 @@ impl Logs {
             .map(|&i| &events[i])
             .take_while(|e| e.timestamp <= to)
             .filter(|e| e.searchable_at <= now)
-            .cloned()
+            .map(|e| (e.clone(), e.record()))
             .collect()
     }
 }
@@ -165,12 +191,16 @@ struct TermHits {
 /// Whether a delivery record (SNS's, or an End User Messaging event) is a permanent failure of its
 /// recipient (the kind that suppresses the number): the record, if so.
 pub fn permanent_failure(message: &str) -> Option<DeliveryRecord> {
-    let r = parse_record(message).ok()?;
+    parse_record(message).ok().filter(is_permanent_failure)
+}
+
+/// Whether the record is a permanent failure of its recipient.
+fn is_permanent_failure(r: &DeliveryRecord) -> bool {
     if r.status.receipt() != Some(tocsin::domain::state::Receipt::Failed) {
-        return None;
+        return false;
     }
     let class = r.failure.as_ref().map_or_else(|| classify(r.provider_response.as_deref()).class, |c| c.class);
-    (class == FailureClass::PermanentRecipient).then_some(r)
+    class == FailureClass::PermanentRecipient
 }
 
 /// `FilterLogEvents` on `group` for events containing `term` within `from..=to` (quoted terms
@@ -197,13 +227,12 @@ async fn filter(sim: &Sim, group: Group, term: String, from: Millis, to: Millis)
     };
     Ok(events
         .into_iter()
-        .filter_map(|e| {
-            let record = parse_record(&e.message).ok()?;
+        .filter_map(|(e, record)| {
             Some(Found {
                 log_group: group.name().to_owned(),
                 log_event_id: e.id,
                 timestamp_ms: e.timestamp,
-                record,
+                record: DeliveryRecord::clone(&*record?),
                 message: e.message,
             })
         })
