@@ -456,66 +456,6 @@ async fn a_dependency_failure_fails_the_invocation_and_the_retry_does_not_double
     assert_eq!(p.record(&key).await.status.state, State::Delivered);
 }
 
-/// Found by the simulation (long mode, SNS seed 227966): a sender published, stored what SNS
-/// answered (its observation, facts first), and then every write of the message index and the
-/// state failed until its invocation ended (a partition failing every try). The claim lapsed and
-/// the sweep called the outcome unknown although the acceptance was on record; the SMS's
-/// permanent failure, kept as an orphan (no index named it), never suppressed the dead number, and
-/// no search could tie it to the alert later. The sweep now completes the attempt's own write: a
-/// lapsed claim whose attempt recorded the acceptance is `accepted` with its message id, and the
-/// orphaned record is applied at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lapsed_claim_whose_acceptance_is_on_record_is_accepted_and_its_orphaned_failure_suppresses_the_number() {
-    use tocsin::domain::observation::Observation;
-    use tocsin::ports::{Commit, IntentStore, NextCheck, StatusPatch, Transition, TransitionOutcome};
-    let p = Pipeline::start().await;
-    let number = "+14155550149";
-    let (_, body) = p.submit(&alert("lapsed-accepted-1", number)).await;
-    let key = key_of(&body);
-    let (attempt, id) = ("attempt-that-ran-out", "msg-lapsed-accepted-1");
-    let claimed = p.clock.now_utc();
-    p.ledger.claim(&key, attempt, claimed, claimed + Duration::minutes(2)).await.expect("claim");
-    // SNS accepted; the sender's observation landed, its state write never did (refused here by
-    // a state the intent is not in, as a write that never lands leaves it).
-    let accepted = Observation::new(
-        format!("attempt:{attempt}:accepted"),
-        claimed + Duration::milliseconds(400),
-        ObservationKind::Accepted { attempt_id: attempt.into(), sns_message_id: id.into() },
-    )
-    .with_state(State::Accepted);
-    let facts_only = Transition {
-        key: key.clone(),
-        from: vec![State::Delivered],
-        attempt_id: Some(attempt.into()),
-        patch: StatusPatch { state: Some(State::Accepted), sns_message_id: Some(id.into()), ..Default::default() },
-        observation: accepted,
-        next_check: NextCheck::Keep,
-        index_message: None,
-        expect: Default::default(),
-        retain_until: None,
-        commit: Commit::FactsFirst,
-        carried_along: Vec::new(),
-    };
-    assert!(matches!(p.ledger.transition(facts_only).await.expect("facts"), TransitionOutcome::Refused(_)));
-    assert_eq!(p.record(&key).await.status.state, State::Sending);
-    // The SMS's permanent failure: no index names the message id, so it is kept as an orphan.
-    let s = feed(&p, FAILURE_GROUP, &[line("9401", record(&p, id, number, false, "Phone number is opted out"))]).await;
-    assert_eq!((s.orphaned, s.failed, s.suppressed), (1, 0, 0), "{s:?}");
-
-    // The claim lapses (its lease is 2 minutes).
-    p.clock.advance(Duration::minutes(3));
-    let sweep = p.run_escalation().await;
-    assert_eq!((sweep.lease_expired_accepted, sweep.lease_expired_unknown), (1, 0), "{sweep:?}");
-    let after = p.record(&key).await;
-    assert_eq!(after.status.state, State::Failed, "{:?}", after.status);
-    assert_eq!(after.status.sns_message_id.as_deref(), Some(id));
-    assert!(after.status.escalation.is_some(), "a failed alert is escalated at once");
-    let phone = PhoneNumber::parse(number).expect("valid");
-    let sup = p.registry.suppression(&phone).await.expect("registry").expect("the dead number is suppressed");
-    assert_eq!(sup.reason, "Phone number is opted out");
-    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 0, "nothing re-sent");
-}
-
 /// A record that overtakes the sender's MessageId write by more than `TOCSIN_ORPHAN_WAIT` (the
 /// write was slow: throttled, retried) finds no index entry and is kept as an orphan. The sweep
 /// reads the orphans of a silent accepted alert back before it suspects a delay: the alert is

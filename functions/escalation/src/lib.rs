@@ -20,7 +20,6 @@ mod carrier_view;
 mod chaining;
 mod digest_members;
 mod escalating;
-mod lapsed;
 mod orphans;
 mod reconciling;
 mod settling;

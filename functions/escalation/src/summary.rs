@@ -17,8 +17,6 @@ pub struct RunSummary {
     pub delay_suspected: usize,
     pub expired_unknown: usize,
     pub lease_expired_unknown: usize,
-    /// Lapsed claims whose attempt had recorded the provider's acceptance: accepted, not unknown.
-    pub lease_expired_accepted: usize,
     pub re_enqueued: usize,
     /// Unknown outcomes settled from the delivery-status logs: their own SMS found (tied to them
     /// by the message index, or a digest sibling's recorded answer).
@@ -72,7 +70,6 @@ impl RunSummary {
         self.delay_suspected += o.delay_suspected;
         self.expired_unknown += o.expired_unknown;
         self.lease_expired_unknown += o.lease_expired_unknown;
-        self.lease_expired_accepted += o.lease_expired_accepted;
         self.re_enqueued += o.re_enqueued;
         self.reconciled += o.reconciled;
         self.unattributed += o.unattributed;
@@ -99,7 +96,6 @@ impl RunSummary {
         m.count("delay_suspected", self.delay_suspected as u64);
         m.count("expired_unknown", self.expired_unknown as u64);
         m.count("lease_expired_unknown", self.lease_expired_unknown as u64);
-        m.count("lease_expired_accepted", self.lease_expired_accepted as u64);
         m.count("re_enqueued", self.re_enqueued as u64);
         m.count("due_read", self.read as u64);
         m.count("sweep_errors", self.errors as u64);

@@ -43,9 +43,6 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         if let Some(current) = self.orphaned_fate(&record, now).await? {
             record = current;
         }
-        if let Some(current) = self.lapsed_but_accepted(&record, now, summary).await? {
-            record = current;
-        }
         let mut escalation_pending = false;
         for action in decide(&record, now, &self.config.sweep) {
             match action {

@@ -443,16 +443,6 @@ fn a_digest_never_sent_never_takes_the_sms_of_the_digest_its_members_went_out_in
     green_through(Provider::Sns, &[189177], 330);
 }
 
-/// SNS long-mode seed 227966, a product defect: a sender published and stored SNS's answer (its
-/// observation, facts first), then every write of the message index and the state failed until
-/// its invocation ended. The lapsed claim became `send_unknown` with the acceptance on record; the
-/// SMS's permanent failure, kept as an orphan, never suppressed the dead number. The sweep now
-/// completes a lapsed claim's recorded acceptance and applies its orphaned records.
-#[test]
-fn a_lapsed_claim_with_its_acceptance_on_record_is_accepted_and_its_failure_suppresses() {
-    green_through(Provider::Sns, &[227966], 330);
-}
-
 /// End User Messaging long-mode seed 227992, a judge defect: an operator's resend was timed 870 ms
 /// before its claim reached the ledger (a slow write); the sweep counted the level's wait from
 /// the resend's claim as timed, the judge from its write, and called the next level early
