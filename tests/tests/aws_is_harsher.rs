@@ -15,7 +15,7 @@ use tocsin::domain::intent::Intent;
 use tocsin::domain::request::{Limits, validate};
 use tocsin::domain::template::Catalog;
 use tocsin::domain::{IdempotencyKey, IntentRecord, Origin, State};
-use tocsin::ports::{DueIndex, IntentStore};
+use tocsin::ports::{DueIndex, IntentStore, MessageIndex};
 use tocsin_harness::events::sqs_event;
 use tocsin_harness::fault_proxy::{Fault, Rule};
 use tocsin_tests::{Options, Pipeline, alert, key_of};
@@ -326,12 +326,13 @@ async fn a_publish_whose_recording_is_throttled_past_the_sdk_retries_is_still_re
 }
 
 /// The sender published and SNS answered, but its message-index write was throttled past every
-/// retry: nothing ties the SMS to the alert. Its delivery record, when it comes, could as well be
-/// another sender's SMS to the same phone: it is kept as an orphan, never matched to the alert by
-/// number and time, and the alert — its outcome unknown once the lease lapses — is escalated at
-/// its deadline with the record attached.
+/// retry: no index ties the SMS to the alert. Its delivery record, when it comes, could as well be
+/// another sender's SMS to the same phone for all the status function can tell: it is kept as an
+/// orphan, never matched to the alert by number and time. What ties it is the sender's own answer,
+/// stored first: once the lease lapses and the outcome is searched for, the record of the message
+/// id SNS gave this attempt settles it — by key, never by guess.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivery_record_of_an_sms_whose_message_id_write_never_landed_is_kept_never_guessed() {
+async fn a_delivery_record_of_an_sms_whose_message_id_write_never_landed_is_tied_by_the_senders_stored_answer() {
     let p = Pipeline::start_with(Options { fault_seed: Some(15), ..Default::default() }).await;
     let proxy = p.proxy.clone().expect("proxy");
     proxy.add_rule(
@@ -346,16 +347,23 @@ async fn a_delivery_record_of_an_sms_whose_message_id_write_never_landed_is_kept
     assert_eq!(p.record(&key).await.status.state, State::Sending, "published, never recorded");
     let sms = p.emulator.sent_sms().await.expect("sms");
     assert_eq!(sms.len(), 1);
+    let id = sms[0].message_id.clone();
     proxy.clear_rules();
-    p.carrier_reports(&sms[0].message_id, "+14155550192", true, "Message has been accepted by phone").await;
+    assert_eq!(p.ledger.lookup(&id).await.expect("index"), None, "no index names it");
+    p.carrier_reports(&id, "+14155550192", true, "Message has been accepted by phone").await;
     let summaries = p.run_status().await;
     assert_eq!(summaries.iter().map(|s| (s.orphaned, s.delivered)).collect::<Vec<_>>(), vec![(1, 0)]);
     assert_eq!(p.record(&key).await.status.state, State::Sending, "never delivered on a guess");
+    // The claim lapses: its outcome is unknown, and the same run searches for it.
+    p.clock.advance(Duration::minutes(3));
+    let run = p.run_escalation().await;
+    assert_eq!((run.lease_expired_unknown, run.reconciled, run.unattributed), (1, 1, 0), "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Delivered, "{:?}", r.status);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "its own SMS");
     p.clock.advance(Duration::minutes(16));
     p.run_escalation().await;
-    let r = p.record(&key).await;
-    assert_eq!(r.status.state, State::SendUnknown);
-    assert!(r.status.escalation.is_some(), "escalated at its deadline");
+    assert!(p.escalations().await.is_empty(), "delivered: never escalated");
     assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never re-sent");
 }
 

@@ -222,6 +222,52 @@ async fn a_permanent_failure_the_index_ties_to_an_unknown_outcome_suppresses_the
     assert!(p.registry.suppression(&phone).await.expect("registry").is_some());
 }
 
+/// Found by the simulation (long mode, SNS seed 227966): a sender published an alert alone and
+/// stored SNS's answer (its observation, written first), then its message-index write failed every
+/// try until the invocation ended, and its state write never came. The SMS's permanent failure
+/// found no index entry and was kept as an orphan; the lapsed claim became `send_unknown`, and no
+/// search tied the record to it — so the dead number was never suppressed. The attempt's stored
+/// answer ties it by key: the search settles the alert `failed` and suppresses the number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_of_an_sms_whose_index_write_never_landed_suppresses_the_number_once_its_outcome_is_searched()
+ {
+    let number = "+14155550188";
+    let p = Pipeline::start_with(Options { fault_seed: Some(34), ..Default::default() }).await;
+    let proxy = p.proxy.clone().expect("a pipeline behind the fault proxy");
+    proxy.add_rule(
+        Rule::sometimes("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 1.0).when_body_contains("MSG#"),
+    );
+    let (_, body) = p.submit(&alert("recon-index-lost", number)).await;
+    let key = key_of(&body);
+    let q = p.stack.queue("SendQueue").clone();
+    let msgs = p.receive(&q.url, 10).await;
+    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
+    proxy.clear_rules();
+    let sms = p.emulator.sent_sms().await.expect("sms");
+    assert_eq!(sms.len(), 1);
+    let id = sms[0].message_id.clone();
+    assert_eq!(p.ledger.lookup(&id).await.expect("index"), None, "no index names it");
+    assert_eq!(p.record(&key).await.status.state, State::Sending);
+    p.carrier_reports(&id, number, false, "Phone number is opted out").await;
+    let status = p.run_status().await;
+    assert_eq!(status.iter().map(|s| (s.orphaned, s.suppressed)).collect::<Vec<_>>(), vec![(1, 0)]);
+
+    // The claim lapses: its outcome is unknown, and the same run searches for it.
+    p.clock.advance(Duration::minutes(3));
+    let run = p.run_escalation().await;
+    assert_eq!((run.lease_expired_unknown, run.reconciled, run.unattributed), (1, 1, 0), "{run:?}");
+    let r = p.record(&key).await;
+    assert_eq!(r.status.state, State::Failed, "{:?}", r.status);
+    assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()), "its own SMS");
+    let phone = tocsin::domain::PhoneNumber::parse(number).expect("valid");
+    let sup = p.registry.suppression(&phone).await.expect("registry").expect("the dead number is suppressed");
+    assert_eq!(sup.reason, "Phone number is opted out");
+    p.clock.advance(Duration::minutes(1));
+    assert_eq!(p.run_escalation().await.escalated, 1, "a failed alert is escalated");
+    assert!(p.escalations().await[0].0.reason.contains("delivery failed"));
+    assert_eq!(p.emulator.sent_sms().await.expect("sms").len(), 1, "never re-sent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_of_several_sms_to_the_number_are_all_kept_for_a_human_and_searched_for_again() {
     let (p, _proxy, key, id) = unknown_outcome("recon-5", "+14155550174").await;

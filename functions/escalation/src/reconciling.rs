@@ -1,14 +1,15 @@
 //! Reconciling unknown outcomes: the delivery logs searched for each, within the run's time, and
 //! what was found judged — the alert's own SMS (tied to it by the key its events echo under End
-//! User Messaging, else by the message index or a digest sibling's recorded answer), records
-//! nothing ties to it (unattributed: never taken for its own), or nothing yet. [`crate::settling`]
-//! writes it.
+//! User Messaging, else by the message index, the attempt's own stored answer or a digest
+//! sibling's recorded answer), records nothing ties to it (unattributed: never taken for its
+//! own), or nothing yet. [`crate::settling`] writes it.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tocsin::domain::intent::IntentRecord;
+use tocsin::domain::observation::ObservationKind;
 use tocsin::domain::reconcile::{Verdict, Window, judge};
 use tocsin::domain::send_context::Subject;
 use tocsin::ports::{DeliveryLogSearch, EscalationQueue, SearchError, SearchFor, SendQueue, after, time_left, within};
@@ -137,6 +138,9 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         // alert needs none.
         let ids: std::collections::BTreeSet<String> =
             found.iter().filter(|f| f.record.context.is_none()).map(|f| f.record.message_id.clone()).collect();
+        // What the provider answered this attempt, when its sender stored it (facts first) and the
+        // writes after it never landed — read once, and only for a record no index names.
+        let mut answered: Option<Option<String>> = None;
         for id in ids {
             // A digest's SMS covering this intent is its own. One tied to another intent alone is
             // that intent's — even a digest sibling's: the sibling may have been sent alone since,
@@ -167,7 +171,22 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 Some(_) => {
                     linked_elsewhere.insert(id);
                 }
-                None => {}
+                None => {
+                    // No index names it — its sender's index write may never have landed (a
+                    // partition failing every try until the invocation ended: simulation seed
+                    // 227966). The attempt's own stored answer ties the SMS to this alert by key,
+                    // as the index would have; a digest's SMS is its digest's (found above), so
+                    // only an alert sent alone is tied this way.
+                    if digest.is_none() {
+                        if answered.is_none() {
+                            answered = Some(self.answer_on_record(record).await?);
+                        }
+                        if answered.as_ref().is_some_and(|a| a.as_deref() == Some(id.as_str())) {
+                            its_alone.insert(id.clone());
+                            indexed_to_it.insert(id);
+                        }
+                    }
+                }
             }
         }
         let verdict = match sibling {
@@ -201,6 +220,22 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         };
         self.settle(record, &verdict, digest).await?;
         Ok(Some(verdict))
+    }
+}
+
+impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: SweepRegistry, C: SweepClock>
+    Escalator<S, Q, E, L, R, C>
+{
+    /// The message id the provider gave the intent's current attempt, if that attempt stored its
+    /// answer: the sender writes its observation before the message index and the state, so a
+    /// sender whose later writes never landed (its claim lapsed to `send_unknown`) still left it.
+    async fn answer_on_record(&self, record: &IntentRecord) -> Result<Option<String>, SearchError> {
+        let Some(attempt) = record.status.attempt_id.as_deref() else { return Ok(None) };
+        let observations = self.store.observations(&record.intent.key).await?;
+        Ok(observations.into_iter().find_map(|o| match o.kind {
+            ObservationKind::Accepted { attempt_id, sns_message_id } if attempt_id == attempt => Some(sns_message_id),
+            _ => None,
+        }))
     }
 }
 

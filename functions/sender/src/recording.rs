@@ -167,7 +167,9 @@ impl<S: SenderStore, R: RecipientRegistry + RecipientRoster, G: SmsGateway, Q: S
                     Err(e) => {
                         // Published but not recorded, after retrying until the invocation's end:
                         // keep the claim; its lease expiry makes the intent send_unknown, and its
-                        // delivery record (found by number and claim time) still settles it.
+                        // delivery record still settles it — found by the message index, or, if
+                        // that write never landed either, tied by this attempt's stored answer
+                        // when the sweep searches for it.
                         tracing::error!(key = intent.key.short(), sns_message_id = %message_id, error = %e, "published but could not record the MessageId");
                     }
                 }

@@ -495,12 +495,66 @@ pub fn others_storm(world: &World, network: usize, at: Millis) -> Option<Millis>
     })
 }
 
+/// The judged window of the traffic signal (`TrafficPolicy::window_minutes`) and its ratio
+/// (`TrafficPolicy::ratio`): a silence is at most a fifth of what is expected.
+const SILENCE_WINDOW_MINUTES: usize = 15;
+const SILENCE_RATIO: f64 = 5.0;
+/// How unlikely the world's own traffic must have been for a silence to be chance's doing. The
+/// detector calls a carrier silent when what it saw is at most a fifth of what it expected and
+/// chance explains it less than once in ten million (`TrafficPolicy::max_chance`): rare, not
+/// impossible, and a long run makes millions of such judgements. When the world's own SMS to the
+/// network were that few, as unlikely as once in a hundred thousand, the verdict read the world
+/// right; a tally the status function failed to write (best effort) is what tipped it.
+const WORLD_CHANCE: f64 = 1e-5;
+
+/// Whether other applications' SMS to a network in the minutes before a verdict were, by chance,
+/// as few as a silence: `minutes` holds their count per minute, oldest first, the last one the
+/// verdict's latest closed minute; the hour before the last [`SILENCE_WINDOW_MINUTES`] sets the
+/// rate expected. Some run of the latest minutes (1 to the window), ending at the last minute or
+/// one or two before it (a minute's records reach the tallies a little after it closes), held at
+/// most a fifth of that rate, and so few that chance explains it less than once in
+/// [`WORLD_CHANCE`].
+pub fn silent_by_chance(minutes: &[u32]) -> bool {
+    const LAG: usize = 2;
+    let Some(judged_from) = minutes.len().checked_sub(SILENCE_WINDOW_MINUTES + LAG) else { return false };
+    let before = &minutes[judged_from.saturating_sub(60)..judged_from];
+    if before.len() < 30 {
+        return false;
+    }
+    let rate = f64::from(before.iter().sum::<u32>()) / before.len() as f64;
+    (0..=LAG).any(|lag| {
+        let end = minutes.len() - lag;
+        (1..=SILENCE_WINDOW_MINUTES).any(|k| {
+            let seen = u64::from(minutes[end - k..end].iter().sum::<u32>());
+            let expected = rate * k as f64;
+            expected > 0.0
+                && seen as f64 * SILENCE_RATIO <= expected
+                && tocsin::domain::carrier_traffic::poisson_cdf(seen, expected) <= WORLD_CHANCE
+        })
+    })
+}
+
+/// Other applications' SMS to `network` per minute, from about 77 minutes before the minute of
+/// `at` to the minute before it (the last closed), oldest first ([`silent_by_chance`]).
+fn others_per_minute(world: &World, network: usize, at: Millis) -> Vec<u32> {
+    let last = at - at.rem_euclid(60_000) - 60_000;
+    let first = (last - (60 + SILENCE_WINDOW_MINUTES as Millis + 2) * 60_000).max(0);
+    let mut counts = vec![0u32; ((last - first) / 60_000 + 1) as usize];
+    for ((_, minute), n) in world.oracle.others_sms.range((network, first)..=(network, last)) {
+        if let Some(c) = counts.get_mut(((minute - first) / 60_000) as usize) {
+            *c += n[0] + n[1];
+        }
+    }
+    counts
+}
+
 /// Every carrier a sweep judged degraded by the traffic has a reason in the world that ended at
 /// most a bound before: its network's incident, or a change of the traffic's shape on it (an
 /// application leaving it, the account's traffic halving, another stack's alert storm). A run
 /// that judged every carrier slow is left out: that verdict is about the logs' path or what is
 /// upstream of the carriers (a status function throttled for minutes tallies nothing), not one
-/// carrier.
+/// carrier. So is a silence the world's own traffic made by chance ([`silent_by_chance`]): the
+/// detector is statistical, and its rare false alarm is part of its design.
 fn carrier_verdicts_clear(world: &World) -> Vec<Violation> {
     use crate::world::networks::NETWORKS;
     let n = &world.sms.networks;
@@ -521,8 +575,13 @@ fn carrier_verdicts_clear(world: &World) -> Vec<Violation> {
                 .filter(|i| i.network == network && i.from <= *at && *at <= i.to + CARRIER_RECOVERED_CLEARS_MS);
             let reshaped =
                 n.change.filter(|c| c.touches(network) && c.at <= *at && *at <= c.at + TRAFFIC_RESHAPED_CLEARS_MS);
-            // Another stack's storm is looked for only where the networks give no reason.
-            if incident.is_none() && reshaped.is_none() && others_storm(world, network, *at).is_none() {
+            // Another stack's storm, and chance, are looked for only where the networks give no
+            // reason.
+            if incident.is_none()
+                && reshaped.is_none()
+                && others_storm(world, network, *at).is_none()
+                && !silent_by_chance(&others_per_minute(world, network, *at))
+            {
                 out.push(Violation {
                     at: *at,
                     invariant: Invariant::CarrierVerdictClears,
@@ -803,4 +862,39 @@ pub fn queued_have_messages(
     }
     *since = still;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::silent_by_chance;
+
+    /// An hour at 3 or 4 SMS a minute, then `window`.
+    fn after_an_hour(window: &[u32]) -> Vec<u32> {
+        let mut minutes: Vec<u32> = (0..62).map(|i| 3 + (i % 2)).collect();
+        minutes.extend_from_slice(window);
+        minutes
+    }
+
+    /// SNS seed 228685: US Cellular's other traffic, about 3.5 a minute, came to 6 in nine
+    /// minutes (chance explains that about once in ten million); one tally the status function
+    /// failed to write made it 5 in its view, and the detector called a silence.
+    #[test]
+    fn a_silence_the_worlds_own_traffic_made_by_chance_excuses_the_verdict() {
+        assert!(silent_by_chance(&after_an_hour(&[1, 2, 5, 1, 6, 1, 3, 1, 2, 1, 0, 1, 0, 0, 1, 0, 3])));
+    }
+
+    /// The world sending as before: a verdict of silence then is the product's, never chance's —
+    /// nor is one quiet minute, nor traffic at half its rate.
+    #[test]
+    fn traffic_as_usual_a_quiet_minute_or_half_the_rate_excuses_nothing() {
+        assert!(!silent_by_chance(&after_an_hour(&[3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3])));
+        assert!(!silent_by_chance(&after_an_hour(&[3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 3, 4, 0, 0, 0])));
+        assert!(!silent_by_chance(&after_an_hour(&[3, 4, 3, 4, 3, 4, 3, 4, 2, 1, 2, 1, 2, 1, 2, 1, 2])));
+    }
+
+    /// Too short a history to know the rate: no excuse.
+    #[test]
+    fn without_half_an_hour_of_history_nothing_is_chance() {
+        assert!(!silent_by_chance(&[3, 4, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+    }
 }

@@ -443,6 +443,17 @@ fn a_digest_never_sent_never_takes_the_sms_of_the_digest_its_members_went_out_in
     green_through(Provider::Sns, &[189177], 330);
 }
 
+/// SNS long-mode seed 227966, a product defect: a sender published an alert alone and stored SNS's
+/// answer (its observation, written first), then its message-index write failed every try until
+/// its invocation ended. The lapsed claim became `send_unknown`; the SMS's permanent failure, kept
+/// as an orphan, found no index entry, and the sweep's searches left it unattributed, so the dead
+/// number was never suppressed. The search now ties a record to the alert by the attempt's own
+/// stored answer, as the index would have.
+#[test]
+fn an_sms_whose_index_write_never_landed_is_tied_by_its_attempts_stored_answer_and_its_failure_suppresses() {
+    green_through(Provider::Sns, &[227966], 330);
+}
+
 /// End User Messaging long-mode seed 227992, a judge defect: an operator's resend was timed 870 ms
 /// before its claim reached the ledger (a slow write); the sweep counted the level's wait from
 /// the resend's claim as timed, the judge from its write, and called the next level early
