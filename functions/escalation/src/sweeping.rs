@@ -154,6 +154,13 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
             let unchanged = match next {
                 NextCheck::At(t) => {
                     record.status.next_check.map(|c| c.timestamp_millis()) == Some(t.timestamp_millis())
+                        // Due again at once, and due in the index already: the next run reads it
+                        // either way. An unknown outcome waiting its turn for a log search (a run
+                        // searches `TOCSIN_RECONCILE_BATCH`) was moved a second on by every run —
+                        // a write and its index entry's delete and put, each minute, for each one
+                        // of an outage's backlog.
+                        || (self.due_again_at_once(&record, now)
+                            && record.status.next_check.is_some_and(|c| c <= now))
                 }
                 NextCheck::Remove => record.status.next_check.is_none(),
                 NextCheck::Keep => true,
@@ -208,6 +215,12 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                 Ok(false)
             }
         }
+    }
+
+    /// Whether the intent has something to do again at once (its next check would be the floor).
+    fn due_again_at_once(&self, record: &IntentRecord, now: DateTime<Utc>) -> bool {
+        next_check(record, now, &self.config.sweep)
+            .is_some_and(|t| t <= now + chrono::Duration::seconds(NEXT_CHECK_FLOOR_SECS))
     }
 
     /// The next check the sweep writes: never a time already past (that would make every later
