@@ -42,16 +42,12 @@ async fn answer_lost(p: &Pipeline, proxy: &FaultProxy, event: &str, number: &str
     (key, sms[0].message_id.clone())
 }
 
-/// An alert whose SMS SNS accepted and whose sender's facts landed — the observation and the
-/// message index, written first — but whose state write never did (throttled past the SDK's
-/// retries until the invocation ended): its lease lapses and the sweep makes it `send_unknown`.
-/// Its SMS is tied to it by the index. Returns its key and SNS message id.
-async fn indexed_but_unknown(p: &Pipeline, event: &str, number: &str) -> (IdempotencyKey, String) {
+/// Submits and sends an alert, SNS accepting it, in an invocation of 8 s during which every
+/// request `write` matches is throttled (past the SDK's retries); the fault is cleared on return.
+/// Returns its key and SNS message id.
+async fn published_with_a_write_lost(p: &Pipeline, write: Rule, event: &str, number: &str) -> (IdempotencyKey, String) {
     let proxy = p.proxy.clone().expect("a pipeline behind the fault proxy");
-    proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
-            .when_body_contains(":sns_message_id"),
-    );
+    proxy.add_rule(write);
     let (_, body) = p.submit(&alert(event, number)).await;
     let key = key_of(&body);
     let q = p.stack.queue("SendQueue").clone();
@@ -60,7 +56,17 @@ async fn indexed_but_unknown(p: &Pipeline, event: &str, number: &str) -> (Idempo
     proxy.clear_rules();
     let sms = p.emulator.sent_sms().await.expect("sms");
     assert_eq!(sms.len(), 1);
-    let id = sms[0].message_id.clone();
+    (key, sms[0].message_id.clone())
+}
+
+/// An alert whose SMS SNS accepted and whose sender's facts landed — the observation and the
+/// message index, written first — but whose state write never did (throttled past the SDK's
+/// retries until the invocation ended): its lease lapses and the sweep makes it `send_unknown`.
+/// Its SMS is tied to it by the index. Returns its key and SNS message id.
+async fn indexed_but_unknown(p: &Pipeline, event: &str, number: &str) -> (IdempotencyKey, String) {
+    let write = Rule::sometimes("DynamoDB_20120810.UpdateItem", Fault::dynamodb_throttled(), 1.0)
+        .when_body_contains(":sns_message_id");
+    let (key, id) = published_with_a_write_lost(p, write, event, number).await;
     assert_eq!(p.ledger.lookup(&id).await.expect("index").map(|e| e.key), Some(key.clone()), "the index ties it");
     p.clock.advance(Duration::minutes(3));
     assert_eq!(p.run_escalation().await.lease_expired_unknown, 1);
@@ -229,23 +235,12 @@ async fn a_permanent_failure_the_index_ties_to_an_unknown_outcome_suppresses_the
 /// search tied the record to it — so the dead number was never suppressed. The attempt's stored
 /// answer ties it by key: the search settles the alert `failed` and suppresses the number.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permanent_failure_of_an_sms_whose_index_write_never_landed_suppresses_the_number_once_its_outcome_is_searched()
- {
+async fn a_permanent_failure_of_an_sms_whose_index_write_never_landed_suppresses_its_number_once_searched() {
     let number = "+14155550188";
     let p = Pipeline::start_with(Options { fault_seed: Some(34), ..Default::default() }).await;
-    let proxy = p.proxy.clone().expect("a pipeline behind the fault proxy");
-    proxy.add_rule(
-        Rule::sometimes("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 1.0).when_body_contains("MSG#"),
-    );
-    let (_, body) = p.submit(&alert("recon-index-lost", number)).await;
-    let key = key_of(&body);
-    let q = p.stack.queue("SendQueue").clone();
-    let msgs = p.receive(&q.url, 10).await;
-    p.sender.handle(sqs_event(&q.arn, &msgs), p.clock.in_(StdDuration::from_secs(8))).await;
-    proxy.clear_rules();
-    let sms = p.emulator.sent_sms().await.expect("sms");
-    assert_eq!(sms.len(), 1);
-    let id = sms[0].message_id.clone();
+    let index_write =
+        Rule::sometimes("DynamoDB_20120810.PutItem", Fault::dynamodb_throttled(), 1.0).when_body_contains("MSG#");
+    let (key, id) = published_with_a_write_lost(&p, index_write, "recon-index-lost", number).await;
     assert_eq!(p.ledger.lookup(&id).await.expect("index"), None, "no index names it");
     assert_eq!(p.record(&key).await.status.state, State::Sending);
     p.carrier_reports(&id, number, false, "Phone number is opted out").await;
@@ -525,22 +520,23 @@ async fn a_record_logged_long_after_its_sms_still_settles_an_unknown_outcome() {
     assert_eq!(r.status.sns_message_id.as_deref(), Some(id.as_str()));
 }
 
-/// More unknown outcomes are due than a run may search (`TOCSIN_RECONCILE_BATCH`): the one that
-/// has waited longest is searched first, and one searched goes to the back, so each is searched in
-/// turn — never starved by chance. (Found by the simulator's long mode, SNS seed 129865: drawn at
-/// random from about 300 due, 10 a run, one was never searched in 113 runs, its digest's sibling
-/// delivered.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_more_unknown_outcomes_due_than_a_run_searches_the_longest_waiting_goes_first() {
+/// `n` alerts (`{event}-{i}` to `{number}{i}`) whose publish answers were lost, ten seconds apart,
+/// on a stack whose runs search one unknown outcome each (`TOCSIN_RECONCILE_BATCH` 1); a minute
+/// on, every one is due a search.
+async fn unknown_outcomes_one_search_a_run(
+    event: &str,
+    number: &str,
+    n: usize,
+) -> (Pipeline, FaultProxy, Vec<IdempotencyKey>) {
     let mut options = Options::sns();
     options.env.push(("TOCSIN_RECONCILE_BATCH", "1"));
     let p = Pipeline::start_with(options).await;
     let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
     let p = p.with_sns_endpoint(&proxy.endpoint()).await;
     let mut keys = Vec::new();
-    for i in 0..4 {
+    for i in 0..n {
         proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
-        let (_, body) = p.submit(&alert(&format!("starve-{i}"), &format!("+1415555023{i}"))).await;
+        let (_, body) = p.submit(&alert(&format!("{event}-{i}"), &format!("{number}{i}"))).await;
         p.run_sender().await;
         let key = key_of(&body);
         assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
@@ -548,6 +544,17 @@ async fn with_more_unknown_outcomes_due_than_a_run_searches_the_longest_waiting_
         p.clock.advance(Duration::seconds(10));
     }
     p.clock.advance(Duration::minutes(1));
+    (p, proxy, keys)
+}
+
+/// More unknown outcomes are due than a run may search (`TOCSIN_RECONCILE_BATCH`): the one that
+/// has waited longest is searched first, and one searched goes to the back, so each is searched in
+/// turn — never starved by chance. (Found by the simulator's long mode, SNS seed 129865: drawn at
+/// random from about 300 due, 10 a run, one was never searched in 113 runs, its digest's sibling
+/// delivered.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_more_unknown_outcomes_due_than_a_run_searches_the_longest_waiting_goes_first() {
+    let (p, _proxy, keys) = unknown_outcomes_one_search_a_run("starve", "+1415555023", 4).await;
     for (run, expected) in keys.iter().enumerate() {
         let summary = p.run_escalation().await;
         assert_eq!(summary.still_unknown + summary.unattributed, 1, "one search a run: {summary:?}");
@@ -569,22 +576,7 @@ async fn with_more_unknown_outcomes_due_than_a_run_searches_the_longest_waiting_
 /// Messaging seeds). They are still searched in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_outcomes_waiting_their_turn_for_a_search_are_read_but_never_rewritten_by_each_run() {
-    let mut options = Options::sns();
-    options.env.push(("TOCSIN_RECONCILE_BATCH", "1"));
-    let p = Pipeline::start_with(options).await;
-    let proxy = FaultProxy::start(&p.emulator.endpoint(), 5).await.expect("proxy");
-    let p = p.with_sns_endpoint(&proxy.endpoint()).await;
-    let mut keys = Vec::new();
-    for i in 0..3 {
-        proxy.add_rule(Rule::once("SNS.Publish", Fault::DropResponse));
-        let (_, body) = p.submit(&alert(&format!("backlog-{i}"), &format!("+1415555024{i}"))).await;
-        p.run_sender().await;
-        let key = key_of(&body);
-        assert_eq!(p.record(&key).await.status.state, State::SendUnknown);
-        keys.push(key);
-        p.clock.advance(Duration::seconds(10));
-    }
-    p.clock.advance(Duration::minutes(1));
+    let (p, _proxy, keys) = unknown_outcomes_one_search_a_run("backlog", "+1415555024", 3).await;
     assert_eq!(p.run_escalation().await.reconcile_deferred, 2);
     p.clock.advance(Duration::seconds(30));
     p.emulator.start_recording().await.expect("recording");

@@ -548,6 +548,8 @@ async fn a_resend_while_a_sweep_is_escalating_the_alert_is_refused_and_says_so()
     let r = tocsin(&p, &["resend", key.as_str(), "--reason", "meanwhile"]).await;
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("is being escalated right now") && r.stderr.contains("nothing was sent"), "{r:?}");
+    let lease_end = until.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    assert!(r.stderr.contains(&lease_end), "says until when the run holds it ({lease_end}): {r:?}");
     assert_eq!(sms_count(&p).await, 1, "nothing more was sent");
     assert!(operator_observations(&p.timeline(&key).await).is_empty(), "a refused claim records nothing");
     assert_eq!(p.record(&key).await.status.state, State::SendUnknown);

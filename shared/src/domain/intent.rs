@@ -245,6 +245,11 @@ pub struct Status {
     /// `ChainLedger::start_level`); `None` before any and on every other intent.
     #[serde(default)]
     pub chain_level: Option<u8>,
+    /// Until when an escalation run holds the intent (it decided to page on-call or to start a
+    /// chain's next level, and is doing it): a resend is refused meanwhile. `None`, or a time
+    /// past: no run holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_run_until: Option<DateTime<Utc>>,
 }
 
 impl Status {
@@ -270,6 +275,7 @@ impl Status {
             late_expected: None,
             acknowledgement: None,
             chain_level: None,
+            escalation_run_until: None,
         }
     }
 }

@@ -132,9 +132,12 @@ pub async fn claim_for_operator<S: IntentStore>(
             s.lease_until = Some(claim.lease_until);
             Ok(OperatorClaimOutcome::Claimed(Box::new(record)))
         }
-        // Refused in a resendable state: the escalation lease was held (the claim's only other
-        // condition is the state).
-        TransitionOutcome::Refused(current) if RESENDABLE.contains(&current.status.state) => {
+        // Refused in a resendable state while an escalation run holds the intent: that run is
+        // paging on-call (or starting the chain's next level) on what it read.
+        TransitionOutcome::Refused(current)
+            if RESENDABLE.contains(&current.status.state)
+                && current.status.escalation_run_until.is_some_and(|until| until >= claim.now) =>
+        {
             Ok(OperatorClaimOutcome::BeingEscalated(current))
         }
         TransitionOutcome::Refused(current) => Ok(OperatorClaimOutcome::NotResendable(current)),

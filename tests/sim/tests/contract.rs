@@ -716,7 +716,7 @@ async fn resend_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
     );
     out.push(line("send unknown", l.transition(unknown).await));
     let leased = l.lease_escalation(&key, "run-1", later_ms(t0, 10), later_ms(t0, 130)).await;
-    out.push(line("lease", leased.map(|r| r.map(|r| r.status.state))));
+    out.push(line("lease", leased.map(|r| r.map(|r| (r.status.state, r.status.escalation_run_until)))));
     let claim = |now: DateTime<Utc>| OperatorClaim {
         key: &key,
         attempt_id: "operator:c1",
@@ -730,6 +730,7 @@ async fn resend_contract<L: Ledger>(l: &L, t0: DateTime<Utc>) -> Vec<String> {
         "resend while the run holds it",
         during.map(|o| format!("{o:?}").split('(').next().map(str::to_owned)),
     ));
+    out.push(line("held until", l.get(&key).await.map(|r| r.map(|r| r.status.escalation_run_until))));
     let after = claim_for_operator(l, claim(later_ms(t0, 140))).await;
     out.push(line(
         "resend once its lease lapsed",
@@ -929,13 +930,16 @@ async fn the_simulated_ledger_refuses_a_resend_while_an_escalation_run_holds_the
     let sim = block_on(Box::pin(resend_contract(&ledger, t0)));
     assert_same("resend during an escalation run", &sim, &emulator);
     assert_eq!(
-        emulator[2..4],
+        [&emulator[2], &emulator[4]],
         [
-            r#"resend while the run holds it => Ok(Some("BeingEscalated"))"#.to_owned(),
-            r#"resend once its lease lapsed => Ok(Some("Claimed"))"#.to_owned(),
+            r#"resend while the run holds it => Ok(Some("BeingEscalated"))"#,
+            r#"resend once its lease lapsed => Ok(Some("Claimed"))"#,
         ],
         "{emulator:#?}"
     );
+    // Until when the run holds it, read back as the lease wrote it: what the CLI tells the operator.
+    let until = later_ms(t0, 130);
+    assert_eq!(emulator[3], format!("held until => Ok(Some(Some({until:?})))"), "{emulator:#?}");
 }
 
 /// The confirmations contract (issue 37): one per reply (a copy finds it claimed), at most the

@@ -64,10 +64,13 @@ pub async fn run(ctx: &Context, args: &ResendArgs) -> CliResult<ResendOutcome> {
             )));
         }
         Err(ResendError::BeingEscalated { record }) => {
+            let lease =
+                record.status.escalation_run_until.map_or_else(|| "its lease's end".to_owned(), crate::output::time);
             return Err(CliError::Refused(format!(
                 "not resent: intent {key} is being escalated right now — a sweep decided on it as it was ({}), and its \
                  page to on-call (or the chain's next person) is on its way; nothing was sent. Look at `tocsin show \
-                 {key}`: once it shows the escalation (within the escalation lease, 2 minutes, if that run died), \
+                 {key}`: once it shows the escalation (that run holds it until {lease}; if the run died, the next one \
+                 escalates it after that), \
                  resend if the person still needs it.",
                 record.status.state
             )));

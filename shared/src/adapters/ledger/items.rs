@@ -104,6 +104,7 @@ pub fn record_from_item(item: &Item) -> PortResult<IntentRecord> {
                 Some("ambiguous") => ReconcileState::Ambiguous,
                 _ => ReconcileState::Pending,
             },
+            escalation_run_until: get_time(item, "esc_lease"),
             late_expected: get_time(item, "late_expected"),
             digest_id: match get_s(item, "digest_id") {
                 Some(raw) => Some(DigestId::parse(raw).ok_or_else(|| corrupt("bad digest_id".into()))?),

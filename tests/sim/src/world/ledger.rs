@@ -71,7 +71,6 @@ pub struct IntentItem {
     pub pending_by: Option<DateTime<Utc>>,
     /// The observations carried on the intent (`obs#<id>`: `Commit::Carried`), by id.
     pub carried: BTreeMap<String, Observation>,
-    pub esc_lease: Option<DateTime<Utc>>,
     /// Why each level of the chain started (`chain_reason_<level>`, on a root).
     pub chain_reasons: BTreeMap<u8, String>,
     /// TTL, epoch seconds.
@@ -210,7 +209,9 @@ impl World {
             && (!t.expect.not_escalated || s.escalation.is_none())
             && (!t.expect.not_acknowledged || s.acknowledgement.is_none())
             && (!t.expect.unchained || item.record.intent.chain.is_none())
-            && t.expect.no_escalation_run_at.is_none_or(|now| item.esc_lease.is_none_or(|l| l < ms(now)));
+            && t.expect
+                .no_escalation_run_at
+                .is_none_or(|now| item.record.status.escalation_run_until.is_none_or(|l| l < ms(now)));
         if ok { Ok(item) } else { Err(()) }
     }
 
@@ -245,7 +246,7 @@ impl World {
         if let Some(e) = &p.escalation {
             s.escalation =
                 Some(Escalation { at: ms(e.at), reason: e.reason.clone(), folded: e.folded, to_level: e.to_level });
-            item.esc_lease = None;
+            s.escalation_run_until = None;
         }
         if p.add_conflict {
             s.conflicts += 1;
@@ -342,7 +343,6 @@ impl World {
             pending_to: record.intent.recipient.clone(),
             pending_by: record.status.state.is_pending().then(|| ms(record.intent.deadline)),
             carried: BTreeMap::new(),
-            esc_lease: None,
             chain_reasons: BTreeMap::new(),
             expires_at: record.intent.expires_at().timestamp(),
         };
@@ -492,14 +492,14 @@ impl World {
     ) -> Option<IntentRecord> {
         let item = self.ledger.intents.get(key)?;
         let s = &item.record.status;
-        let free = item.esc_lease.is_none_or(|l| l < ms(now));
+        let free = item.record.status.escalation_run_until.is_none_or(|l| l < ms(now));
         // A delivered intent is leased only as a level of a chain (`chain_root` in the adapter).
         let delivered = s.state == State::Delivered && item.record.intent.chain.is_none();
         if s.escalation.is_some() || delivered || !free {
             return None;
         }
         let mut item = item.clone();
-        item.esc_lease = Some(ms(until));
+        item.record.status.escalation_run_until = Some(ms(until));
         let record = item.record.clone();
         self.ledger.intents.insert(key.clone(), item);
         self.oracle.escalation_leased(self.now, key, to_ms(ms(until)));
