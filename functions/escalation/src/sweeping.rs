@@ -149,7 +149,8 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         // lease said no): leave its index entry to whoever holds the truth — this run's copy may be
         // older than the intent (the index lags) and must not re-add a settled intent.
         if !escalation_pending {
-            let next = self.next_check_from(&record, now);
+            let due = next_check(&record, now, &self.config.sweep);
+            let next = clamped(due, now);
             // Index writes cost a write on the index too: only when the next check changes.
             let unchanged = match next {
                 NextCheck::At(t) => {
@@ -159,8 +160,7 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
                         // searches `TOCSIN_RECONCILE_BATCH`) was moved a second on by every run —
                         // a write and its index entry's delete and put, each minute, for each one
                         // of an outage's backlog.
-                        || (self.due_again_at_once(&record, now)
-                            && record.status.next_check.is_some_and(|c| c <= now))
+                        || (due.is_some_and(|d| d <= floor(now)) && record.status.next_check.is_some_and(|c| c <= now))
                 }
                 NextCheck::Remove => record.status.next_check.is_none(),
                 NextCheck::Keep => true,
@@ -217,19 +217,24 @@ impl<S: SweepStore, Q: SendQueue, E: EscalationQueue, L: DeliveryLogSearch, R: S
         }
     }
 
-    /// Whether the intent has something to do again at once (its next check would be the floor).
-    fn due_again_at_once(&self, record: &IntentRecord, now: DateTime<Utc>) -> bool {
-        next_check(record, now, &self.config.sweep)
-            .is_some_and(|t| t <= now + chrono::Duration::seconds(NEXT_CHECK_FLOOR_SECS))
-    }
-
     /// The next check the sweep writes: never a time already past (that would make every later
     /// run read the intent first, ahead of newly due ones), and none for an intent with nothing
     /// left to do.
     pub(crate) fn next_check_from(&self, record: &IntentRecord, now: DateTime<Utc>) -> NextCheck {
-        match next_check(record, now, &self.config.sweep) {
-            None => NextCheck::Remove,
-            Some(t) => NextCheck::At(t.max(now + chrono::Duration::seconds(NEXT_CHECK_FLOOR_SECS))),
-        }
+        clamped(next_check(record, now, &self.config.sweep), now)
+    }
+}
+
+/// The earliest next check the sweep writes at `now` ([`NEXT_CHECK_FLOOR_SECS`]).
+fn floor(now: DateTime<Utc>) -> DateTime<Utc> {
+    now + chrono::Duration::seconds(NEXT_CHECK_FLOOR_SECS)
+}
+
+/// When the intent is next due (`due`, from the sweep policy) as the sweep writes it: never
+/// before the floor; none for an intent with nothing left to do.
+fn clamped(due: Option<DateTime<Utc>>, now: DateTime<Utc>) -> NextCheck {
+    match due {
+        None => NextCheck::Remove,
+        Some(t) => NextCheck::At(t.max(floor(now))),
     }
 }
