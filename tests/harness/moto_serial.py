@@ -11,6 +11,10 @@ go to eum_standin.py instead, under the same lock (it writes its events into mot
 backend, in this process). FilterLogEvents pages and ingests as AWS does when a test asks
 (logs_as_aws.py, control API `/tocsin-logs/`). `POST /moto-api/reset` resets both too.
 
+With `TOCSIN_EMULATOR_STDIN_LIFELINE=1`, the process exits when its standard input reaches end of
+file: the harness keeps a pipe to it open for as long as the test process lives (an idle emulator
+waits between tests for the next one, reset), so none outlives the test process, however it ends.
+
 `GET /tocsin-emulator/id` answers the instance id the harness gave in `TOCSIN_EMULATOR_ID`: the
 harness picks a free port and releases it before this binds it, so a parallel test may start its
 own emulator on the same port; only the one that answers its own id is the harness's (the other
@@ -39,8 +43,17 @@ import logs_as_aws
 from moto.logs.models import LogsBackend
 
 
+def exit_with_stdin() -> None:
+    """Exits the process when standard input closes (the harness's process ended)."""
+    while sys.stdin.buffer.read(4096):
+        pass
+    os._exit(0)
+
+
 def main() -> None:
     host, port = sys.argv[1], int(sys.argv[2])
+    if os.environ.get("TOCSIN_EMULATOR_STDIN_LIFELINE") == "1":
+        threading.Thread(target=exit_with_stdin, daemon=True).start()
     os.environ.setdefault("MOTO_PORT", str(port))
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()

@@ -39,9 +39,11 @@ impl std::fmt::Display for StackFailure {
     }
 }
 
-/// moto in server mode with CloudFormation able to create subscription filters; stopped on drop.
+/// moto in server mode with CloudFormation able to create subscription filters. Left for the
+/// process's next test when dropped, which takes it reset to empty (as [`crate::Emulator`]).
 pub struct CloudFormationEmulator {
-    child: Child,
+    /// Taken when dropped.
+    child: Option<Child>,
     port: u16,
     http: reqwest::Client,
     gate: Gate,
@@ -49,6 +51,23 @@ pub struct CloudFormationEmulator {
 
 impl CloudFormationEmulator {
     pub async fn start() -> Result<Self> {
+        let (mut child, port) = match crate::emulator::take_idle(LAUNCHER).await {
+            Some(idle) => idle,
+            None => Self::spawn().await?,
+        };
+        let gate = match Self::gate(&format!("http://127.0.0.1:{port}"), LOCAL_STACK).await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        Ok(CloudFormationEmulator { child: Some(child), port, http: reqwest::Client::new(), gate })
+    }
+
+    /// Starts `moto_cfn.py` on a free port; answers once that process, and no other, answers.
+    async fn spawn() -> Result<(Child, u16)> {
         let python = tokio::task::spawn_blocking(crate::emulator::ensure_installed)
             .await
             .map_err(|e| HarnessError::Emulator(e.to_string()))??;
@@ -60,14 +79,16 @@ impl CloudFormationEmulator {
         let workdir = dir.join("run").join(format!("cfn-{port}"));
         fs::create_dir_all(&workdir)?;
         let log = File::create(workdir.join("moto.log"))?;
-        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_cfn.py");
+        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join(LAUNCHER);
         let id = crate::emulator::instance_id(port);
         let child = Command::new(&python)
             .arg(launcher)
             .args(["127.0.0.1", &port.to_string()])
             .current_dir(&workdir)
             .env("TOCSIN_EMULATOR_ID", &id)
-            .stdin(Stdio::null())
+            // Its lifeline: it exits when this process ends and the pipe closes.
+            .env("TOCSIN_EMULATOR_STDIN_LIFELINE", "1")
+            .stdin(Stdio::piped())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
@@ -83,7 +104,7 @@ impl CloudFormationEmulator {
                 )));
             }
             if crate::emulator::is_ours(&http, port, &id).await {
-                break;
+                return Ok((child, port));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -92,15 +113,6 @@ impl CloudFormationEmulator {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let gate = match Self::gate(&format!("http://127.0.0.1:{port}"), LOCAL_STACK).await {
-            Ok(g) => g,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-        };
-        Ok(CloudFormationEmulator { child, port, http, gate })
     }
 
     async fn gate(upstream: &str, stack: &str) -> Result<Gate> {
@@ -266,10 +278,14 @@ impl CloudFormationEmulator {
 
 impl Drop for CloudFormationEmulator {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.take() {
+            crate::emulator::leave_idle(LAUNCHER, child, self.port);
+        }
     }
 }
+
+/// The launcher of [`CloudFormationEmulator`]'s processes.
+const LAUNCHER: &str = "moto_cfn.py";
 
 fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -1,12 +1,22 @@
 //! moto in server mode: installed into a virtualenv under `target/` on first use (pinned
-//! version, from PyPI), started on a free loopback port, stopped when dropped — behind the IAM
-//! gate (`crate::iam`): the endpoint every client reaches is the gate's, and each request is
-//! checked against the policies of the principal that signed it.
+//! version, from PyPI), started on a free loopback port — behind the IAM gate (`crate::iam`): the
+//! endpoint every client reaches is the gate's, and each request is checked against the policies
+//! of the principal that signed it.
+//!
+//! Every test gets an emulator with nothing in it. Starting one costs about two seconds of CPU
+//! (Python's start, then moto importing each service's backend on its first request: most of a
+//! short test's time, measured on 2026-12-08), so a test's emulator is not stopped when the test
+//! ends: it waits, idle, for the next test of the same process, which takes it after
+//! `POST /moto-api/reset` (moto's backends, the End User Messaging stand-in and the logs shaping
+//! all start empty again) and after its recorder is stopped and emptied. An idle emulator that
+//! died or does not answer its reset is stopped and a fresh one started instead. Each one exits
+//! when the test process does (its standard input is a pipe held by this process).
 
 use std::fs::{self, File};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -26,7 +36,8 @@ pub struct SentSms {
 }
 
 pub struct Emulator {
-    child: Child,
+    /// Taken when dropped: given to [`IDLE`] for the process's next test.
+    child: Option<Child>,
     port: u16,
     http: reqwest::Client,
     /// Dropped after moto stops: reports the test's denials (and panics on any left).
@@ -54,6 +65,63 @@ pub fn ensure_installed() -> Result<PathBuf> {
 pub fn moto_http() -> reqwest::Client {
     reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap_or_else(|_| reqwest::Client::new())
 }
+
+/// Emulators of tests that ended, alive and waiting for the next test of this process, by
+/// launcher (`moto_serial.py`, or `moto_cfn.py` for [`crate::cloudformation`]).
+static IDLE: Mutex<Vec<(&'static str, Child, u16)>> = Mutex::new(Vec::new());
+
+/// The launcher of [`Emulator`]'s processes.
+const LAUNCHER: &str = "moto_serial.py";
+
+/// An emulator started by `launcher` that an earlier test of this process left, reset to empty;
+/// `None` when there is none alive that answers its reset (those are stopped).
+pub(crate) async fn take_idle(launcher: &'static str) -> Option<(Child, u16)> {
+    loop {
+        let (mut child, port) = {
+            let mut idle = IDLE.lock().ok()?;
+            let at = idle.iter().rposition(|(l, _, _)| *l == launcher)?;
+            let (_, child, port) = idle.remove(at);
+            (child, port)
+        };
+        if matches!(child.try_wait(), Ok(None)) && reset(port).await.is_ok() {
+            return Some((child, port));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Leaves an emulator started by `launcher` for the process's next test (stopped if it died).
+pub(crate) fn leave_idle(launcher: &'static str, mut child: Child, port: u16) {
+    match IDLE.lock() {
+        Ok(mut idle) if matches!(child.try_wait(), Ok(None)) => idle.push((launcher, child, port)),
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Empties the emulator on `port`: every backend (`POST /moto-api/reset`, which also resets the
+/// End User Messaging stand-in and the logs shaping: `moto_serial.py`), and its recorder.
+async fn reset(port: u16) -> Result<()> {
+    let http = moto_http();
+    for path in ["moto-api/reset", "moto-api/recorder/stop-recording", "moto-api/recorder/reset-recording"] {
+        let answer = http
+            .post(format!("http://127.0.0.1:{port}/{path}"))
+            .timeout(RESET_WITHIN)
+            .send()
+            .await
+            .map_err(|e| HarnessError::Emulator(format!("{path}: {e}")))?;
+        if !answer.status().is_success() {
+            return Err(HarnessError::Emulator(format!("{path}: {}", answer.status())));
+        }
+    }
+    Ok(())
+}
+
+/// How long an idle emulator may take over its reset before it is replaced by a fresh one.
+const RESET_WITHIN: Duration = Duration::from_secs(15);
 
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -112,9 +180,13 @@ impl Emulator {
         .map_err(|e| HarnessError::Template(e.to_string()))?;
         let mut last = None;
         for _ in 0..3 {
-            match Self::spawn(&server).await {
+            let started = match take_idle(LAUNCHER).await {
+                Some(idle) => Ok(idle),
+                None => Self::spawn(&server).await,
+            };
+            match started {
                 Ok((mut child, port)) => match Gate::start(&format!("http://127.0.0.1:{port}"), principals).await {
-                    Ok(gate) => return Ok(Emulator { child, port, http: moto_http(), gate }),
+                    Ok(gate) => return Ok(Emulator { child: Some(child), port, http: moto_http(), gate }),
                     Err(e) => {
                         let _ = child.kill();
                         let _ = child.wait();
@@ -139,7 +211,7 @@ impl Emulator {
         let workdir = emulator_dir().join("run").join(port.to_string());
         fs::create_dir_all(&workdir)?;
         // moto's own server, with requests applied one at a time (see moto_serial.py).
-        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_serial.py");
+        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join(LAUNCHER);
         let id = instance_id(port);
         let child = Command::new(server)
             .arg(launcher)
@@ -147,7 +219,9 @@ impl Emulator {
             .current_dir(&workdir)
             .env("MOTO_RECORDER_FILEPATH", workdir.join("recording.jsonl"))
             .env("TOCSIN_EMULATOR_ID", &id)
-            .stdin(Stdio::null())
+            // Its lifeline: it exits when this process ends and the pipe closes.
+            .env("TOCSIN_EMULATOR_STDIN_LIFELINE", "1")
+            .stdin(Stdio::piped())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
@@ -385,9 +459,11 @@ pub fn aws_env_for(endpoint: &str, principal: &Principal) -> Vec<(String, String
 }
 
 impl Drop for Emulator {
+    /// The emulator waits for the process's next test, which resets it before use.
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.take() {
+            leave_idle(LAUNCHER, child, self.port);
+        }
     }
 }
 
@@ -409,6 +485,61 @@ mod port_race {
             second.as_ref().map(|(_, port)| port)
         );
         assert!(!is_ours(&first.http, first.port, "someone else").await, "an id that is not its own");
+    }
+}
+
+#[cfg(test)]
+mod reuse {
+    use super::*;
+    use crate::eum::AccountTier;
+    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+
+    /// An emulator a test leaves is the next test's only once emptied: its reset leaves no
+    /// table, queue, log group, sent SMS, End User Messaging account state or recording of the
+    /// test before. (Without it, one test's items and faults would meet the next test's.)
+    #[tokio::test]
+    async fn an_emulator_reset_for_the_next_test_holds_nothing_the_last_test_left() {
+        let emulator = Emulator::start().await.expect("emulator");
+        let sdk = emulator.sdk_config().await;
+        let (ddb, sqs, logs, sns) = (
+            aws_sdk_dynamodb::Client::new(&sdk),
+            aws_sdk_sqs::Client::new(&sdk),
+            aws_sdk_cloudwatchlogs::Client::new(&sdk),
+            aws_sdk_sns::Client::new(&sdk),
+        );
+        let attribute =
+            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build();
+        let key = KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build();
+        ddb.create_table()
+            .table_name("left-behind")
+            .attribute_definitions(attribute.expect("attribute"))
+            .key_schema(key.expect("key"))
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await
+            .expect("CreateTable");
+        sqs.create_queue().queue_name("left-behind").send().await.expect("CreateQueue");
+        logs.create_log_group().log_group_name("left-behind").send().await.expect("CreateLogGroup");
+        sns.publish().phone_number("+12065550100").message("left behind").send().await.expect("Publish");
+        emulator.eum().production_account().await.expect("production account");
+        emulator.start_recording().await.expect("recording");
+        assert_eq!(emulator.sent_sms().await.expect("sent SMS").len(), 1, "the SMS is there before the reset");
+
+        reset(emulator.port).await.expect("reset");
+
+        let tables = ddb.list_tables().send().await.expect("ListTables");
+        assert!(tables.table_names().is_empty(), "tables left: {:?}", tables.table_names());
+        let queues = sqs.list_queues().send().await.expect("ListQueues");
+        assert!(queues.queue_urls().is_empty(), "queues left: {:?}", queues.queue_urls());
+        let groups = logs.describe_log_groups().send().await.expect("DescribeLogGroups");
+        assert!(groups.log_groups().is_empty(), "log groups left: {:?}", groups.log_groups());
+        assert!(emulator.sent_sms().await.expect("sent SMS").is_empty(), "SMS left");
+        assert_eq!(
+            emulator.eum().state().await.expect("stand-in").tier,
+            AccountTier::Sandboxed,
+            "the account left in production"
+        );
+        assert!(emulator.stop_recording().await.expect("recording").is_empty(), "a recording left running");
     }
 }
 
