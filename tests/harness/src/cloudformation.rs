@@ -279,7 +279,7 @@ impl CloudFormationEmulator {
 impl Drop for CloudFormationEmulator {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            crate::emulator::leave_idle(LAUNCHER, child, self.port);
+            crate::emulator::leave_idle(LAUNCHER, child, self.port, self.gate.close());
         }
     }
 }

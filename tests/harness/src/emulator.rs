@@ -91,10 +91,11 @@ pub(crate) async fn take_idle(launcher: &'static str) -> Option<(Child, u16)> {
     }
 }
 
-/// Leaves an emulator started by `launcher` for the process's next test (stopped if it died).
-pub(crate) fn leave_idle(launcher: &'static str, mut child: Child, port: u16) {
+/// Leaves an emulator started by `launcher` for the process's next test; stops it instead when
+/// it died, or when its gate was not `quiet` (a request of the test that ended may still reach it).
+pub(crate) fn leave_idle(launcher: &'static str, mut child: Child, port: u16, quiet: bool) {
     match IDLE.lock() {
-        Ok(mut idle) if matches!(child.try_wait(), Ok(None)) => idle.push((launcher, child, port)),
+        Ok(mut idle) if quiet && matches!(child.try_wait(), Ok(None)) => idle.push((launcher, child, port)),
         _ => {
             let _ = child.kill();
             let _ = child.wait();
@@ -459,10 +460,11 @@ pub fn aws_env_for(endpoint: &str, principal: &Principal) -> Vec<(String, String
 }
 
 impl Drop for Emulator {
-    /// The emulator waits for the process's next test, which resets it before use.
+    /// The emulator waits for the process's next test, which resets it before use — once its gate
+    /// forwards nothing more.
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            leave_idle(LAUNCHER, child, self.port);
+            leave_idle(LAUNCHER, child, self.port, self.gate.close());
         }
     }
 }
@@ -540,6 +542,23 @@ mod reuse {
             "the account left in production"
         );
         assert!(emulator.stop_recording().await.expect("recording").is_empty(), "a recording left running");
+    }
+
+    /// A test's emulator is handed on only when its gate forwards nothing more: a request that
+    /// comes after (a task the test left running) is dropped at the gate, never applied to what
+    /// is by then the next test's emulator.
+    #[tokio::test]
+    async fn a_request_through_a_closed_gate_never_reaches_the_emulator() {
+        let emulator = Emulator::start().await.expect("emulator");
+        let through_gate = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
+        assert!(emulator.iam().close(), "nothing in flight when the test ends");
+
+        let late = through_gate.create_queue().queue_name("too-late").send().await;
+
+        assert!(late.is_err(), "the gate forwarded a request after it was closed");
+        let direct = Emulator::sdk_config_for(&emulator.moto_endpoint(), &Principal::Harness).await;
+        let queues = aws_sdk_sqs::Client::new(&direct).list_queues().send().await.expect("ListQueues");
+        assert!(queues.queue_urls().is_empty(), "the late request was applied: {:?}", queues.queue_urls());
     }
 }
 

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -56,6 +57,10 @@ struct State {
 struct Shared {
     principals: Mutex<Arc<Principals>>,
     state: Mutex<State>,
+    /// Set by [`Gate::close`]: no request is forwarded from then on.
+    closed: AtomicBool,
+    /// Requests being handled now. One abandoned halfway (its caller gone) stays counted.
+    in_flight: AtomicUsize,
 }
 
 impl Shared {
@@ -77,7 +82,12 @@ impl Gate {
     pub async fn start(upstream: &str, principals: Arc<Principals>) -> Result<Gate> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared { principals: Mutex::new(principals), state: Mutex::new(State::default()) });
+        let shared = Arc::new(Shared {
+            principals: Mutex::new(principals),
+            state: Mutex::new(State::default()),
+            closed: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+        });
         // No idle connections kept to moto: werkzeug may close a kept-alive connection while the
         // pool still holds it, and the next request forwarded on it fails (`IncompleteMessage`)
         // after it was written — a failure no test asked for. A fresh loopback connection per
@@ -93,7 +103,17 @@ impl Gate {
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let (sh, client, upstream) = (sh.clone(), client.clone(), upstream.clone());
-                        async move { handle(req, sh, client, upstream).await }
+                        async move {
+                            // Counted before the check: `close` then sees it, or it sees `close`.
+                            sh.in_flight.fetch_add(1, Ordering::SeqCst);
+                            if sh.closed.load(Ordering::SeqCst) {
+                                sh.in_flight.fetch_sub(1, Ordering::SeqCst);
+                                return Err(Dropped);
+                            }
+                            let answer = handle(req, sh.clone(), client, upstream).await;
+                            sh.in_flight.fetch_sub(1, Ordering::SeqCst);
+                            answer
+                        }
                     });
                     let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
@@ -111,6 +131,15 @@ impl Gate {
     /// The policies the gate enforces.
     pub fn principals(&self) -> Arc<Principals> {
         self.shared.principals().unwrap_or_else(|| panic!("IAM gate: lock poisoned"))
+    }
+
+    /// Forwards nothing from now on (a request arriving later is dropped). True when no request
+    /// is being handled either, so the upstream has seen this gate's last one: an emulator is
+    /// handed to the next test only then (a late request of a test that ended, from a task it
+    /// left running, would otherwise land after the reset, in the next test's emulator).
+    pub fn close(&self) -> bool {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.in_flight.load(Ordering::SeqCst) == 0
     }
 
     /// Enforces `principals` from now on (another stack's policies: a test that deploys it).
