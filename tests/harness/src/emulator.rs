@@ -496,6 +496,21 @@ mod reuse {
     use crate::eum::AccountTier;
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
 
+    /// An on-demand table `name` keyed by the string `pk`.
+    pub(super) async fn create_table(ddb: &aws_sdk_dynamodb::Client, name: &str) {
+        let attribute =
+            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build();
+        let key = KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build();
+        ddb.create_table()
+            .table_name(name)
+            .attribute_definitions(attribute.expect("attribute"))
+            .key_schema(key.expect("key"))
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await
+            .expect("CreateTable");
+    }
+
     /// An emulator a test leaves is the next test's only once emptied: its reset leaves no
     /// table, queue, log group, sent SMS, End User Messaging account state or recording of the
     /// test before. (Without it, one test's items and faults would meet the next test's.)
@@ -509,17 +524,7 @@ mod reuse {
             aws_sdk_cloudwatchlogs::Client::new(&sdk),
             aws_sdk_sns::Client::new(&sdk),
         );
-        let attribute =
-            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build();
-        let key = KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build();
-        ddb.create_table()
-            .table_name("left-behind")
-            .attribute_definitions(attribute.expect("attribute"))
-            .key_schema(key.expect("key"))
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .await
-            .expect("CreateTable");
+        create_table(&ddb, "left-behind").await;
         sqs.create_queue().queue_name("left-behind").send().await.expect("CreateQueue");
         logs.create_log_group().log_group_name("left-behind").send().await.expect("CreateLogGroup");
         sns.publish().phone_number("+12065550100").message("left behind").send().await.expect("Publish");
@@ -565,9 +570,7 @@ mod reuse {
 #[cfg(test)]
 mod item_writes {
     use super::*;
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    };
+    use aws_sdk_dynamodb::types::AttributeValue;
 
     const ROUNDS: u64 = 150;
     const WRITERS: u64 = 8;
@@ -581,17 +584,7 @@ mod item_writes {
     async fn of_concurrent_conditional_writes_to_one_item_exactly_one_passes() {
         let emulator = Emulator::start().await.expect("emulator");
         let ddb = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-        let attribute =
-            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build();
-        let key = KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build();
-        ddb.create_table()
-            .table_name("race")
-            .attribute_definitions(attribute.expect("attribute"))
-            .key_schema(key.expect("key"))
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .await
-            .expect("CreateTable");
+        super::reuse::create_table(&ddb, "race").await;
         let claim = || AttributeValue::S("claim".into());
         let number = |n: u64| AttributeValue::N(n.to_string());
         ddb.put_item().table_name("race").item("pk", claim()).item("v", number(0)).send().await.expect("PutItem");
