@@ -40,7 +40,8 @@ pub struct Emulator {
     child: Option<Child>,
     port: u16,
     http: reqwest::Client,
-    /// Dropped after moto stops: reports the test's denials (and panics on any left).
+    /// Closed when the emulator is handed on (or stopped); dropped after: reports the test's
+    /// denials (and panics on any left).
     gate: Gate,
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn aws_err<E: std::error::Error>(op: &'static str, e: E) -> HarnessEr
     HarnessError::Aws(op, s)
 }
 
-/// Runs a function's real binary under the Runtime API stand-in, against a fresh emulator and
+/// Runs a function's real binary under the Runtime API stand-in, against an empty emulator and
 /// stack, with the function's environment from `template.yaml`; invokes every `events/<dir>/*.json`
 /// file and returns (file name, answer) pairs.
 pub async fn invoke_events_through_runtime(
